@@ -1,0 +1,340 @@
+// Package estimator trains, evaluates and predicts with a model function,
+// in the style of TensorFlow's tf.estimator.
+//
+// A model function (ModelFn) builds a model on one tower for a Mode and
+// returns a Spec: loss, predictions, eval metrics, export outputs and train
+// ops. An Estimator runs a Model — a ModelFn on one device, or one wrapped by
+// replicate.ModelFn to run one tower per device — over input functions that
+// yield batches. It owns the variable store (towers.Store), whose masters
+// survive every graph the Estimator builds, and the global step.
+//
+// Graphs are built once per mode and input signature and reused: a step only
+// feeds values and runs the towers, concurrently, one goroutine each.
+//
+// Estimator methods are safe for concurrent use; they run one at a time.
+package estimator
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// RunConfig configures an Estimator.
+type RunConfig struct {
+	// ModelDir is the run's home directory. Optional for now.
+	ModelDir string
+	// Seed seeds variable initializers: the same seed gives the same
+	// initial variables on any number of towers.
+	Seed uint64
+	// LogEvery logs the step, loss and speed every this many training steps
+	// (default 100; negative disables).
+	LogEvery int
+	// Logger receives progress; nil means slog.Default().
+	Logger *slog.Logger
+	// Params are handed to every model function call.
+	Params Params
+}
+
+// Estimator trains, evaluates and predicts with one model.
+type Estimator struct {
+	mu    sync.Mutex
+	cfg   RunConfig
+	log   *slog.Logger
+	store *towers.Store
+	eng   *engine
+}
+
+// New returns an Estimator for model. An invalid model (for example a
+// replication with loss reduction NONE) is an error here.
+func New(model Model, cfg RunConfig) (*Estimator, error) {
+	if model == nil {
+		return nil, fmt.Errorf("new estimator: nil model")
+	}
+	rep, err := model.Replication()
+	if err != nil {
+		return nil, fmt.Errorf("new estimator: %w", err)
+	}
+	placement := rep.Placement
+	if placement == nil {
+		placement = towers.AutoPlacement(rep.Devices)
+	}
+	store := towers.NewStore(towers.WithSeed(cfg.Seed), towers.WithPlacement(placement))
+	eng, err := newEngine(model.Fn(), rep, store, cfg.Params)
+	if err != nil {
+		return nil, fmt.Errorf("new estimator: %w", err)
+	}
+	if cfg.LogEvery == 0 {
+		cfg.LogEvery = 100
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Estimator{cfg: cfg, log: log, store: store, eng: eng}, nil
+}
+
+// Store returns the variable store: master values by name, weights by name
+// and as one flat vector.
+func (e *Estimator) Store() *towers.Store { return e.store }
+
+// GlobalStep returns the number of training steps taken.
+func (e *Estimator) GlobalStep() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.eng.step()
+}
+
+// VariableNames returns every variable name in creation order, optimizer
+// slots and the global step included.
+func (e *Estimator) VariableNames() []string { return e.store.Names() }
+
+// VariableValue returns a copy of the named variable's value.
+func (e *Estimator) VariableValue(name string) (*tensor.Dense, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.store.Value(name)
+}
+
+// Close releases the graphs and VMs the Estimator built.
+func (e *Estimator) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.eng.close()
+}
+
+// TrainOption limits a Train call.
+type TrainOption func(*trainOptions)
+
+type trainOptions struct {
+	steps, maxSteps int64
+	onStep          func(step int64, loss float64)
+}
+
+// OnStep calls fn after every training step with the new global step and
+// the step's reduced loss.
+func OnStep(fn func(step int64, loss float64)) TrainOption {
+	return func(o *trainOptions) { o.onStep = fn }
+}
+
+// Steps trains for n more steps (or until the input ends).
+func Steps(n int64) TrainOption { return func(o *trainOptions) { o.steps = n } }
+
+// MaxSteps trains until the global step reaches n (or the input ends); a
+// model already at n does nothing.
+func MaxSteps(n int64) TrainOption { return func(o *trainOptions) { o.maxSteps = n } }
+
+// Train runs training steps over input until it ends, the step limit is
+// reached, or ctx is done (then it returns ctx's error; every finished step
+// stays applied).
+func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOption) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var o trainOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.steps < 0 || o.maxSteps < 0 {
+		return fmt.Errorf("train: negative step limit")
+	}
+	if input == nil {
+		return fmt.Errorf("train: nil input function")
+	}
+	start := e.eng.step()
+	limit := int64(-1)
+	if o.steps > 0 {
+		limit = start + o.steps
+	}
+	if o.maxSteps > 0 && (limit < 0 || o.maxSteps < limit) {
+		limit = o.maxSteps
+	}
+	if limit >= 0 && start >= limit {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t0, lastLog, lastStep, examples := time.Now(), time.Now(), start, 0
+	for batch, err := range input(ctx) {
+		if err != nil {
+			return fmt.Errorf("train: input at step %d: %w", e.eng.step(), err)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("train: stopped at step %d: %w", e.eng.step(), err)
+		}
+		rows, _ := batch.Rows()
+		loss, err := e.eng.trainStep(ctx, batch)
+		if err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+		examples += rows
+		step := e.eng.step()
+		if o.onStep != nil {
+			o.onStep(step, loss)
+		}
+		if e.cfg.LogEvery > 0 && step%int64(e.cfg.LogEvery) == 0 {
+			dt := time.Since(lastLog).Seconds()
+			e.log.Info("train", "step", step, "loss", loss,
+				"steps_per_sec", float64(step-lastStep)/dt, "examples_per_sec", float64(examples)/dt)
+			lastLog, lastStep, examples = time.Now(), step, 0
+		}
+		if limit >= 0 && step >= limit {
+			break
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("train: stopped at step %d: %w", e.eng.step(), err)
+	}
+	e.log.Debug("train done", "steps", e.eng.step()-start, "global_step", e.eng.step(), "seconds", time.Since(t0).Seconds())
+	return nil
+}
+
+// EvalOption limits an Evaluate call.
+type EvalOption func(*evalOptions)
+
+type evalOptions struct{ steps int64 }
+
+// EvalSteps evaluates at most n batches.
+func EvalSteps(n int64) EvalOption { return func(o *evalOptions) { o.steps = n } }
+
+// Evaluate runs the model in Eval mode over input and returns every eval
+// metric by name, "loss" (the mean over batches of the reduced batch loss,
+// as TensorFlow reports it) and "global_step". Metrics start from zero on
+// every call.
+func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOption) (map[string]float64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var o evalOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if input == nil {
+		return nil, fmt.Errorf("evaluate: nil input function")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e.eng.resetMetrics()
+	var lossSum float64
+	var batches int64
+	for batch, err := range input(ctx) {
+		if err != nil {
+			return nil, fmt.Errorf("evaluate: input at batch %d: %w", batches, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("evaluate: %w", err)
+		}
+		loss, err := e.eng.evalStep(ctx, batch)
+		if err != nil {
+			return nil, fmt.Errorf("evaluate: batch %d: %w", batches, err)
+		}
+		lossSum += loss
+		batches++
+		if o.steps > 0 && batches >= o.steps {
+			break
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
+	}
+	if batches == 0 {
+		return nil, fmt.Errorf("evaluate: input yielded no batches")
+	}
+	out, err := e.eng.metricResults()
+	if err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
+	}
+	out["loss"] = lossSum / float64(batches)
+	out[GlobalStepName] = float64(e.eng.step())
+	return out, nil
+}
+
+// Prediction is one example's predictions by name: each the example's row
+// of the batch output (shape: the output's shape without dimension 0).
+type Prediction map[string]*tensor.Dense
+
+// Predict runs the model in Predict mode over input and yields one
+// Prediction per example, in input order. Labels in the input are ignored.
+// Iteration stops at the first error, which is yielded.
+func (e *Estimator) Predict(ctx context.Context, input InputFn) iter.Seq2[Prediction, error] {
+	return func(yield func(Prediction, error) bool) {
+		for out, err := range e.PredictBatches(ctx, input) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			rows := -1
+			for _, v := range out.Predictions {
+				rows = v.Shape()[0]
+				break
+			}
+			for r := 0; r < rows; r++ {
+				p := Prediction{}
+				for k, v := range out.Predictions {
+					p[k] = row(v, r)
+				}
+				if !yield(p, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// BatchOutput is one predict batch's results.
+type BatchOutput struct {
+	// Predictions by name, batch along dimension 0.
+	Predictions map[string]*tensor.Dense
+	// ExportOutputs by signature key, then output name.
+	ExportOutputs map[string]map[string]*tensor.Dense
+}
+
+// PredictBatches is Predict a batch at a time, with the export outputs.
+func (e *Estimator) PredictBatches(ctx context.Context, input InputFn) iter.Seq2[BatchOutput, error] {
+	return func(yield func(BatchOutput, error) bool) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if input == nil {
+			yield(BatchOutput{}, fmt.Errorf("predict: nil input function"))
+			return
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		n := 0
+		for batch, err := range input(ctx) {
+			if err == nil {
+				err = ctx.Err()
+			}
+			if err != nil {
+				yield(BatchOutput{}, fmt.Errorf("predict: input at batch %d: %w", n, err))
+				return
+			}
+			preds, outs, err := e.eng.predictStep(ctx, batch)
+			if err != nil {
+				yield(BatchOutput{}, fmt.Errorf("predict: batch %d: %w", n, err))
+				return
+			}
+			n++
+			if !yield(BatchOutput{Predictions: preds, ExportOutputs: outs}, nil) {
+				return
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			yield(BatchOutput{}, fmt.Errorf("predict: %w", err))
+		}
+	}
+}
+
+// row returns a copy of row r of t, without dimension 0.
+func row(t *tensor.Dense, r int) *tensor.Dense {
+	data := reflect.ValueOf(t.Data())
+	size := t.Shape().TotalSize() / t.Shape()[0]
+	return numeric.Over(t.Shape()[1:], numeric.Copy(data.Slice(r*size, (r+1)*size).Interface()))
+}

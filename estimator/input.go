@@ -1,0 +1,182 @@
+package estimator
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"math/rand/v2"
+	"reflect"
+	"sort"
+
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/sharding"
+)
+
+// Batch is one step's input: features and labels keyed by name, each with
+// the batch along dimension 0. Labels is nil in Predict mode. Sparse holds
+// sparse features, split by row and densified for each tower.
+type Batch struct {
+	Features map[string]*tensor.Dense
+	Labels   map[string]*tensor.Dense
+	Sparse   map[string]sharding.SparseCOO
+}
+
+// Rows returns the batch's row count, checking that every feature, label and
+// sparse feature agrees on it.
+func (b Batch) Rows() (int, error) {
+	rows, from := -1, ""
+	check := func(kind, key string, shape []int) error {
+		if len(shape) == 0 {
+			return fmt.Errorf("%s %q: rank-0 tensor has no batch dimension", kind, key)
+		}
+		if rows < 0 {
+			rows, from = shape[0], fmt.Sprintf("%s %q", kind, key)
+			return nil
+		}
+		if shape[0] != rows {
+			return fmt.Errorf("%s %q has %d rows (shape %v), %s has %d", kind, key, shape[0], shape, from, rows)
+		}
+		return nil
+	}
+	for _, part := range []struct {
+		kind string
+		m    map[string]*tensor.Dense
+	}{{"feature", b.Features}, {"label", b.Labels}} {
+		for _, k := range sortedKeys(part.m) {
+			if part.m[k] == nil {
+				return 0, fmt.Errorf("%s %q is nil", part.kind, k)
+			}
+			if err := check(part.kind, k, part.m[k].Shape()); err != nil {
+				return 0, err
+			}
+		}
+	}
+	for _, k := range sortedKeys(b.Sparse) {
+		if _, dup := b.Features[k]; dup {
+			return 0, fmt.Errorf("feature %q is both dense and sparse", k)
+		}
+		if err := check("sparse feature", k, b.Sparse[k].DenseShape); err != nil {
+			return 0, err
+		}
+	}
+	if rows < 0 {
+		return 0, fmt.Errorf("batch has no features")
+	}
+	return rows, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// InputFn yields batches until the end of its data, or until ctx is done.
+// A yielded error ends the call that consumes it.
+type InputFn func(ctx context.Context) iter.Seq2[Batch, error]
+
+// Forever as TensorInput.Epochs repeats the data without end.
+const Forever = -1
+
+// TensorInput configures FromTensors.
+type TensorInput struct {
+	// BatchSize is the number of rows per batch; the last batch of an
+	// epoch may be smaller. Required.
+	BatchSize int
+	// Epochs is how many passes over the data to make: 0 means 1, Forever
+	// repeats without end.
+	Epochs int
+	// Shuffle reorders the rows in every epoch with a generator seeded by
+	// Seed, so runs with the same seed see the same batches.
+	Shuffle bool
+	Seed    uint64
+}
+
+// FromTensors makes an input function over in-memory tensors, like
+// TensorFlow's numpy_input_fn: every features and labels tensor holds all
+// examples along dimension 0; labels may be nil. Batches are copies.
+func FromTensors(features, labels map[string]*tensor.Dense, cfg TensorInput) (InputFn, error) {
+	whole := Batch{Features: features, Labels: labels}
+	rows, err := whole.Rows()
+	if err != nil {
+		return nil, fmt.Errorf("input from tensors: %w", err)
+	}
+	if cfg.BatchSize < 1 {
+		return nil, fmt.Errorf("input from tensors: batch size %d, want at least 1", cfg.BatchSize)
+	}
+	if cfg.Epochs < Forever {
+		return nil, fmt.Errorf("input from tensors: epochs %d, want 0 or more, or Forever", cfg.Epochs)
+	}
+	epochs := cfg.Epochs
+	if epochs == 0 {
+		epochs = 1
+	}
+	src := map[string]map[string]rowSource{}
+	for kind, m := range map[string]map[string]*tensor.Dense{"features": features, "labels": labels} {
+		src[kind] = map[string]rowSource{}
+		for k, t := range m {
+			s, err := numeric.Slice(t)
+			if err != nil {
+				return nil, fmt.Errorf("input from tensors: %s %q: %w", kind, k, err)
+			}
+			src[kind][k] = rowSource{shape: t.Shape().Clone(), data: reflect.ValueOf(s), rowSize: t.Shape().TotalSize() / max(rows, 1)}
+		}
+	}
+	return func(ctx context.Context) iter.Seq2[Batch, error] {
+		return func(yield func(Batch, error) bool) {
+			rng := rand.New(rand.NewPCG(cfg.Seed, 0x70776572666c6f77))
+			order := make([]int, rows)
+			for e := 0; epochs == Forever || e < epochs; e++ {
+				for i := range order {
+					order[i] = i
+				}
+				if cfg.Shuffle {
+					rng.Shuffle(rows, func(i, j int) { order[i], order[j] = order[j], order[i] })
+				}
+				for start := 0; start < rows; start += cfg.BatchSize {
+					if err := ctx.Err(); err != nil {
+						yield(Batch{}, err)
+						return
+					}
+					idx := order[start:min(start+cfg.BatchSize, rows)]
+					b := Batch{Features: gather(src["features"], idx)}
+					if labels != nil {
+						b.Labels = gather(src["labels"], idx)
+					}
+					if !yield(b, nil) {
+						return
+					}
+				}
+				if rows == 0 {
+					return
+				}
+			}
+		}
+	}, nil
+}
+
+type rowSource struct {
+	shape   tensor.Shape
+	data    reflect.Value
+	rowSize int
+}
+
+func gather(src map[string]rowSource, idx []int) map[string]*tensor.Dense {
+	out := make(map[string]*tensor.Dense, len(src))
+	for k, s := range src {
+		n := len(idx) * s.rowSize
+		dst := reflect.MakeSlice(s.data.Type(), n, n)
+		for i, r := range idx {
+			reflect.Copy(dst.Slice(i*s.rowSize, (i+1)*s.rowSize), s.data.Slice(r*s.rowSize, (r+1)*s.rowSize))
+		}
+		shape := s.shape.Clone()
+		shape[0] = len(idx)
+		out[k] = numeric.Over(shape, dst.Interface())
+	}
+	return out
+}

@@ -1,0 +1,79 @@
+// Command linear trains the linear-regression example with one tower per
+// local device and prints the learned variables:
+//
+//	go run ./examples/linear
+//
+// It logs progress while training and ends with one line "w=<value>
+// b=<value>"; the data follows y = 0.1x + 0.3.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/estimator/optimizers"
+	"github.com/towerflow/towerflow/examples/linear/linreg"
+	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/towers"
+)
+
+func main() {
+	steps := flag.Int64("steps", 400, "training steps")
+	batch := flag.Int("batch", 100, "batch size")
+	lr := flag.Float64("lr", 0.5, "SGD learning rate")
+	n := flag.Int("examples", 1000, "training examples")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, *steps, *batch, *lr, *n); err != nil {
+		fmt.Fprintln(os.Stderr, "linear:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, steps int64, batch int, lr float64, n int) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	devices := towers.LocalDevices()
+	model := replicate.ModelFn(linreg.Model,
+		replicate.Devices(devices...),
+		replicate.Optimizer(optimizers.SGD(lr)),
+		replicate.Reduction(replicate.BatchMean))
+	est, err := estimator.New(model, estimator.RunConfig{Seed: 1, LogEvery: 50, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer est.Close()
+	features, labels := linreg.Data(n, 1)
+	train, err := estimator.FromTensors(features, labels, estimator.TensorInput{BatchSize: batch, Epochs: estimator.Forever, Shuffle: true, Seed: 1})
+	if err != nil {
+		return err
+	}
+	log.Info("training", "towers", len(devices), "devices", fmt.Sprint(devices), "steps", steps, "batch", batch)
+	if err := est.Train(ctx, train, estimator.MaxSteps(steps)); err != nil {
+		return err
+	}
+	eval, err := estimator.FromTensors(features, labels, estimator.TensorInput{BatchSize: batch})
+	if err != nil {
+		return err
+	}
+	scores, err := est.Evaluate(ctx, eval)
+	if err != nil {
+		return err
+	}
+	log.Info("evaluated", "loss", scores["loss"], "mean_abs_error", scores["mean_abs_error"], "global_step", scores["global_step"])
+	w, err := est.VariableValue("w")
+	if err != nil {
+		return err
+	}
+	b, err := est.VariableValue("b")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("w=%.4f b=%.4f\n", w.Data(), b.Data())
+	return nil
+}

@@ -1,0 +1,211 @@
+// Package numeric holds the small dtype-generic loops towerflow runs on
+// tensor backings outside gorgonia graphs: weighted sums for gradients,
+// copies, and conversions to and from float64.
+//
+// It works on backings as slices held in an any ([]float32, []float64, ...),
+// because gorgonia's scalar values (rank-0 tensors, *gorgonia.F64) hide their
+// one-element backing behind Data() returning the element itself.
+package numeric
+
+import (
+	"fmt"
+	"reflect"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Float is the set of element types the arithmetic helpers work on.
+type Float interface{ ~float32 | ~float64 }
+
+// IsFloat reports whether dt is float32 or float64.
+func IsFloat(dt tensor.Dtype) bool { return dt == tensor.Float32 || dt == tensor.Float64 }
+
+// Slice returns v's elements as a slice in row-major order. For a
+// contiguous non-scalar *tensor.Dense the slice is its backing (no copy); a
+// view is materialized into a copy; a scalar gives a new one-element slice.
+func Slice(v G.Value) (any, error) {
+	if v == nil {
+		return nil, fmt.Errorf("nil value")
+	}
+	if d, ok := v.(*tensor.Dense); ok && !d.Shape().IsScalar() {
+		if d.IsMaterializable() || !d.DataOrder().IsContiguous() {
+			d = d.Materialize().(*tensor.Dense)
+		}
+		return d.Data(), nil
+	}
+	data := v.Data()
+	rv := reflect.ValueOf(data)
+	if rv.Kind() == reflect.Slice {
+		return data, nil
+	}
+	s := reflect.MakeSlice(reflect.SliceOf(rv.Type()), 1, 1)
+	s.Index(0).Set(rv)
+	return s.Interface(), nil
+}
+
+// NewSlice returns a zero slice of n elements of dtype dt.
+func NewSlice(dt tensor.Dtype, n int) any {
+	return reflect.MakeSlice(reflect.SliceOf(dt.Type), n, n).Interface()
+}
+
+// Len returns the length of a slice held in an any.
+func Len(s any) int { return reflect.ValueOf(s).Len() }
+
+// Over returns a new tensor header of the given shape over backing: no copy.
+// A rank-0 shape gives a scalar tensor over backing's single element. Two
+// goroutines may each hold their own header over one backing, which gorgonia
+// needs because its ops rewrite operand headers in place.
+func Over(shape tensor.Shape, backing any) *tensor.Dense {
+	return tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(backing))
+}
+
+// Dense returns a copy of v as a *tensor.Dense with its own backing; scalar
+// values become rank-0 tensors.
+func Dense(v G.Value) (*tensor.Dense, error) {
+	s, err := Slice(v)
+	if err != nil {
+		return nil, err
+	}
+	return Over(v.Shape(), Copy(s)), nil
+}
+
+// Copy returns a copy of a slice held in an any.
+func Copy(s any) any {
+	rv := reflect.ValueOf(s)
+	out := reflect.MakeSlice(rv.Type(), rv.Len(), rv.Len())
+	reflect.Copy(out, rv)
+	return out.Interface()
+}
+
+// CopyInto copies src into dst; both are slices of one type and length.
+func CopyInto(dst, src any) error {
+	d, s := reflect.ValueOf(dst), reflect.ValueOf(src)
+	if d.Type() != s.Type() || d.Len() != s.Len() {
+		return fmt.Errorf("copy %d×%v into %d×%v", s.Len(), s.Type().Elem(), d.Len(), d.Type().Elem())
+	}
+	reflect.Copy(d, s)
+	return nil
+}
+
+// Zero sets every element of a slice to its zero value.
+func Zero(s any) {
+	rv := reflect.ValueOf(s)
+	reflect.Copy(rv, reflect.MakeSlice(rv.Type(), rv.Len(), rv.Len()))
+}
+
+// AddScaled sets dst += w*src element-wise; both are []float32 or both
+// []float64 of one length. With w == 1 no multiply happens, so a sum of
+// gradients with unit weights is exactly the float sum.
+func AddScaled(dst, src any, w float64) error {
+	switch d := dst.(type) {
+	case []float64:
+		if s, ok := src.([]float64); ok && len(s) == len(d) {
+			addScaled(d, s, w)
+			return nil
+		}
+	case []float32:
+		if s, ok := src.([]float32); ok && len(s) == len(d) {
+			addScaled(d, s, w)
+			return nil
+		}
+	default:
+		return fmt.Errorf("add: element type %T is not float32 or float64", dst)
+	}
+	return fmt.Errorf("add: %d×%T into %d×%T", Len(src), src, Len(dst), dst)
+}
+
+func addScaled[T Float](dst, src []T, w float64) {
+	if w == 1 {
+		for i, v := range src {
+			dst[i] += v
+		}
+		return
+	}
+	tw := T(w)
+	for i, v := range src {
+		dst[i] += tw * v
+	}
+}
+
+// Float64s returns v's elements converted to float64 (a new slice). Numeric
+// and bool dtypes are supported; bool converts to 0 and 1.
+func Float64s(v G.Value) ([]float64, error) {
+	s, err := Slice(v)
+	if err != nil {
+		return nil, err
+	}
+	return SliceFloat64s(s)
+}
+
+// SliceFloat64s converts a numeric or bool slice to a new []float64.
+func SliceFloat64s(s any) ([]float64, error) {
+	switch d := s.(type) {
+	case []float64:
+		return append([]float64(nil), d...), nil
+	case []float32:
+		return convert(d), nil
+	case []int:
+		return convert(d), nil
+	case []int64:
+		return convert(d), nil
+	case []int32:
+		return convert(d), nil
+	case []int16:
+		return convert(d), nil
+	case []int8:
+		return convert(d), nil
+	case []uint:
+		return convert(d), nil
+	case []uint64:
+		return convert(d), nil
+	case []uint32:
+		return convert(d), nil
+	case []uint16:
+		return convert(d), nil
+	case []uint8:
+		return convert(d), nil
+	case []bool:
+		out := make([]float64, len(d))
+		for i, b := range d {
+			if b {
+				out[i] = 1
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("element type %T is not numeric", s)
+}
+
+type number interface {
+	~int | ~int8 | ~int16 | ~int32 | ~int64 | ~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~float32 | ~float64
+}
+
+func convert[T number](in []T) []float64 {
+	out := make([]float64, len(in))
+	for i, v := range in {
+		out[i] = float64(v)
+	}
+	return out
+}
+
+// SetFloat64s writes vals, converted, into a []float32 or []float64.
+func SetFloat64s(dst any, vals []float64) error {
+	switch d := dst.(type) {
+	case []float64:
+		if len(d) == len(vals) {
+			copy(d, vals)
+			return nil
+		}
+	case []float32:
+		if len(d) == len(vals) {
+			for i, v := range vals {
+				d[i] = float32(v)
+			}
+			return nil
+		}
+	default:
+		return fmt.Errorf("set: element type %T is not float32 or float64", dst)
+	}
+	return fmt.Errorf("set: %d values into %d elements", len(vals), Len(dst))
+}

@@ -1,0 +1,118 @@
+package metrics_test
+
+import (
+	"fmt"
+	"log"
+
+	"github.com/towerflow/towerflow/metrics"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+func ExampleNewAccuracy() {
+	m := metrics.NewAccuracy()
+	labels := tensor.New(tensor.WithBacking([]int64{1, 2, 3, 4}))
+	preds := tensor.New(tensor.WithBacking([]int64{1, 2, 0, 4}))
+	if err := m.Update([]*tensor.Dense{labels, preds}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(m.Kind(), m.State(), m.Result())
+	// Output: accuracy [3 4] 0.75
+}
+
+func ExampleNewMean() {
+	// Row weights broadcast over the trailing dimension:
+	// (1+2)*1 + (3+4)*3 = 24 over 2*1 + 2*3 = 8.
+	m := metrics.NewMean()
+	values := tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 2, 3, 4}))
+	weights := tensor.New(tensor.WithBacking([]float32{1, 3}))
+	if err := m.Update([]*tensor.Dense{values, weights}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(m.State(), m.Result())
+	// Output: [24 8] 3
+}
+
+func ExampleNewAUC() {
+	roc := metrics.NewAUC(metrics.NumThresholds(11))
+	pr := metrics.NewAUC(metrics.NumThresholds(11), metrics.Curve(metrics.PR))
+	labels := tensor.New(tensor.WithBacking([]bool{true, false, true, false}))
+	preds := tensor.New(tensor.WithBacking([]float32{0.95, 0.85, 0.35, 0.15}))
+	for _, m := range []metrics.Metric{roc, pr} {
+		if err := m.Update([]*tensor.Dense{labels, preds}); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s: %.4f\n", m.Kind(), m.Result())
+	}
+	// Output:
+	// auc(curve=ROC,thresholds=11): 0.7500
+	// auc(curve=PR,thresholds=11): 0.7917
+}
+
+func ExampleReduceIntoFirst() {
+	// Two towers, each with its own accuracy over its shard of the batch.
+	towers := []map[string]metrics.Metric{
+		{"accuracy": metrics.NewAccuracy()},
+		{"accuracy": metrics.NewAccuracy()},
+	}
+	shards := [][2][]int{
+		{{1, 0, 1}, {1, 0, 0}}, // 2 of 3 right
+		{{0, 1}, {0, 1}},       // 2 of 2 right
+	}
+	for i, s := range shards {
+		labels := tensor.New(tensor.WithBacking(s[0]))
+		preds := tensor.New(tensor.WithBacking(s[1]))
+		if err := towers[i]["accuracy"].Update([]*tensor.Dense{labels, preds}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for range 3 { // idempotent
+		if err := metrics.ReduceIntoFirst(towers); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(metrics.String(metrics.Results(towers[0])))
+	fmt.Println(towers[0]["accuracy"].State(), towers[1]["accuracy"].State())
+	// Output:
+	// accuracy=0.8
+	// [4 5] [0 0]
+}
+
+func ExampleBound_Update() {
+	// A model function binds metrics to its graph's nodes.
+	g := G.NewGraph()
+	logits := G.NewVector(g, G.Float64, G.WithShape(4), G.WithName("logits"))
+	labels := G.NewVector(g, G.Float64, G.WithShape(4), G.WithName("labels"))
+	probs := G.Must(G.Sigmoid(logits))
+	bound := map[string]metrics.Bound{
+		"auc":       metrics.AUC(labels, probs),
+		"mean_prob": metrics.Mean(probs),
+	}
+
+	// Each eval step runs the graph, then updates the metrics in Go.
+	ms := map[string]metrics.Metric{}
+	for name, b := range bound {
+		ms[name] = b.New()
+	}
+	vm := G.NewTapeMachine(g)
+	defer vm.Close()
+	steps := []struct{ logits, labels []float64 }{
+		{[]float64{-2, 3, 0.5, -1}, []float64{0, 1, 1, 0}},
+		{[]float64{1, -3, 2, 0}, []float64{1, 0, 1, 0}},
+	}
+	for _, s := range steps {
+		G.Let(logits, tensor.New(tensor.WithBacking(s.logits)))
+		G.Let(labels, tensor.New(tensor.WithBacking(s.labels)))
+		if err := vm.RunAll(); err != nil {
+			log.Fatal(err)
+		}
+		for name, b := range bound {
+			if err := b.Update(ms[name]); err != nil {
+				log.Fatal(err)
+			}
+		}
+		vm.Reset()
+	}
+	fmt.Printf("%.4f %.4f\n", ms["auc"].Result(), ms["mean_prob"].Result())
+	// Output: 1.0000 0.5153
+}

@@ -1,0 +1,404 @@
+package replicate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/estimator/optimizers"
+	"github.com/towerflow/towerflow/export"
+	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/towers"
+)
+
+func cpus(n int) []towers.Device {
+	ds := make([]towers.Device, n)
+	for i := range ds {
+		ds[i] = towers.CPU(i)
+	}
+	return ds
+}
+
+// constModel is the seeds' model: c (initially 10) times the features, with
+// the absolute difference to the labels summed as the loss.
+func constModel(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+	c, err := t.Variable("c", tensor.Float64, tensor.Shape{1, 1}, towers.Constant(10))
+	if err != nil {
+		return nil, err
+	}
+	pred := G.Must(G.Mul(features["x"], c))
+	spec := &estimator.Spec{Predictions: map[string]*G.Node{"y": pred}}
+	if mode != estimator.Predict {
+		spec.Loss = G.Must(G.Sum(G.Must(G.Abs(G.Must(G.Sub(pred, labels["y"]))))))
+	}
+	return spec, nil
+}
+
+func column(vals ...float64) *tensor.Dense {
+	return tensor.New(tensor.WithShape(len(vals), 1), tensor.WithBacking(vals))
+}
+
+func TestSeedNumbers(t *testing.T) {
+	tests := []struct {
+		name      string
+		model     estimator.Model
+		wantLoss  float64
+		wantAfter float64
+	}{
+		{"SUM two towers", replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), replicate.Reduction(replicate.Sum), replicate.Optimizer(optimizers.SGD(1))), 27, 7},
+		{"MEAN two towers", replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), replicate.Reduction(replicate.Mean), replicate.Optimizer(optimizers.SGD(1))), 13.5, 8.5},
+		{"one tower", replicate.ModelFn(constModel, replicate.Devices(towers.CPU(0)), replicate.Optimizer(optimizers.SGD(1))), 27, 7},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			est, err := estimator.New(tc.model, estimator.RunConfig{LogEvery: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			input, err := estimator.FromTensors(map[string]*tensor.Dense{"x": column(1, 2)}, map[string]*tensor.Dense{"y": column(1, 2)}, estimator.TensorInput{BatchSize: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var losses []float64
+			if err := est.Train(context.Background(), input, estimator.Steps(1), estimator.OnStep(func(_ int64, l float64) { losses = append(losses, l) })); err != nil {
+				t.Fatal(err)
+			}
+			c, err := est.VariableValue("c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := struct {
+				Losses []float64
+				C      []float64
+				Step   int64
+			}{losses, c.Data().([]float64), est.GlobalStep()}
+			want := struct {
+				Losses []float64
+				C      []float64
+				Step   int64
+			}{[]float64{tc.wantLoss}, []float64{tc.wantAfter}, 1}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("after one step (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// mlpModel is a small two-layer network whose loss is the mean squared
+// error over the shard, with metrics of three kinds and an export output.
+// params["opt"] chooses the optimizer; params["dtype"] the float type.
+func mlpModel(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+	dt := p["dtype"].(tensor.Dtype)
+	w1 := t.MustVariable("dense/kernel", dt, tensor.Shape{3, 4}, towers.GlorotUniform())
+	b1 := t.MustVariable("dense/bias", dt, tensor.Shape{4}, towers.RandomUniform(-0.1, 0.1))
+	w2 := t.MustVariable("out/kernel", dt, tensor.Shape{4, 1}, towers.GlorotUniform())
+	h := G.Must(G.Tanh(G.Must(G.BroadcastAdd(G.Must(G.Mul(features["x"], w1)), b1, nil, []byte{0}))))
+	logit := G.Must(G.Mul(h, w2))
+	prob := G.Must(G.Sigmoid(logit))
+	spec := &estimator.Spec{
+		Predictions:   map[string]*G.Node{"prob": prob, "hidden": h},
+		ExportOutputs: map[string]export.Output{export.DefaultSignature: export.Classification{Scores: prob}},
+	}
+	if mode == estimator.Predict {
+		return spec, nil
+	}
+	y := labels["y"]
+	diff := G.Must(G.Sub(prob, y))
+	spec.Loss = G.Must(G.Mean(G.Must(G.Square(diff))))
+	half := G.NewConstant(0.5)
+	if dt == tensor.Float32 {
+		half = G.NewConstant(float32(0.5))
+	}
+	class := G.Must(G.Gt(prob, half, true))
+	spec.EvalMetrics = map[string]metrics.Bound{
+		"accuracy": metrics.Accuracy(y, class),
+		"auc":      metrics.AUC(y, prob),
+		"mse":      metrics.Mean(G.Must(G.Square(diff))),
+	}
+	spec.TrainOps = []estimator.TrainOp{{Optimizer: p["opt"].(func() optimizers.Optimizer)()}}
+	return spec, nil
+}
+
+func mlpData(n int, dt tensor.Dtype, seed uint64) (map[string]*tensor.Dense, map[string]*tensor.Dense) {
+	r := rand.New(rand.NewPCG(seed, 2))
+	xs, ys := make([]float64, 3*n), make([]float64, n)
+	for i := range n {
+		s := 0.0
+		for j := range 3 {
+			xs[3*i+j] = r.Float64()*2 - 1
+			s += xs[3*i+j] * float64(j+1)
+		}
+		if s > 0 {
+			ys[i] = 1
+		}
+	}
+	x, y := numeric.NewSlice(dt, 3*n), numeric.NewSlice(dt, n)
+	_ = numeric.SetFloat64s(x, xs)
+	_ = numeric.SetFloat64s(y, ys)
+	return map[string]*tensor.Dense{"x": numeric.Over(tensor.Shape{n, 3}, x)}, map[string]*tensor.Dense{"y": numeric.Over(tensor.Shape{n, 1}, y)}
+}
+
+type runResult struct {
+	Vars    map[string][]float64
+	Scores  map[string]float64
+	Preds   [][]float64
+	Exports []float64
+}
+
+func trainEvalPredict(t *testing.T, model estimator.Model, dt tensor.Dtype, opt func() optimizers.Optimizer, batch, steps int) runResult {
+	t.Helper()
+	ctx := context.Background()
+	est, err := estimator.New(model, estimator.RunConfig{Seed: 7, LogEvery: -1, Params: estimator.Params{"dtype": dt, "opt": opt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	feats, labels := mlpData(40, dt, 3)
+	train, err := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: batch, Epochs: estimator.Forever, Shuffle: true, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := est.Train(ctx, train, estimator.Steps(int64(steps))); err != nil {
+		t.Fatal(err)
+	}
+	eval, _ := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: batch})
+	scores, err := est.Evaluate(ctx, eval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := runResult{Vars: map[string][]float64{}, Scores: scores}
+	for _, name := range est.VariableNames() {
+		v, _ := est.VariableValue(name)
+		res.Vars[name], _ = numeric.Float64s(v)
+	}
+	pred, _ := estimator.FromTensors(feats, nil, estimator.TensorInput{BatchSize: batch})
+	for p, err := range est.Predict(ctx, pred) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		prob, _ := numeric.Float64s(p["prob"])
+		hidden, _ := numeric.Float64s(p["hidden"])
+		res.Preds = append(res.Preds, append(prob, hidden...))
+	}
+	for out, err := range est.PredictBatches(ctx, pred) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := numeric.Float64s(out.ExportOutputs[export.DefaultSignature]["scores"])
+		res.Exports = append(res.Exports, s...)
+	}
+	return res
+}
+
+// TestTowersEqualOneDevice is the property that matters most: N towers and
+// one device give the same variables, metrics and predictions.
+func TestTowersEqualOneDevice(t *testing.T) {
+	opts := map[string]func() optimizers.Optimizer{
+		"SGD":  func() optimizers.Optimizer { return optimizers.SGD(0.3) },
+		"Adam": func() optimizers.Optimizer { return optimizers.Adam(0.01) },
+	}
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		tol := 1e-12
+		if dt == tensor.Float32 {
+			tol = 2e-5
+		}
+		for optName, opt := range opts {
+			for _, batch := range []int{12, 10, 7} {
+				want := trainEvalPredict(t, estimator.ModelFn(mlpModel), dt, opt, batch, 6)
+				if len(want.Preds) != 40 || len(want.Exports) != 40 {
+					t.Fatalf("one device: %d predictions, %d export rows, want 40", len(want.Preds), len(want.Exports))
+				}
+				for n := 1; n <= 4; n++ {
+					t.Run(fmt.Sprintf("%v/%s/batch%d/towers%d", dt, optName, batch, n), func(t *testing.T) {
+						model := replicate.ModelFn(mlpModel, replicate.Devices(cpus(n)...), replicate.Reduction(replicate.BatchMean))
+						got := trainEvalPredict(t, model, dt, opt, batch, 6)
+						if diff := cmp.Diff(want, got, cmpopts.EquateApprox(tol, tol)); diff != "" {
+							t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func TestSpecFieldsAndNames(t *testing.T) {
+	var names [][]string
+	model := func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+		spec, err := constModel(tw, mode, f, l, p)
+		n, _ := tw.VariableNode("c")
+		names = append(names, []string{tw.Device().String(), n.Name(), f["x"].Name()})
+		return spec, err
+	}
+	est, err := estimator.New(replicate.ModelFn(model, replicate.DeviceNames("/cpu:0", "/device:CPU:1", "/CPU:2"), replicate.Optimizer(optimizers.SGD(1))), estimator.RunConfig{LogEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := estimator.FromTensors(map[string]*tensor.Dense{"x": column(1, 2, 3)}, map[string]*tensor.Dense{"y": column(1, 2, 3)}, estimator.TensorInput{BatchSize: 3})
+	if err := est.Train(context.Background(), in, estimator.Steps(1)); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{
+		{"/device:CPU:0", "c", "features/x"},
+		{"/device:CPU:1", "tower_1/c", "tower_1/features/x"},
+		{"/device:CPU:2", "tower_2/c", "tower_2/features/x"},
+	}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("tower names (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"global_step", "c"}, est.VariableNames()); diff != "" {
+		t.Errorf("variables (-want +got):\n%s", diff)
+	}
+}
+
+// TestTwoTrainOps: two losses each minimising its own variables, and two
+// optimizers on one loss.
+func TestTwoTrainOps(t *testing.T) {
+	model := func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+		a := tw.MustVariable("a", tensor.Float64, nil, towers.Constant(1))
+		b := tw.MustVariable("b", tensor.Float64, nil, towers.Constant(1))
+		x := f["x"]
+		la := G.Must(G.Sum(G.Must(G.Mul(x, a))))
+		lb := G.Must(G.Sum(G.Must(G.Mul(x, G.Must(G.Mul(b, b))))))
+		total := G.Must(G.Add(la, lb))
+		return &estimator.Spec{Loss: total, TrainOps: []estimator.TrainOp{
+			{Loss: la, Optimizer: optimizers.SGD(0.1), Vars: []string{"a", "b"}}, // b has no gradient: skipped
+			{Loss: lb, Optimizer: optimizers.SGD(0.01), Vars: []string{"b"}},
+			{Optimizer: optimizers.Momentum(0.5, 0.9)},
+		}}, nil
+	}
+	run := func(devs int) map[string]float64 {
+		est, err := estimator.New(replicate.ModelFn(model, replicate.Devices(cpus(devs)...)), estimator.RunConfig{LogEvery: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, _ := estimator.FromTensors(map[string]*tensor.Dense{"x": column(1, 2, 3, 4)}, nil, estimator.TensorInput{BatchSize: 4})
+		if err := est.Train(context.Background(), in, estimator.Steps(1)); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, n := range []string{"a", "b"} {
+			v, _ := est.VariableValue(n)
+			out[n] = v.Data().(float64)
+		}
+		return out
+	}
+	// sum x = 10. a: SGD 0.1 on dla/da = 10 -> 0, then Momentum 0.5 on
+	// d(total)/da = 10 -> -5. b: SGD 0.01 on dlb/db = 2*b*10 = 20 -> 0.8,
+	// then Momentum on 20 (gradients are read before any update) -> -9.2.
+	want := map[string]float64{"a": -5, "b": -9.2}
+	for _, n := range []int{1, 2, 3} {
+		if diff := cmp.Diff(want, run(n), cmpopts.EquateApprox(0, 1e-12)); diff != "" {
+			t.Errorf("%d towers (-want +got):\n%s", n, diff)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	twoRows := map[string]*tensor.Dense{"x": column(1, 2)}
+	threeRows := map[string]*tensor.Dense{"x": column(1, 2, 3)}
+	labels2 := map[string]*tensor.Dense{"y": column(1, 2)}
+	variant := func(change func(tw *towers.Tower) (*estimator.Spec, error)) estimator.ModelFn {
+		return func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+			if tw.Index() == 1 {
+				return change(tw)
+			}
+			return constModel(tw, mode, f, l, p)
+		}
+	}
+	sgd := replicate.Optimizer(optimizers.SGD(1))
+	tests := []struct {
+		name     string
+		model    *replicate.Model
+		features map[string]*tensor.Dense
+		labels   map[string]*tensor.Dense
+		want     []string // substrings of the error
+	}{
+		{"reduction NONE", replicate.ModelFn(constModel, replicate.Reduction(replicate.None)), twoRows, labels2, []string{"NONE"}},
+		{"bad device name", replicate.ModelFn(constModel, replicate.DeviceNames("/tpu:0")), twoRows, labels2, []string{"tpu"}},
+		{"device twice", replicate.ModelFn(constModel, replicate.Devices(towers.CPU(0), towers.CPU(0))), twoRows, labels2, []string{"/device:CPU:0", "twice"}},
+		{"fewer rows than towers", replicate.ModelFn(constModel, replicate.Devices(cpus(3)...), sgd), twoRows, labels2, []string{"2 rows", "3 shards"}},
+		{"labels disagree with features", replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), sgd), threeRows, labels2, []string{`"y"`, "2 rows", `"x"`, "3"}},
+		{"panic in tower 1", replicate.ModelFn(variant(func(*towers.Tower) (*estimator.Spec, error) { panic("boom") }), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1 (/device:CPU:1)", "train", "boom"}},
+		{"error in tower 1", replicate.ModelFn(variant(func(*towers.Tower) (*estimator.Spec, error) { return nil, errors.New("no can do") }), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1", "train", "no can do"}},
+		{"variable tower 0 did not create", replicate.ModelFn(variant(func(tw *towers.Tower) (*estimator.Spec, error) {
+			_, err := tw.Variable("extra", tensor.Float64, nil, nil)
+			return nil, err
+		}), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1", `"extra"`, "not created by tower 0"}},
+		{"variable shape differs", replicate.ModelFn(variant(func(tw *towers.Tower) (*estimator.Spec, error) {
+			_, err := tw.Variable("c", tensor.Float64, tensor.Shape{2, 2}, nil)
+			return nil, err
+		}), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1", `"c"`, "(2, 2)", "(1, 1)"}},
+		{"fewer variables", replicate.ModelFn(variant(func(tw *towers.Tower) (*estimator.Spec, error) {
+			return &estimator.Spec{Loss: G.NewConstant(1.0)}, nil
+		}), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1", "different variables"}},
+		{"different train ops", replicate.ModelFn(func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+			spec, err := constModel(tw, mode, f, l, p)
+			lr := 1.0
+			if tw.Index() == 1 {
+				lr = 2
+			}
+			spec.TrainOps = []estimator.TrainOp{{Optimizer: optimizers.SGD(lr)}}
+			return spec, err
+		}, replicate.Devices(cpus(2)...)), twoRows, labels2, []string{"tower 1", "different train ops"}},
+		{"no loss", replicate.ModelFn(func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+			spec, err := constModel(tw, mode, f, l, p)
+			spec.Loss = nil
+			return spec, err
+		}, replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 0", "no loss"}},
+		{"no optimizer", replicate.ModelFn(constModel, replicate.Devices(cpus(2)...)), twoRows, labels2, []string{"no train ops", "optimizer"}},
+		{"missing feature", replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), sgd), map[string]*tensor.Dense{"z": column(1, 2)}, labels2, []string{"tower 0", "panic"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			est, err := estimator.New(tc.model, estimator.RunConfig{LogEvery: -1})
+			if err == nil {
+				in, ierr := estimator.FromTensors(tc.features, tc.labels, estimator.TensorInput{BatchSize: 3})
+				if ierr != nil {
+					err = ierr
+				} else {
+					err = est.Train(context.Background(), in, estimator.Steps(1))
+				}
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCancelledContextStopsTraining(t *testing.T) {
+	est, err := estimator.New(replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), replicate.Optimizer(optimizers.SGD(0.001))), estimator.RunConfig{LogEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := estimator.FromTensors(map[string]*tensor.Dense{"x": column(1, 2)}, map[string]*tensor.Dense{"y": column(1, 2)}, estimator.TensorInput{BatchSize: 2, Epochs: estimator.Forever})
+	ctx, cancel := context.WithCancel(context.Background())
+	err = est.Train(ctx, in, estimator.OnStep(func(step int64, _ float64) {
+		if step == 5 {
+			cancel()
+		}
+	}))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if got := est.GlobalStep(); got != 5 {
+		t.Errorf("global step %d after cancelling at 5", got)
+	}
+}

@@ -1,0 +1,124 @@
+package towers
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// Kind is the kind of a device.
+type Kind int
+
+const (
+	// CPUKind is a CPU device: a tower on it runs on its own goroutine.
+	CPUKind Kind = iota
+	// GPUKind is a GPU device. No GPU backend is built into the default
+	// (pure Go) build, so LocalDevices never returns one there.
+	GPUKind
+)
+
+// String returns "CPU" or "GPU".
+func (k Kind) String() string {
+	switch k {
+	case CPUKind:
+		return "CPU"
+	case GPUKind:
+		return "GPU"
+	default:
+		return fmt.Sprintf("Kind(%d)", int(k))
+	}
+}
+
+// Device names one device of this host.
+type Device struct {
+	Kind  Kind
+	Index int
+}
+
+// CPU returns the CPU device with index i.
+func CPU(i int) Device { return Device{Kind: CPUKind, Index: i} }
+
+// GPU returns the GPU device with index i.
+func GPU(i int) Device { return Device{Kind: GPUKind, Index: i} }
+
+// String returns the canonical TensorFlow-style name, e.g. "/device:GPU:0".
+func (d Device) String() string {
+	return "/device:" + d.Kind.String() + ":" + strconv.Itoa(d.Index)
+}
+
+// ParseDevice parses a TensorFlow-style device name in any case:
+// "/gpu:0", "/GPU:0", "/device:CPU:0", "gpu:1", "/job:localhost/replica:0/task:0/device:CPU:0".
+// Job, replica and task parts are accepted and ignored: towerflow devices are
+// local to one process.
+func ParseDevice(s string) (Device, error) {
+	parts := strings.Split(strings.Trim(strings.TrimSpace(s), "/"), "/")
+	last := parts[len(parts)-1]
+	for _, p := range parts[:len(parts)-1] {
+		key, _, _ := strings.Cut(strings.ToLower(p), ":")
+		if key != "job" && key != "replica" && key != "task" {
+			return Device{}, fmt.Errorf("parse device %q: unknown part %q", s, p)
+		}
+	}
+	fields := strings.Split(last, ":")
+	if len(fields) == 3 && strings.EqualFold(fields[0], "device") {
+		fields = fields[1:]
+	}
+	if len(fields) != 2 {
+		return Device{}, fmt.Errorf("parse device %q: want a name like /device:CPU:0 or /gpu:1", s)
+	}
+	var d Device
+	switch strings.ToUpper(fields[0]) {
+	case "CPU":
+		d.Kind = CPUKind
+	case "GPU":
+		d.Kind = GPUKind
+	default:
+		return Device{}, fmt.Errorf("parse device %q: unknown device type %q (want CPU or GPU)", s, fields[0])
+	}
+	i, err := strconv.Atoi(fields[1])
+	if err != nil || i < 0 {
+		return Device{}, fmt.Errorf("parse device %q: index %q is not a non-negative integer", s, fields[1])
+	}
+	d.Index = i
+	return d, nil
+}
+
+// MustParseDevice is ParseDevice for constant names in programs; it panics on
+// a malformed name.
+func MustParseDevice(s string) Device {
+	d, err := ParseDevice(s)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// numGPUs is the number of GPUs a built-in GPU backend reports; the default
+// build has none.
+var numGPUs = func() int { return 0 }
+
+// LocalDevices returns the devices towers run on by default: every local GPU
+// when a GPU backend is built in and sees one, otherwise one CPU device per
+// usable core (runtime.GOMAXPROCS(0)).
+//
+// One CPU tower per core is the default because each tower runs its graph on
+// one goroutine and gorgonia's pure-Go kernels use essentially one core per
+// graph; more towers than cores only add splitting and summing overhead, fewer
+// leave cores idle. TensorFlow's replicate_model_fn used a single CPU device
+// when there was no GPU; towerflow parallelises across cores instead.
+func LocalDevices() []Device {
+	if n := numGPUs(); n > 0 {
+		out := make([]Device, n)
+		for i := range out {
+			out[i] = GPU(i)
+		}
+		return out
+	}
+	n := runtime.GOMAXPROCS(0)
+	out := make([]Device, n)
+	for i := range out {
+		out[i] = CPU(i)
+	}
+	return out
+}

@@ -1,0 +1,81 @@
+package towers
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/numeric"
+)
+
+// Initializer fills backing (a zeroed slice of dtype dt holding
+// shape.TotalSize() elements, one for a scalar) with a variable's initial
+// value. rng is seeded from the store's seed and the variable's name.
+type Initializer func(rng *rand.Rand, dt tensor.Dtype, shape tensor.Shape, backing any) error
+
+// Zeros initialises every element to zero.
+func Zeros() Initializer {
+	return func(*rand.Rand, tensor.Dtype, tensor.Shape, any) error { return nil }
+}
+
+// Constant initialises every element of a float variable to c.
+func Constant(c float64) Initializer {
+	return fill(func(*rand.Rand, tensor.Shape) float64 { return c })
+}
+
+// RandomUniform draws every element of a float variable from [lo, hi).
+func RandomUniform(lo, hi float64) Initializer {
+	return fill(func(r *rand.Rand, _ tensor.Shape) float64 { return lo + (hi-lo)*r.Float64() })
+}
+
+// RandomNormal draws every element of a float variable from N(mean, stddev²).
+func RandomNormal(mean, stddev float64) Initializer {
+	return fill(func(r *rand.Rand, _ tensor.Shape) float64 { return mean + stddev*r.NormFloat64() })
+}
+
+// GlorotUniform draws from U(-l, l) with l = sqrt(6/(fanIn+fanOut)), the
+// default kernel initializer of TensorFlow's dense layers. fanIn is the
+// product of all dimensions but the last, fanOut the last dimension.
+func GlorotUniform() Initializer {
+	return fill(func(r *rand.Rand, s tensor.Shape) float64 {
+		fanIn, fanOut := 1, 1
+		if len(s) > 0 {
+			fanOut = s[len(s)-1]
+			for _, d := range s[:len(s)-1] {
+				fanIn *= d
+			}
+		}
+		l := math.Sqrt(6 / float64(fanIn+fanOut))
+		return -l + 2*l*r.Float64()
+	})
+}
+
+// Values initialises a variable from a copy of t, which must have the
+// variable's dtype and shape.
+func Values(t *tensor.Dense) Initializer {
+	return func(_ *rand.Rand, dt tensor.Dtype, shape tensor.Shape, backing any) error {
+		if t.Dtype() != dt || !t.Shape().Eq(shape) {
+			return fmt.Errorf("initial value has shape %v dtype %v, variable has %v %v", t.Shape(), t.Dtype(), shape, dt)
+		}
+		src, err := numeric.Slice(t)
+		if err != nil {
+			return err
+		}
+		return numeric.CopyInto(backing, src)
+	}
+}
+
+func fill(draw func(*rand.Rand, tensor.Shape) float64) Initializer {
+	return func(r *rand.Rand, dt tensor.Dtype, shape tensor.Shape, backing any) error {
+		vals := make([]float64, numeric.Len(backing))
+		for i := range vals {
+			vals[i] = draw(r, shape)
+		}
+		if err := numeric.SetFloat64s(backing, vals); err != nil {
+			return fmt.Errorf("initializer needs a float dtype, have %v: %w", dt, err)
+		}
+		return nil
+	}
+}

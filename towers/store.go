@@ -1,0 +1,284 @@
+package towers
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"sync"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/numeric"
+)
+
+// VarSpec describes a variable to get or create.
+type VarSpec struct {
+	Name      string
+	Dtype     tensor.Dtype
+	Shape     tensor.Shape // empty for a scalar
+	Init      Initializer  // nil means Zeros
+	Trainable bool
+	// Colocate places the variable on the device of the named variable (an
+	// optimizer's slot beside its variable) instead of asking the placement.
+	Colocate string
+}
+
+// Variable is the master copy of one named variable.
+//
+// Its backing slice is allocated once and never replaced: setters copy into
+// it, so headers made over it by towers stay valid for the store's life.
+type Variable struct {
+	name      string
+	dtype     tensor.Dtype
+	shape     tensor.Shape
+	trainable bool
+	device    Device
+	backing   any // []T of shape.TotalSize() (1 for a scalar)
+}
+
+// Name returns the variable's name.
+func (v *Variable) Name() string { return v.name }
+
+// Dtype returns the variable's element type.
+func (v *Variable) Dtype() tensor.Dtype { return v.dtype }
+
+// Shape returns a copy of the variable's shape.
+func (v *Variable) Shape() tensor.Shape { return v.shape.Clone() }
+
+// Trainable reports whether optimizers update the variable by default.
+func (v *Variable) Trainable() bool { return v.trainable }
+
+// Device returns where the master copy is placed.
+func (v *Variable) Device() Device { return v.device }
+
+// Data returns the live master backing, a slice such as []float64 (one
+// element for a scalar). Optimizers update it in place between steps; nothing
+// may write it while towers run.
+func (v *Variable) Data() any { return v.backing }
+
+// Header returns a new tensor header over the master backing (no copy).
+func (v *Variable) Header() *tensor.Dense { return numeric.Over(v.shape, v.backing) }
+
+// value is what a tower's node for v is bound to: a header over the master
+// backing, or for a float scalar a gorgonia scalar pointing at the master's
+// one element, since gorgonia's scalar ops accept only scalar values.
+func (v *Variable) value() G.Value {
+	if len(v.shape) == 0 {
+		switch b := v.backing.(type) {
+		case []float64:
+			return (*G.F64)(&b[0])
+		case []float32:
+			return (*G.F32)(&b[0])
+		}
+	}
+	return v.Header()
+}
+
+// Size is the number of elements.
+func (v *Variable) Size() int { return numeric.Len(v.backing) }
+
+// Placement chooses the device of a new master variable from its creation
+// index (0 for the first variable created in the store).
+type Placement func(index int) Device
+
+// AutoPlacement is the default placement over the tower devices: every
+// variable on the single GPU when exactly one GPU is among devices, else on
+// CPU:0, a local parameter server.
+func AutoPlacement(devices []Device) Placement {
+	var gpus []Device
+	for _, d := range devices {
+		if d.Kind == GPUKind {
+			gpus = append(gpus, d)
+		}
+	}
+	if len(gpus) == 1 {
+		return func(int) Device { return gpus[0] }
+	}
+	return func(int) Device { return CPU(0) }
+}
+
+// RoundRobin places variables over devices in creation order: the first on
+// devices[0], the second on devices[1], and so on, wrapping around.
+func RoundRobin(devices ...Device) Placement {
+	ds := slices.Clone(devices)
+	if len(ds) == 0 {
+		ds = []Device{CPU(0)}
+	}
+	return func(i int) Device { return ds[i%len(ds)] }
+}
+
+// Store holds the master value of every variable of one model, by name, in
+// creation order. It outlives every graph: towers of any mode and any input
+// shape read the same masters. Its methods are safe for concurrent use, but a
+// setter must not run while towers are running a step.
+type Store struct {
+	mu        sync.RWMutex
+	seed      uint64
+	placement Placement
+	vars      map[string]*Variable
+	order     []*Variable
+}
+
+// StoreOption configures NewStore.
+type StoreOption func(*Store)
+
+// WithSeed sets the seed random initializers draw from. Each variable's
+// random stream depends on the seed and its name only, so initial values do
+// not depend on creation order or tower count.
+func WithSeed(seed uint64) StoreOption { return func(s *Store) { s.seed = seed } }
+
+// WithPlacement sets where new master variables are placed.
+func WithPlacement(p Placement) StoreOption { return func(s *Store) { s.placement = p } }
+
+// NewStore returns an empty store: seed 0, every variable on CPU:0.
+func NewStore(opts ...StoreOption) *Store {
+	s := &Store{vars: map[string]*Variable{}, placement: AutoPlacement(nil)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// SetPlacement changes where variables created from now on are placed.
+func (s *Store) SetPlacement(p Placement) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.placement = p
+}
+
+// ErrNotFound is wrapped by lookups of a name the store does not hold.
+var ErrNotFound = errors.New("no such variable")
+
+// GetOrCreate returns the variable named spec.Name, creating and
+// initialising it when absent. An existing variable must agree in shape and
+// dtype; created reports whether this call made it.
+func (s *Store) GetOrCreate(spec VarSpec) (v *Variable, created bool, err error) {
+	if spec.Name == "" {
+		return nil, false, fmt.Errorf("variable: empty name")
+	}
+	if spec.Dtype.Type == nil {
+		return nil, false, fmt.Errorf("variable %q: no dtype", spec.Name)
+	}
+	for _, d := range spec.Shape {
+		if d <= 0 {
+			return nil, false, fmt.Errorf("variable %q: shape %v has a non-positive dimension", spec.Name, spec.Shape)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.vars[spec.Name]; ok {
+		if !v.shape.Eq(spec.Shape) || v.dtype != spec.Dtype {
+			return nil, false, fmt.Errorf("variable %q exists with shape %v dtype %v, asked for shape %v dtype %v",
+				spec.Name, v.shape, v.dtype, spec.Shape, spec.Dtype)
+		}
+		return v, false, nil
+	}
+	init := spec.Init
+	if init == nil {
+		init = Zeros()
+	}
+	shape := spec.Shape.Clone()
+	n := shape.TotalSize()
+	if len(shape) == 0 {
+		n = 1
+	}
+	backing := numeric.NewSlice(spec.Dtype, n)
+	if err := init(s.rng(spec.Name), spec.Dtype, shape, backing); err != nil {
+		return nil, false, fmt.Errorf("variable %q: initialise: %w", spec.Name, err)
+	}
+	dev := s.placement(len(s.order))
+	if c, ok := s.vars[spec.Colocate]; ok {
+		dev = c.device
+	}
+	v = &Variable{name: spec.Name, dtype: spec.Dtype, shape: shape, trainable: spec.Trainable, device: dev, backing: backing}
+	s.vars[spec.Name] = v
+	s.order = append(s.order, v)
+	return v, true, nil
+}
+
+func (s *Store) rng(name string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return rand.New(rand.NewPCG(s.seed, h.Sum64()))
+}
+
+// Lookup returns the variable named name.
+func (s *Store) Lookup(name string) (*Variable, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.lookup(name)
+}
+
+func (s *Store) lookup(name string) (*Variable, error) {
+	if v, ok := s.vars[name]; ok {
+		return v, nil
+	}
+	return nil, fmt.Errorf("variable %q: %w (known: %s)", name, ErrNotFound, joinNames(s.order))
+}
+
+// Variables returns every variable in creation order.
+func (s *Store) Variables() []*Variable {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.order)
+}
+
+// Names returns every variable name in creation order.
+func (s *Store) Names() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	names := make([]string, len(s.order))
+	for i, v := range s.order {
+		names[i] = v.name
+	}
+	return names
+}
+
+// Value returns a copy of the named variable's value.
+func (s *Store) Value(name string) (*tensor.Dense, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	v, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return numeric.Over(v.shape, numeric.Copy(v.backing)), nil
+}
+
+// Set copies value into the named variable; its shape and dtype must match.
+func (s *Store) Set(name string, value *tensor.Dense) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	return v.set(value)
+}
+
+func (v *Variable) set(value *tensor.Dense) error {
+	if value == nil {
+		return fmt.Errorf("variable %q: nil value", v.name)
+	}
+	if !value.Shape().Eq(v.shape) || value.Dtype() != v.dtype {
+		return fmt.Errorf("variable %q has shape %v dtype %v, value has shape %v dtype %v",
+			v.name, v.shape, v.dtype, value.Shape(), value.Dtype())
+	}
+	src, err := numeric.Slice(value)
+	if err != nil {
+		return fmt.Errorf("variable %q: %w", v.name, err)
+	}
+	return numeric.CopyInto(v.backing, src)
+}
+
+// Device returns where the named variable's master copy is placed.
+func (s *Store) Device(name string) (Device, error) {
+	v, err := s.Lookup(name)
+	if err != nil {
+		return Device{}, err
+	}
+	return v.device, nil
+}

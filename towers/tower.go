@@ -1,0 +1,325 @@
+package towers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sync"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Tower is one replica of a model: its own gorgonia graph and VM, built on
+// one device over the shared variables of a Store. Model code asks the tower
+// for variables and builds ops on Graph(); the engine feeds inputs and runs
+// the tower.
+//
+// Tower 0 of a build creates variables; a later tower of the same build may
+// only reuse variables tower 0 asked for, with the same shape and dtype.
+// Tower 0's nodes keep plain names; tower i>0 prefixes them "tower_i/".
+type Tower struct {
+	index  int
+	device Device
+	store  *Store
+	first  *Tower
+	g      *G.ExprGraph
+
+	vars     map[string]*G.Node
+	varOrder []string
+	inputs   map[string]*G.Node
+	inOrder  []string
+	feeds    map[string]*tensor.Dense
+	vm       G.VM
+}
+
+// New returns an empty tower with index index on device over store. first
+// is tower 0 of the same build, or nil when this is tower 0.
+func New(index int, device Device, store *Store, first *Tower) *Tower {
+	return &Tower{
+		index: index, device: device, store: store, first: first,
+		g:      G.NewGraph(),
+		vars:   map[string]*G.Node{},
+		inputs: map[string]*G.Node{},
+		feeds:  map[string]*tensor.Dense{},
+	}
+}
+
+// Index returns the tower's index; tower 0 is the first.
+func (t *Tower) Index() int { return t.index }
+
+// Device returns the device the tower runs on.
+func (t *Tower) Device() Device { return t.device }
+
+// Graph returns the tower's expression graph, on which model code builds.
+func (t *Tower) Graph() *G.ExprGraph { return t.g }
+
+// Store returns the variable store the tower reads.
+func (t *Tower) Store() *Store { return t.store }
+
+// String names the tower for messages: "tower 1 (/device:CPU:1)".
+func (t *Tower) String() string { return fmt.Sprintf("tower %d (%v)", t.index, t.device) }
+
+// Name returns name as this tower's nodes are named: unchanged on tower 0,
+// "tower_i/name" on tower i>0.
+func (t *Tower) Name(name string) string {
+	if t.index == 0 {
+		return name
+	}
+	return fmt.Sprintf("tower_%d/%s", t.index, name)
+}
+
+// VarOption adjusts a variable request.
+type VarOption func(*VarSpec)
+
+// NotTrainable marks a variable that optimizers leave alone by default
+// (a counter, a moving average).
+func NotTrainable() VarOption { return func(s *VarSpec) { s.Trainable = false } }
+
+// Variable returns the tower's node for the variable name, getting or
+// creating the master in the store. Variables are trainable unless
+// NotTrainable is given; init is used only when the master is created (nil
+// means zeros). Asking twice in one tower returns the same node.
+func (t *Tower) Variable(name string, dt tensor.Dtype, shape tensor.Shape, init Initializer, opts ...VarOption) (*G.Node, error) {
+	if n, ok := t.vars[name]; ok {
+		if !n.Shape().Eq(shape) || n.Dtype() != dt {
+			return nil, fmt.Errorf("%v: variable %q asked with shape %v dtype %v, earlier with %v %v", t, name, shape, dt, n.Shape(), n.Dtype())
+		}
+		return n, nil
+	}
+	spec := VarSpec{Name: name, Dtype: dt, Shape: shape, Init: init, Trainable: true}
+	for _, o := range opts {
+		o(&spec)
+	}
+	var v *Variable
+	if t.first == nil {
+		var err error
+		if v, _, err = t.store.GetOrCreate(spec); err != nil {
+			return nil, fmt.Errorf("%v: %w", t, err)
+		}
+	} else {
+		if _, ok := t.first.vars[name]; !ok {
+			return nil, fmt.Errorf("%v: variable %q was not created by tower 0 (tower 0 has: %v); every tower must build the same variables", t, name, t.first.varOrder)
+		}
+		var err error
+		if v, err = t.store.Lookup(name); err != nil {
+			return nil, fmt.Errorf("%v: %w", t, err)
+		}
+		if !v.shape.Eq(shape) || v.dtype != dt {
+			return nil, fmt.Errorf("%v: variable %q asked with shape %v dtype %v, tower 0 made it with shape %v dtype %v", t, name, shape, dt, v.shape, v.dtype)
+		}
+		if v.trainable != spec.Trainable {
+			return nil, fmt.Errorf("%v: variable %q asked with trainable=%v, tower 0 made it with trainable=%v", t, name, spec.Trainable, v.trainable)
+		}
+	}
+	n := newNode(t.g, v.dtype, v.shape, t.Name(name), G.WithValue(v.value()))
+	t.vars[name] = n
+	t.varOrder = append(t.varOrder, name)
+	return n, nil
+}
+
+// MustVariable is Variable for model code that prefers panics: the engine
+// turns a panic in a model function into an error naming the tower.
+func (t *Tower) MustVariable(name string, dt tensor.Dtype, shape tensor.Shape, init Initializer, opts ...VarOption) *G.Node {
+	n, err := t.Variable(name, dt, shape, init, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// VariableNames returns the variables this tower asked for, in order.
+func (t *Tower) VariableNames() []string { return slices.Clone(t.varOrder) }
+
+// VariableNode returns this tower's node for a variable it asked for.
+func (t *Tower) VariableNode(name string) (*G.Node, bool) {
+	n, ok := t.vars[name]
+	return n, ok
+}
+
+func newNode(g *G.ExprGraph, dt tensor.Dtype, shape tensor.Shape, name string, opts ...G.NodeConsOpt) *G.Node {
+	opts = append([]G.NodeConsOpt{G.WithName(name)}, opts...)
+	if len(shape) == 0 {
+		return G.NewScalar(g, dt, opts...)
+	}
+	return G.NewTensor(g, dt, len(shape), append(opts, G.WithShape(shape.Clone()...))...)
+}
+
+// Input adds an input node fed by Feed before each run.
+func (t *Tower) Input(name string, dt tensor.Dtype, shape tensor.Shape) (*G.Node, error) {
+	if _, ok := t.inputs[name]; ok {
+		return nil, fmt.Errorf("%v: input %q added twice", t, name)
+	}
+	n := newNode(t.g, dt, shape, t.Name(name))
+	t.inputs[name] = n
+	t.inOrder = append(t.inOrder, name)
+	return n, nil
+}
+
+// Feed sets the value input name takes in the following runs. The tensor
+// must not be used by another running tower (gorgonia rewrites operand
+// headers in place): give each tower its own header.
+func (t *Tower) Feed(name string, v *tensor.Dense) error {
+	n, ok := t.inputs[name]
+	if !ok {
+		return fmt.Errorf("%v: no input %q", t, name)
+	}
+	if v == nil || !v.Shape().Eq(n.Shape()) || v.Dtype() != n.Dtype() {
+		return fmt.Errorf("%v: input %q wants shape %v dtype %v, got %v", t, name, n.Shape(), n.Dtype(), describe(v))
+	}
+	t.feeds[name] = v
+	return nil
+}
+
+// Gradients returns symbolic gradients of the scalar loss with respect to
+// the named variables of this tower. A variable the loss does not depend on
+// has no gradient and is left out of the result rather than being an error.
+func (t *Tower) Gradients(loss *G.Node, names []string) (map[string]*G.Node, error) {
+	if loss == nil {
+		return nil, fmt.Errorf("%v: nil loss", t)
+	}
+	if loss.Graph() != t.g {
+		return nil, fmt.Errorf("%v: loss %v is not a node of this tower's graph", t, loss.Name())
+	}
+	if !loss.IsScalar() {
+		return nil, fmt.Errorf("%v: loss must be a scalar, has shape %v", t, loss.Shape())
+	}
+	reach := t.ancestors(loss)
+	var wrt []*G.Node
+	var wrtNames []string
+	for _, name := range names {
+		n, ok := t.vars[name]
+		if !ok {
+			return nil, fmt.Errorf("%v: gradient wrt variable %q, which the tower did not ask for (has: %v)", t, name, t.varOrder)
+		}
+		if reach[n.ID()] {
+			wrt = append(wrt, n)
+			wrtNames = append(wrtNames, name)
+		}
+	}
+	out := map[string]*G.Node{}
+	if len(wrt) == 0 {
+		return out, nil
+	}
+	grads, err := G.Grad(loss, wrt...)
+	if err != nil {
+		return nil, fmt.Errorf("%v: gradients of %v: %w", t, loss.Name(), err)
+	}
+	for i, g := range grads {
+		out[wrtNames[i]] = g
+	}
+	return out, nil
+}
+
+// ancestors returns the IDs of every node n depends on, n included.
+func (t *Tower) ancestors(n *G.Node) map[int64]bool {
+	seen := map[int64]bool{n.ID(): true}
+	stack := []int64{n.ID()}
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		it := t.g.From(id)
+		for it.Next() {
+			c := it.Node().ID()
+			if !seen[c] {
+				seen[c] = true
+				stack = append(stack, c)
+			}
+		}
+	}
+	return seen
+}
+
+// Compile builds the tower's VM once; later runs reuse it.
+func (t *Tower) Compile() (err error) {
+	defer t.recoverInto(&err, "compile")
+	t.vm = G.NewTapeMachine(t.g)
+	return nil
+}
+
+// Run feeds the inputs and runs the graph once. Node values stay readable
+// until the next Run.
+func (t *Tower) Run() (err error) {
+	if t.vm == nil {
+		return fmt.Errorf("%v: run before compile", t)
+	}
+	defer t.recoverInto(&err, "run")
+	t.vm.Reset()
+	for _, name := range t.inOrder {
+		v, ok := t.feeds[name]
+		if !ok {
+			return fmt.Errorf("%v: input %q not fed", t, name)
+		}
+		if err := G.Let(t.inputs[name], v); err != nil {
+			return fmt.Errorf("%v: feed %q: %w", t, name, err)
+		}
+	}
+	if err := t.vm.RunAll(); err != nil {
+		return fmt.Errorf("%v: run: %w", t, err)
+	}
+	return nil
+}
+
+// Close releases the VM.
+func (t *Tower) Close() error {
+	if t.vm == nil {
+		return nil
+	}
+	return t.vm.Close()
+}
+
+// PanicError is a panic recovered from model code or gorgonia, with the
+// tower it happened on.
+type PanicError struct {
+	Tower string // e.g. "tower 1 (/device:CPU:1)"
+	What  string // what the tower was doing: "build", "run", ...
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("%s: panic during %s: %v", e.Tower, e.What, e.Value)
+}
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+func (t *Tower) recoverInto(err *error, what string) {
+	if r := recover(); r != nil {
+		*err = &PanicError{Tower: t.String(), What: what, Value: r, Stack: debug.Stack()}
+	}
+}
+
+// Guard calls fn, turning a panic inside it into a *PanicError naming the
+// tower and what it was doing.
+func (t *Tower) Guard(what string, fn func() error) (err error) {
+	defer t.recoverInto(&err, what)
+	return fn()
+}
+
+// RunAll calls fn once per tower, each on its own goroutine, and waits for
+// all of them. A panic in fn becomes a *PanicError naming the tower. Errors
+// from several towers are joined in tower order. A cancelled ctx is checked
+// before starting.
+func RunAll(ctx context.Context, ts []*Tower, fn func(*Tower) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(ts) == 1 {
+		return ts[0].Guard("run", func() error { return fn(ts[0]) })
+	}
+	errs := make([]error, len(ts))
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Go(func() {
+			errs[i] = t.Guard("run", func() error { return fn(t) })
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
