@@ -481,14 +481,7 @@ func (e *engine) evalStep(ctx context.Context, batch Batch) (float64, error) {
 		}
 		i := t.Index()
 		for _, name := range sortedKeys(b.specs[i].EvalMetrics) {
-			bound := b.specs[i].EvalMetrics[name]
-			vals := make([]*tensor.Dense, len(bound.Inputs))
-			for j, n := range bound.Inputs {
-				if vals[j], err = numeric.Dense(n.Value()); err != nil {
-					return fmt.Errorf("%v: metric %q input %d: %w", t, name, j, err)
-				}
-			}
-			if err := e.metrics[i][name].Update(vals); err != nil {
+			if err := b.specs[i].EvalMetrics[name].Update(e.metrics[i][name]); err != nil {
 				return fmt.Errorf("%v: metric %q: %w", t, name, err)
 			}
 		}
