@@ -121,7 +121,8 @@ type trainOptions struct {
 }
 
 // OnStep calls fn after every training step with the new global step and
-// the step's reduced loss.
+// the step's reduced loss. fn runs inside Train and must not call the
+// Estimator's methods.
 func OnStep(fn func(step int64, loss float64)) TrainOption {
 	return func(o *trainOptions) { o.onStep = fn }
 }
@@ -297,10 +298,10 @@ type BatchOutput struct {
 }
 
 // PredictBatches is Predict a batch at a time, with the export outputs.
+// The Estimator is locked only while a batch is computed, so the loop body
+// may call its methods.
 func (e *Estimator) PredictBatches(ctx context.Context, input InputFn) iter.Seq2[BatchOutput, error] {
 	return func(yield func(BatchOutput, error) bool) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
 		if input == nil {
 			yield(BatchOutput{}, fmt.Errorf("predict: nil input function"))
 			return
@@ -316,7 +317,9 @@ func (e *Estimator) PredictBatches(ctx context.Context, input InputFn) iter.Seq2
 				yield(BatchOutput{}, fmt.Errorf("predict: input at batch %d: %w", n, err))
 				return
 			}
+			e.mu.Lock()
 			preds, outs, err := e.eng.predictStep(ctx, batch)
+			e.mu.Unlock()
 			if err != nil {
 				yield(BatchOutput{}, fmt.Errorf("predict: batch %d: %w", n, err))
 				return

@@ -402,3 +402,83 @@ func TestCancelledContextStopsTraining(t *testing.T) {
 		t.Errorf("global step %d after cancelling at 5", got)
 	}
 }
+
+// TestReduceGradientsHook: the hook sees the tower-summed gradients once per
+// train op and step, before the optimizer; doubling them doubles the step.
+func TestReduceGradientsHook(t *testing.T) {
+	var seen [][]float64
+	hook := func(_ context.Context, gs []estimator.Gradient) error {
+		for _, g := range gs {
+			v := g.Value.([]float64)
+			seen = append(seen, append([]float64{}, v...))
+			for i := range v {
+				v[i] *= 2
+			}
+		}
+		return nil
+	}
+	est, err := estimator.New(replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), replicate.Optimizer(optimizers.SGD(1)), replicate.ReduceGradients(hook)), estimator.RunConfig{LogEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := estimator.FromTensors(map[string]*tensor.Dense{"x": column(1, 2)}, map[string]*tensor.Dense{"y": column(1, 2)}, estimator.TensorInput{BatchSize: 2})
+	if err := est.Train(context.Background(), in, estimator.Steps(1)); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := est.VariableValue("c")
+	// Summed gradient 1+2 = 3, doubled to 6: c = 10 - 6 = 4.
+	if diff := cmp.Diff([][]float64{{3}}, seen); diff != "" {
+		t.Errorf("hook saw (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]float64{4}, c.Data()); diff != "" {
+		t.Errorf("c (-want +got):\n%s", diff)
+	}
+
+	failing := func(context.Context, []estimator.Gradient) error { return errors.New("peer gone") }
+	est, _ = estimator.New(replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), replicate.Optimizer(optimizers.SGD(1)), replicate.ReduceGradients(failing)), estimator.RunConfig{LogEvery: -1})
+	err = est.Train(context.Background(), in, estimator.Steps(1))
+	if err == nil || !strings.Contains(err.Error(), "peer gone") {
+		t.Fatalf("failing hook: got %v", err)
+	}
+	if c, _ := est.VariableValue("c"); !cmp.Equal(c.Data(), []float64{10}) || est.GlobalStep() != 0 {
+		t.Errorf("a failed reduce changed c to %v, step %d", c.Data(), est.GlobalStep())
+	}
+}
+
+func TestPlacementOptions(t *testing.T) {
+	tests := []struct {
+		name  string
+		model *replicate.Model
+		want  map[string]string
+	}{
+		{"default on CPU:0", replicate.ModelFn(mlpModel, replicate.Devices(cpus(3)...)),
+			map[string]string{"dense/kernel": "/device:CPU:0", "dense/bias": "/device:CPU:0", "out/kernel": "/device:CPU:0"}},
+		{"round robin", replicate.ModelFn(mlpModel, replicate.Devices(cpus(3)...), replicate.RoundRobin(towers.CPU(1), towers.CPU(2))),
+			// global_step is created first, on CPU:1.
+			map[string]string{"dense/kernel": "/device:CPU:2", "dense/bias": "/device:CPU:1", "out/kernel": "/device:CPU:2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			est, err := estimator.New(tc.model, estimator.RunConfig{LogEvery: -1, Params: estimator.Params{"dtype": tensor.Float64, "opt": func() optimizers.Optimizer { return optimizers.SGD(0.1) }}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			feats, labels := mlpData(6, tensor.Float64, 1)
+			in, _ := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: 6})
+			if err := est.Train(context.Background(), in, estimator.Steps(1)); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for name := range tc.want {
+				d, err := est.Store().Device(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[name] = d.String()
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
