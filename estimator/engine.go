@@ -3,6 +3,7 @@ package estimator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -107,7 +108,7 @@ func (e *engine) shards(mode Mode, b Batch) ([]Batch, []int, error) {
 			out[i].Labels = labels[i]
 		}
 	}
-	for _, k := range sortedKeys(b.Sparse) {
+	for _, k := range slices.Sorted(maps.Keys(b.Sparse)) {
 		parts, err := sharding.SplitSparse(b.Sparse[k], n)
 		if err != nil {
 			return nil, nil, fmt.Errorf("sparse feature %q: %w", k, err)
@@ -133,7 +134,7 @@ func signature(mode Mode, shards []Batch) string {
 	for _, s := range shards {
 		for _, part := range []map[string]*tensor.Dense{s.Features, s.Labels} {
 			sb.WriteString("|")
-			for _, k := range sortedKeys(part) {
+			for _, k := range slices.Sorted(maps.Keys(part)) {
 				fmt.Fprintf(&sb, "%q:%v%v;", k, part[k].Dtype(), part[k].Shape())
 			}
 		}
@@ -240,7 +241,7 @@ func (e *engine) build(mode Mode, shards []Batch) (*build, error) {
 
 func inputs(t *towers.Tower, prefix string, m map[string]*tensor.Dense) (map[string]*G.Node, error) {
 	out := make(map[string]*G.Node, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		n, err := t.Input(prefix+k, m[k].Dtype(), m[k].Shape())
 		if err != nil {
 			return nil, err
@@ -304,7 +305,7 @@ func sameModel(mode Mode, t0 *towers.Tower, s0 *Spec, t *towers.Tower, s *Spec) 
 	if a, b := metricKinds(s0.EvalMetrics), metricKinds(s.EvalMetrics); a != b {
 		return differ("eval metrics", a, b)
 	}
-	if a, b := sortedKeys(s0.Predictions), sortedKeys(s.Predictions); !slices.Equal(a, b) {
+	if a, b := slices.Sorted(maps.Keys(s0.Predictions)), slices.Sorted(maps.Keys(s.Predictions)); !slices.Equal(a, b) {
 		return differ("predictions", a, b)
 	}
 	if a, b := export.Describe(s0.ExportOutputs), export.Describe(s.ExportOutputs); a != b {
@@ -318,7 +319,7 @@ func sameModel(mode Mode, t0 *towers.Tower, s0 *Spec, t *towers.Tower, s *Spec) 
 
 func metricKinds(ms map[string]metrics.Bound) string {
 	var sb strings.Builder
-	for _, k := range sortedKeys(ms) {
+	for _, k := range slices.Sorted(maps.Keys(ms)) {
 		m := ms[k].New()
 		fmt.Fprintf(&sb, "%s=%s[%d] ", k, m.Kind(), len(m.State()))
 	}
@@ -480,7 +481,7 @@ func (e *engine) evalStep(ctx context.Context, batch Batch) (float64, error) {
 			return err
 		}
 		i := t.Index()
-		for _, name := range sortedKeys(b.specs[i].EvalMetrics) {
+		for _, name := range slices.Sorted(maps.Keys(b.specs[i].EvalMetrics)) {
 			if err := b.specs[i].EvalMetrics[name].Update(e.metrics[i][name]); err != nil {
 				return fmt.Errorf("%v: metric %q: %w", t, name, err)
 			}
@@ -554,15 +555,15 @@ func (e *engine) predictStep(ctx context.Context, batch Batch) (map[string]*tens
 		return sharding.Concat(parts)
 	}
 	preds := map[string]*tensor.Dense{}
-	for _, k := range sortedKeys(b.specs[0].Predictions) {
+	for _, k := range slices.Sorted(maps.Keys(b.specs[0].Predictions)) {
 		if preds[k], err = gather(fmt.Sprintf("prediction %q", k), func(s *Spec) *G.Node { return s.Predictions[k] }); err != nil {
 			return nil, nil, fmt.Errorf("predict: %w", err)
 		}
 	}
 	outs := map[string]map[string]*tensor.Dense{}
-	for _, sig := range sortedKeys(b.specs[0].ExportOutputs) {
+	for _, sig := range slices.Sorted(maps.Keys(b.specs[0].ExportOutputs)) {
 		outs[sig] = map[string]*tensor.Dense{}
-		for _, name := range sortedKeys(b.specs[0].ExportOutputs[sig].Nodes()) {
+		for _, name := range slices.Sorted(maps.Keys(b.specs[0].ExportOutputs[sig].Nodes())) {
 			what := fmt.Sprintf("export output %q of signature %q", name, sig)
 			if outs[sig][name], err = gather(what, func(s *Spec) *G.Node { return s.ExportOutputs[sig].Nodes()[name] }); err != nil {
 				return nil, nil, fmt.Errorf("predict: %w", err)

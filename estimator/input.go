@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"maps"
 	"math/rand/v2"
 	"reflect"
-	"sort"
+	"slices"
 
 	"gorgonia.org/tensor"
 
@@ -44,7 +45,7 @@ func (b Batch) Rows() (int, error) {
 		kind string
 		m    map[string]*tensor.Dense
 	}{{"feature", b.Features}, {"label", b.Labels}} {
-		for _, k := range sortedKeys(part.m) {
+		for _, k := range slices.Sorted(maps.Keys(part.m)) {
 			if part.m[k] == nil {
 				return 0, fmt.Errorf("%s %q is nil", part.kind, k)
 			}
@@ -53,7 +54,7 @@ func (b Batch) Rows() (int, error) {
 			}
 		}
 	}
-	for _, k := range sortedKeys(b.Sparse) {
+	for _, k := range slices.Sorted(maps.Keys(b.Sparse)) {
 		if _, dup := b.Features[k]; dup {
 			return 0, fmt.Errorf("feature %q is both dense and sparse", k)
 		}
@@ -65,15 +66,6 @@ func (b Batch) Rows() (int, error) {
 		return 0, fmt.Errorf("batch has no features")
 	}
 	return rows, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // InputFn yields batches until the end of its data, or until ctx is done.

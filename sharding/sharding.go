@@ -39,8 +39,9 @@ package sharding
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 
 	"gorgonia.org/tensor"
 )
@@ -160,7 +161,7 @@ func SplitMap(m map[string]*tensor.Dense, n int) ([]map[string]*tensor.Dense, er
 	if len(m) == 0 {
 		return out, nil
 	}
-	keys := sortedKeys(m)
+	keys := slices.Sorted(maps.Keys(m))
 	first := ""
 	for _, k := range keys {
 		t := m[k]
@@ -269,7 +270,7 @@ func ConcatMap(shards []map[string]*tensor.Dense) (map[string]*tensor.Dense, err
 	if len(shards) == 0 {
 		return nil, errors.New("cannot concatenate zero shards")
 	}
-	keys := sortedKeys(shards[0])
+	keys := slices.Sorted(maps.Keys(shards[0]))
 	for i, m := range shards[1:] {
 		i++
 		for _, k := range keys {
@@ -277,7 +278,7 @@ func ConcatMap(shards []map[string]*tensor.Dense) (map[string]*tensor.Dense, err
 				return nil, fmt.Errorf("feature %q is missing from shard %d (present in shard 0)", k, i)
 			}
 		}
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if _, ok := shards[0][k]; !ok {
 				return nil, fmt.Errorf("feature %q is missing from shard 0 (present in shard %d)", k, i)
 			}
@@ -313,15 +314,6 @@ func sameTrailing(a, b tensor.Shape) bool {
 		}
 	}
 	return true
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // contiguous returns t itself if its backing array holds exactly its

@@ -141,30 +141,21 @@ func UseNesterov() Option {
 }
 
 // Beta1 sets Adam's exponential decay rate of the first moment, in [0, 1).
-func Beta1(b float64) Option {
-	return func(c *config) {
-		if c.kind != kindAdam {
-			c.fail("option Beta1 applies to Adam only, not %v", c.kind)
-			return
-		}
-		if !(b >= 0 && b < 1) {
-			c.fail("beta1 %v is not in [0, 1)", b)
-		}
-		c.beta1 = b
-	}
-}
+func Beta1(b float64) Option { return adamBeta("Beta1", "beta1", b, func(c *config) { c.beta1 = b }) }
 
 // Beta2 sets Adam's exponential decay rate of the second moment, in [0, 1).
-func Beta2(b float64) Option {
+func Beta2(b float64) Option { return adamBeta("Beta2", "beta2", b, func(c *config) { c.beta2 = b }) }
+
+func adamBeta(option, name string, b float64, set func(*config)) Option {
 	return func(c *config) {
 		if c.kind != kindAdam {
-			c.fail("option Beta2 applies to Adam only, not %v", c.kind)
+			c.fail("option %s applies to Adam only, not %v", option, c.kind)
 			return
 		}
 		if !(b >= 0 && b < 1) {
-			c.fail("beta2 %v is not in [0, 1)", b)
+			c.fail("%s %v is not in [0, 1)", name, b)
 		}
-		c.beta2 = b
+		set(c)
 	}
 }
 
