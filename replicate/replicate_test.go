@@ -482,3 +482,37 @@ func TestPlacementOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestGraphsBuiltOncePerSignature: the model function runs once per tower
+// for each mode and input signature, not once per step.
+func TestGraphsBuiltOncePerSignature(t *testing.T) {
+	calls := map[string]int{}
+	model := func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+		calls[fmt.Sprintf("%v/tower%d/rows%d", mode, tw.Index(), f["x"].Shape()[0])]++
+		return constModel(tw, mode, f, l, p)
+	}
+	est, err := estimator.New(replicate.ModelFn(model, replicate.Devices(cpus(2)...), replicate.Optimizer(optimizers.SGD(0.01))), estimator.RunConfig{LogEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y := column(1, 2, 3, 4, 5), column(1, 2, 3, 4, 5)
+	// Each epoch has a batch of 3 rows (shards of 2 and 1) and one of 2
+	// (shards of 1 and 1): two signatures, tower 1 seeing 1 row in both.
+	in, _ := estimator.FromTensors(map[string]*tensor.Dense{"x": x}, map[string]*tensor.Dense{"y": y}, estimator.TensorInput{BatchSize: 3, Epochs: 3})
+	if err := est.Train(context.Background(), in, estimator.Steps(6)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := est.Evaluate(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{
+		"train/tower0/rows2": 1, "train/tower0/rows1": 1, "train/tower1/rows1": 2,
+		"eval/tower0/rows2": 1, "eval/tower0/rows1": 1, "eval/tower1/rows1": 2,
+	}
+	if diff := cmp.Diff(want, calls); diff != "" {
+		t.Errorf("model function calls (-want +got):\n%s", diff)
+	}
+	if est.GlobalStep() != 6 {
+		t.Errorf("global step %d, want 6", est.GlobalStep())
+	}
+}
