@@ -33,6 +33,7 @@ type engine struct {
 	defaultOpt optimizers.Optimizer
 	globalStep *towers.Variable
 	builds     map[string]*build
+	last       *build // the towers of the latest step, for fetches
 	// metrics holds each tower's eval metric states by name; it outlives
 	// builds, since one evaluation may run several input signatures.
 	metrics []map[string]metrics.Metric
@@ -231,13 +232,54 @@ func (e *engine) build(mode Mode, shards []Batch) (*build, error) {
 			return nil, err
 		}
 	}
-	for _, t := range b.towers {
+	for i, t := range b.towers {
+		if err := watch(t, mode, b.specs[i], b.plans, i); err != nil {
+			return nil, err
+		}
 		if err := t.Compile(); err != nil {
 			return nil, err
 		}
 	}
 	return b, nil
 }
+
+// watch marks every node whose value the engine reads after a run.
+func watch(t *towers.Tower, mode Mode, spec *Spec, plans []*trainPlan, i int) error {
+	var nodes []*G.Node
+	if mode != Predict {
+		nodes = append(nodes, spec.Loss)
+	}
+	for _, p := range plans {
+		for _, gs := range p.grads {
+			nodes = append(nodes, gs[i])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(spec.Predictions)) {
+		nodes = append(nodes, spec.Predictions[k])
+	}
+	if mode == Eval {
+		for _, k := range slices.Sorted(maps.Keys(spec.EvalMetrics)) {
+			nodes = append(nodes, spec.EvalMetrics[k].Inputs...)
+		}
+	}
+	if mode == Predict {
+		for _, k := range slices.Sorted(maps.Keys(spec.ExportOutputs)) {
+			outs := spec.ExportOutputs[k].Nodes()
+			for _, name := range slices.Sorted(maps.Keys(outs)) {
+				nodes = append(nodes, outs[name])
+			}
+		}
+	}
+	for _, n := range nodes {
+		if err := t.Watch(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// value reads a watched node of tower i after a run.
+func (b *build) value(i int, n *G.Node) (G.Value, error) { return b.towers[i].Value(n) }
 
 func inputs(t *towers.Tower, prefix string, m map[string]*tensor.Dense) (map[string]*G.Node, error) {
 	out := make(map[string]*G.Node, len(m))
@@ -410,7 +452,11 @@ func (e *engine) trainOps(spec *Spec) ([]TrainOp, error) {
 func (b *build) loss() (float64, error) {
 	total := 0.0
 	for i, s := range b.specs {
-		v, err := numeric.Float64s(s.Loss.Value())
+		lv, err := b.value(i, s.Loss)
+		if err != nil {
+			return 0, fmt.Errorf("read loss: %w", err)
+		}
+		v, err := numeric.Float64s(lv)
 		if err != nil || len(v) != 1 {
 			return 0, fmt.Errorf("%v: read loss: %v", b.towers[i], err)
 		}
@@ -422,7 +468,10 @@ func (b *build) loss() (float64, error) {
 // trainStep runs one training step: towers compute gradients concurrently,
 // gradients are summed per variable with the tower weights, reduced further
 // if asked, and every train op's optimizer is applied once on the masters.
-func (e *engine) trainStep(ctx context.Context, batch Batch) (float64, error) {
+//
+// check, when not nil, sees the loss before any update and may abort the
+// step, leaving every variable as it was.
+func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss float64) error) (float64, error) {
 	b, err := e.prepare(Train, batch)
 	if err != nil {
 		return 0, fmt.Errorf("train step %d: %w", e.step(), err)
@@ -434,12 +483,22 @@ func (e *engine) trainStep(ctx context.Context, batch Batch) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	e.last = b
+	if check != nil {
+		if err := check(loss); err != nil {
+			return loss, err
+		}
+	}
 	// Read every gradient before any optimizer writes: train ops see the
 	// same step's values.
 	for _, p := range b.plans {
 		for j, v := range p.vars {
 			for i, g := range p.grads[j] {
-				if p.parts[i], err = numeric.Slice(g.Value()); err != nil {
+				gv, err := b.value(i, g)
+				if err != nil {
+					return 0, err
+				}
+				if p.parts[i], err = numeric.Slice(gv); err != nil {
 					return 0, fmt.Errorf("%v: gradient of %q: %w", b.towers[i], v.Name(), err)
 				}
 			}
@@ -482,7 +541,16 @@ func (e *engine) evalStep(ctx context.Context, batch Batch) (float64, error) {
 		}
 		i := t.Index()
 		for _, name := range slices.Sorted(maps.Keys(b.specs[i].EvalMetrics)) {
-			if err := b.specs[i].EvalMetrics[name].Update(e.metrics[i][name]); err != nil {
+			bound := b.specs[i].EvalMetrics[name]
+			vals := make([]G.Value, len(bound.Inputs))
+			for j, n := range bound.Inputs {
+				v, err := t.Value(n)
+				if err != nil {
+					return fmt.Errorf("metric %q: %w", name, err)
+				}
+				vals[j] = v
+			}
+			if err := metrics.UpdateValues(e.metrics[i][name], vals); err != nil {
 				return fmt.Errorf("%v: metric %q: %w", t, name, err)
 			}
 		}
@@ -543,7 +611,11 @@ func (e *engine) predictStep(ctx context.Context, batch Batch) (map[string]*tens
 	gather := func(what string, pick func(*Spec) *G.Node) (*tensor.Dense, error) {
 		parts := make([]*tensor.Dense, len(b.towers))
 		for i, s := range b.specs {
-			v, err := numeric.Dense(pick(s).Value())
+			pv, err := b.value(i, pick(s))
+			if err != nil {
+				return nil, err
+			}
+			v, err := numeric.Dense(pv)
 			if err != nil {
 				return nil, fmt.Errorf("%v: %s: %w", b.towers[i], what, err)
 			}
@@ -573,6 +645,39 @@ func (e *engine) predictStep(ctx context.Context, batch Batch) (map[string]*tens
 	return preds, outs, nil
 }
 
+// fetch reads named values after a step: variables of the store, else
+// predictions of the latest step's towers concatenated in tower order.
+func (e *engine) fetch(names []string) (map[string]*tensor.Dense, error) {
+	out := make(map[string]*tensor.Dense, len(names))
+	for _, name := range names {
+		if v, err := e.store.Value(name); err == nil {
+			out[name] = v
+			continue
+		}
+		if e.last == nil || e.last.specs[0].Predictions[name] == nil {
+			return nil, fmt.Errorf("fetch %q: neither a variable nor a prediction of the model", name)
+		}
+		parts := make([]*tensor.Dense, len(e.last.towers))
+		for i, s := range e.last.specs {
+			pv, err := e.last.value(i, s.Predictions[name])
+			if err != nil {
+				return nil, err
+			}
+			v, err := numeric.Dense(pv)
+			if err != nil {
+				return nil, fmt.Errorf("fetch %q from %v: %w", name, e.last.towers[i], err)
+			}
+			parts[i] = v
+		}
+		v, err := sharding.Concat(parts)
+		if err != nil {
+			return nil, fmt.Errorf("fetch %q: %w", name, err)
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
 // close releases every build's VMs.
 func (e *engine) close() error {
 	var errs []error
@@ -583,7 +688,7 @@ func (e *engine) close() error {
 			}
 		}
 	}
-	e.builds = map[string]*build{}
+	e.builds, e.last = map[string]*build{}, nil
 	if len(errs) > 0 {
 		return fmt.Errorf("close towers: %v", errs)
 	}

@@ -117,14 +117,7 @@ type TrainOption func(*trainOptions)
 
 type trainOptions struct {
 	steps, maxSteps int64
-	onStep          func(step int64, loss float64)
-}
-
-// OnStep calls fn after every training step with the new global step and
-// the step's reduced loss. fn runs inside Train and must not call the
-// Estimator's methods.
-func OnStep(fn func(step int64, loss float64)) TrainOption {
-	return func(o *trainOptions) { o.onStep = fn }
+	hooks           []Hook
 }
 
 // Steps trains for n more steps (or until the input ends).
@@ -134,10 +127,24 @@ func Steps(n int64) TrainOption { return func(o *trainOptions) { o.steps = n } }
 // model already at n does nothing.
 func MaxSteps(n int64) TrainOption { return func(o *trainOptions) { o.maxSteps = n } }
 
+// Hooks adds hooks to the run, after the Estimator's own (NaN guard,
+// logging, checkpoint saving).
+func Hooks(hs ...Hook) TrainOption {
+	return func(o *trainOptions) { o.hooks = append(o.hooks, hs...) }
+}
+
+// OnStep calls fn after every training step with the new global step and
+// the step's reduced loss. fn runs inside Train and must not call the
+// Estimator's methods.
+func OnStep(fn func(step int64, loss float64)) TrainOption {
+	return Hooks(funcHook{fn: fn})
+}
+
 // Train runs training steps over input until it ends, the step limit is
-// reached, or ctx is done (then it returns ctx's error; every finished step
-// stays applied).
-func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOption) error {
+// reached, a hook asks to stop, or ctx is done (then it returns ctx's error;
+// every finished step stays applied). Hooks run around every step; End runs
+// on every hook however the run ends.
+func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOption) (err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var o trainOptions
@@ -161,9 +168,44 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	if limit >= 0 && start >= limit {
 		return nil
 	}
+	hooks := []Hook{NaNGuard{}}
+	if e.cfg.LogEvery > 0 {
+		hooks = append(hooks, NewLoggingHook(int64(e.cfg.LogEvery)))
+	}
+	hooks = append(hooks, o.hooks...)
+	info := RunInfo{Store: e.store, ModelDir: e.cfg.ModelDir, Logger: e.log, StartStep: start}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	t0, lastLog, lastStep, examples := time.Now(), time.Now(), start, 0
+	begun := 0
+	defer func() {
+		for _, h := range hooks[:begun] {
+			if herr := h.End(ctx, info, err); herr != nil && err == nil {
+				err = fmt.Errorf("train: end hook: %w", herr)
+			}
+		}
+	}()
+	for _, h := range hooks {
+		if err := h.Begin(ctx, info); err != nil {
+			return fmt.Errorf("train: begin hook: %w", err)
+		}
+		begun++
+	}
+	var checkers []LossChecker
+	for _, h := range hooks {
+		if c, ok := h.(LossChecker); ok {
+			checkers = append(checkers, c)
+		}
+	}
+	check := func(loss float64) error {
+		for _, c := range checkers {
+			if err := c.CheckLoss(e.eng.step(), loss); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	t0 := time.Now()
+	requests := make([][]string, len(hooks))
 	for batch, err := range input(ctx) {
 		if err != nil {
 			return fmt.Errorf("train: input at step %d: %w", e.eng.step(), err)
@@ -171,23 +213,43 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("train: stopped at step %d: %w", e.eng.step(), err)
 		}
+		var fetch []string
+		for i, h := range hooks {
+			req, err := h.BeforeStep(ctx, e.eng.step())
+			if err != nil {
+				return fmt.Errorf("train: before step %d: %w", e.eng.step(), err)
+			}
+			requests[i] = req.Fetch
+			fetch = append(fetch, req.Fetch...)
+		}
 		rows, _ := batch.Rows()
-		loss, err := e.eng.trainStep(ctx, batch)
+		loss, err := e.eng.trainStep(ctx, batch, check)
 		if err != nil {
 			return fmt.Errorf("train: %w", err)
 		}
-		examples += rows
-		step := e.eng.step()
-		if o.onStep != nil {
-			o.onStep(step, loss)
+		res := StepResult{Step: e.eng.step(), Loss: loss, Examples: rows}
+		var values map[string]*tensor.Dense
+		if len(fetch) > 0 {
+			if values, err = e.eng.fetch(fetch); err != nil {
+				return fmt.Errorf("train: step %d: %w", res.Step, err)
+			}
 		}
-		if e.cfg.LogEvery > 0 && step%int64(e.cfg.LogEvery) == 0 {
-			dt := time.Since(lastLog).Seconds()
-			e.log.Info("train", "step", step, "loss", loss,
-				"steps_per_sec", float64(step-lastStep)/dt, "examples_per_sec", float64(examples)/dt)
-			lastLog, lastStep, examples = time.Now(), step, 0
+		stop := limit >= 0 && res.Step >= limit
+		for i, h := range hooks {
+			res.Values = nil
+			if len(requests[i]) > 0 {
+				res.Values = make(map[string]*tensor.Dense, len(requests[i]))
+				for _, name := range requests[i] {
+					res.Values[name] = values[name]
+				}
+			}
+			s, err := h.AfterStep(ctx, res)
+			if err != nil {
+				return fmt.Errorf("train: after step %d: %w", res.Step, err)
+			}
+			stop = stop || s
 		}
-		if limit >= 0 && step >= limit {
+		if stop {
 			break
 		}
 	}

@@ -32,6 +32,7 @@ type Tower struct {
 	inputs   map[string]*G.Node
 	inOrder  []string
 	feeds    map[string]*tensor.Dense
+	watched  map[*G.Node]*G.Value
 	vm       G.VM
 }
 
@@ -43,7 +44,8 @@ func New(index int, device Device, store *Store, first *Tower) *Tower {
 		g:      G.NewGraph(),
 		vars:   map[string]*G.Node{},
 		inputs: map[string]*G.Node{},
-		feeds:  map[string]*tensor.Dense{},
+		feeds:   map[string]*tensor.Dense{},
+		watched: map[*G.Node]*G.Value{},
 	}
 }
 
@@ -230,6 +232,46 @@ func (t *Tower) ancestors(n *G.Node) map[int64]bool {
 		}
 	}
 	return seen
+}
+
+// Watch arranges for n's value to be copied out at the moment the graph
+// computes it, so that Value can read it after Run. gorgonia's VM reuses the
+// memory of a node whose last use has passed, so reading an intermediate
+// node's Value() after a run may see another node's data. Call Watch before
+// Compile; watching a node twice is harmless.
+func (t *Tower) Watch(n *G.Node) error {
+	if n == nil {
+		return fmt.Errorf("%v: watch a nil node", t)
+	}
+	if n.Graph() != t.g {
+		return fmt.Errorf("%v: node %v is not in this tower's graph", t, n.Name())
+	}
+	if t.vm != nil {
+		return fmt.Errorf("%v: watch %v after compile", t, n.Name())
+	}
+	if _, ok := t.watched[n]; ok || n.IsVar() {
+		return nil
+	}
+	v := new(G.Value)
+	G.Read(n, v)
+	t.watched[n] = v
+	return nil
+}
+
+// Value returns the value n had in the last Run: for a watched node the
+// copy taken when it was computed, for an input or variable its bound
+// value. It stays valid until the next Run.
+func (t *Tower) Value(n *G.Node) (G.Value, error) {
+	if p, ok := t.watched[n]; ok {
+		if *p == nil {
+			return nil, fmt.Errorf("%v: node %v has no value: has the tower run?", t, n.Name())
+		}
+		return *p, nil
+	}
+	if n.IsVar() {
+		return n.Value(), nil
+	}
+	return nil, fmt.Errorf("%v: node %v was not watched before compile", t, n.Name())
 }
 
 // Compile builds the tower's VM once; later runs reuse it.

@@ -28,6 +28,10 @@ func Slice(v G.Value) (any, error) {
 	if v == nil {
 		return nil, fmt.Errorf("nil value")
 	}
+	if v.Shape().TotalSize() == 0 && !v.Shape().IsScalar() {
+		// tensor.Dense.Data panics on an empty tensor.
+		return NewSlice(v.Dtype(), 0), nil
+	}
 	if d, ok := v.(*tensor.Dense); ok && !d.Shape().IsScalar() {
 		if d.IsMaterializable() || !d.DataOrder().IsContiguous() {
 			d = d.Materialize().(*tensor.Dense)

@@ -1,0 +1,156 @@
+package estimator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/towers"
+)
+
+// RunInfo is what hooks see of a training run.
+type RunInfo struct {
+	Store    *towers.Store
+	ModelDir string
+	Logger   *slog.Logger
+	// StartStep is the global step when the run began.
+	StartStep int64
+}
+
+// StepRequest is what a hook asks of the coming step.
+type StepRequest struct {
+	// Fetch names values to read after the step: a variable of the store
+	// (its value after the update) or a prediction of the model's Spec
+	// (concatenated over towers).
+	Fetch []string
+}
+
+// StepResult is what hooks see after a step.
+type StepResult struct {
+	// Step is the global step after the step.
+	Step int64
+	// Loss is the step's reduced loss.
+	Loss float64
+	// Examples is the number of rows in the step's batch.
+	Examples int
+	// Values holds what the hook's StepRequest fetched.
+	Values map[string]*tensor.Dense
+}
+
+// Hook watches and steers a training run, like TensorFlow's
+// SessionRunHook. Hooks are called in the order given, on the goroutine of
+// Train, with the Estimator locked: a hook must not call the Estimator's
+// methods (it gets the store in RunInfo).
+type Hook interface {
+	// Begin runs before the first step.
+	Begin(ctx context.Context, info RunInfo) error
+	// BeforeStep runs before each step; the request's fetches arrive in
+	// AfterStep.
+	BeforeStep(ctx context.Context, step int64) (StepRequest, error)
+	// AfterStep runs after each step; stop asks the run to end cleanly
+	// after this step.
+	AfterStep(ctx context.Context, res StepResult) (stop bool, err error)
+	// End runs once when the run ends, however it ends; cause is nil for a
+	// clean end (input exhausted, step limit, stop request) and otherwise
+	// the error the run returns.
+	End(ctx context.Context, info RunInfo, cause error) error
+}
+
+// LossChecker is an optional interface for hooks that must see a step's
+// loss before its gradients are applied; returning an error aborts the step
+// with the variables unchanged.
+type LossChecker interface {
+	CheckLoss(step int64, loss float64) error
+}
+
+// BaseHook implements Hook with methods that do nothing; embed it to write
+// only the methods a hook needs.
+type BaseHook struct{}
+
+// Begin does nothing.
+func (BaseHook) Begin(context.Context, RunInfo) error { return nil }
+
+// BeforeStep asks for nothing.
+func (BaseHook) BeforeStep(context.Context, int64) (StepRequest, error) { return StepRequest{}, nil }
+
+// AfterStep does nothing.
+func (BaseHook) AfterStep(context.Context, StepResult) (bool, error) { return false, nil }
+
+// End does nothing.
+func (BaseHook) End(context.Context, RunInfo, error) error { return nil }
+
+// funcHook calls a function after every step.
+type funcHook struct {
+	BaseHook
+	fn func(step int64, loss float64)
+}
+
+func (h funcHook) AfterStep(_ context.Context, r StepResult) (bool, error) {
+	h.fn(r.Step, r.Loss)
+	return false, nil
+}
+
+// LoggingHook logs the step, loss, steps/s and examples/s every n steps
+// through the run's logger.
+type LoggingHook struct {
+	BaseHook
+	Every    int64
+	log      *slog.Logger
+	last     time.Time
+	lastStep int64
+	examples int
+}
+
+// NewLoggingHook logs every n steps.
+func NewLoggingHook(n int64) *LoggingHook { return &LoggingHook{Every: n} }
+
+// Begin starts the clock.
+func (h *LoggingHook) Begin(_ context.Context, info RunInfo) error {
+	h.log, h.last, h.lastStep, h.examples = info.Logger, time.Now(), info.StartStep, 0
+	return nil
+}
+
+// AfterStep logs every Every steps.
+func (h *LoggingHook) AfterStep(_ context.Context, r StepResult) (bool, error) {
+	h.examples += r.Examples
+	if h.Every <= 0 || r.Step%h.Every != 0 {
+		return false, nil
+	}
+	dt := time.Since(h.last).Seconds()
+	h.log.Info("train", "step", r.Step, "loss", r.Loss,
+		"steps_per_sec", float64(r.Step-h.lastStep)/dt, "examples_per_sec", float64(h.examples)/dt)
+	h.last, h.lastStep, h.examples = time.Now(), r.Step, 0
+	return false, nil
+}
+
+// StopAtStep asks the run to stop once the global step reaches Last.
+type StopAtStep struct {
+	BaseHook
+	Last int64
+}
+
+// AfterStep requests a stop at Last.
+func (h StopAtStep) AfterStep(_ context.Context, r StepResult) (bool, error) {
+	return r.Step >= h.Last, nil
+}
+
+// ErrNonFiniteLoss is returned by a run that NaNGuard stopped.
+var ErrNonFiniteLoss = errors.New("loss is NaN or infinite")
+
+// NaNGuard stops training with ErrNonFiniteLoss when a step's loss is NaN
+// or infinite, before that step's gradients are applied: the variables,
+// and the last checkpoint, stay as they were after the last good step.
+type NaNGuard struct{ BaseHook }
+
+// CheckLoss rejects a non-finite loss.
+func (NaNGuard) CheckLoss(step int64, loss float64) error {
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return fmt.Errorf("step %d: %w (%v)", step, ErrNonFiniteLoss, loss)
+	}
+	return nil
+}
