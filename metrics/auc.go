@@ -51,21 +51,25 @@ type AUCMetric struct {
 // (x[i]-x[i+1]) * (y[i]+y[i+1])/2 with (x, y) = (fp_rate, recall) for ROC
 // and (recall, precision) for PR. TF evaluates in float32; this in float64.
 //
-// NewAUC panics if NumThresholds is below 2 or the curve is neither ROC nor
-// PR.
-func NewAUC(opts ...Option) Metric {
+// NewAUC fails if NumThresholds is below 2 or the curve is neither ROC nor
+// PR (TF raises "Curve must be either ROC or PR").
+func NewAUC(opts ...Option) (Metric, error) {
 	o := makeOptions(opts)
-	mustValidAUC(o)
-	return newAUC(o)
+	if err := validAUC("NewAUC", o); err != nil {
+		return nil, err
+	}
+	return newAUC(o), nil
 }
 
-func mustValidAUC(o options) {
+// validAUC checks the options of AUC; fn names the constructor for the error.
+func validAUC(fn string, o options) error {
 	if o.numThresholds < 2 {
-		panic(fmt.Sprintf("metrics: AUC: NumThresholds must be at least 2, got %d", o.numThresholds))
+		return fmt.Errorf("metrics.%s: NumThresholds must be at least 2, got %d", fn, o.numThresholds)
 	}
 	if o.curve != ROC && o.curve != PR {
-		panic(fmt.Sprintf("metrics: AUC: curve must be ROC or PR, got %v", o.curve))
+		return fmt.Errorf("metrics.%s: curve must be ROC or PR, got %v", fn, o.curve)
 	}
+	return nil
 }
 
 func newAUC(o options) *AUCMetric {
@@ -128,10 +132,8 @@ func (m *AUCMetric) Update(inputs []*tensor.Dense) error {
 	if err != nil {
 		return err
 	}
-	for i, p := range predictions.data {
-		if !(p >= 0 && p <= 1) {
-			return fmt.Errorf("metrics: %s: predictions must be in [0, 1], element %d of shape %v is %v", m.kind, i, predictions.shape, p)
-		}
+	if err := checkUnitInterval(m.kind, predictions); err != nil {
+		return err
 	}
 	n := len(m.thresholds)
 	// A prediction p is above thresholds[i] exactly for i < k, where k is
@@ -192,4 +194,16 @@ func (m *AUCMetric) Result() float64 {
 		area += (x[i] - x[i+1]) * (y[i] + y[i+1]) / 2
 	}
 	return area
+}
+
+// checkUnitInterval enforces TF's assertion in _confusion_matrix_at_thresholds
+// (tensorflow/python/ops/metrics_impl.py): "predictions must be in [0, 1]".
+// NaN fails too.
+func checkUnitInterval(kind string, predictions array) error {
+	for i, p := range predictions.data {
+		if !(p >= 0 && p <= 1) {
+			return fmt.Errorf("metrics: %s: predictions must be in [0, 1], element %d of shape %v is %v", kind, i, predictions.shape, p)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package metrics
 import (
 	"math"
 
+	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
 
@@ -125,4 +126,104 @@ func castTo(to, from class) func(float64) float64 {
 		return func(p float64) float64 { return float64(float32(p)) }
 	}
 	return func(p float64) float64 { return p }
+}
+
+// errorMean is the state and update of MeanSquaredError,
+// RootMeanSquaredError and MeanAbsoluteError: tf.metrics.mean of a
+// per-element error of labels and predictions.
+type errorMean struct {
+	ratio
+	err func(label, prediction float64) float64
+}
+
+// Update folds labels, predictions[, weights] in.
+func (m *errorMean) Update(inputs []*tensor.Dense) error {
+	args, w, err := convertInputs(m.kind, inputs, "labels", "predictions")
+	if err != nil {
+		return err
+	}
+	labels, predictions := args[0], args[1]
+	if err := sameSize(m.kind, labels, predictions); err != nil {
+		return err
+	}
+	weights, err := broadcastWeights(m.kind, w, predictions.shape)
+	if err != nil {
+		return err
+	}
+	errs := make([]float64, len(labels.data))
+	for i, l := range labels.data {
+		errs[i] = m.err(l, predictions.data[i])
+	}
+	m.add(errs, weights)
+	return nil
+}
+
+func squaredError(l, p float64) float64  { return (l - p) * (l - p) }
+func absoluteError(l, p float64) float64 { return math.Abs(p - l) }
+
+// MeanSquaredErrorMetric is the metric NewMeanSquaredError returns.
+type MeanSquaredErrorMetric struct{ errorMean }
+
+// NewMeanSquaredError returns a zero tf.metrics.mean_squared_error: the
+// weighted mean of (labels - predictions)². Update takes labels,
+// predictions[, weights]; labels and predictions must have the same number
+// of elements. The state is [total, count] of tf.metrics.mean applied to
+// squared_error (tensorflow/python/ops/metrics_impl.py, mean_squared_error:
+// "squared_error = math_ops.squared_difference(labels, predictions); return
+// mean(squared_error, weights, ...)"): total is the sum of
+// weights*squared_error, count the sum of weights. TF computes in the input
+// dtype and sums in float32; this computes and sums in float64.
+func NewMeanSquaredError() Metric {
+	return &MeanSquaredErrorMetric{errorMean{ratio{kind: "mean_squared_error"}, squaredError}}
+}
+
+// RootMeanSquaredErrorMetric is the metric NewRootMeanSquaredError returns.
+type RootMeanSquaredErrorMetric struct{ errorMean }
+
+// NewRootMeanSquaredError returns a zero tf.metrics.root_mean_squared_error:
+// the square root of the weighted mean squared error. Its state and Update
+// are those of NewMeanSquaredError ([total, count] of the squared errors);
+// only Result differs, as in TF, where root_mean_squared_error calls
+// mean_squared_error and returns math_ops.sqrt(mse)
+// (tensorflow/python/ops/metrics_impl.py). Its Kind differs too, so the two
+// are never merged with each other.
+func NewRootMeanSquaredError() Metric {
+	return &RootMeanSquaredErrorMetric{errorMean{ratio{kind: "root_mean_squared_error"}, squaredError}}
+}
+
+// Result is sqrt(total / count), 0 while count <= 0.
+func (m *RootMeanSquaredErrorMetric) Result() float64 { return math.Sqrt(m.ratio.Result()) }
+
+// MeanAbsoluteErrorMetric is the metric NewMeanAbsoluteError returns.
+type MeanAbsoluteErrorMetric struct{ errorMean }
+
+// NewMeanAbsoluteError returns a zero tf.metrics.mean_absolute_error: the
+// weighted mean of |predictions - labels|. Update takes labels,
+// predictions[, weights]. The state is [total, count] of tf.metrics.mean
+// applied to the absolute errors (tensorflow/python/ops/metrics_impl.py,
+// mean_absolute_error: "absolute_errors = math_ops.abs(predictions -
+// labels); return mean(absolute_errors, weights, ...)").
+func NewMeanAbsoluteError() Metric {
+	return &MeanAbsoluteErrorMetric{errorMean{ratio{kind: "mean_absolute_error"}, absoluteError}}
+}
+
+// MeanSquaredError binds tf.metrics.mean_squared_error (see
+// NewMeanSquaredError). Inputs are labels, predictions and, with Weights,
+// the weights. A nil node sets Bound.Err.
+func MeanSquaredError(labels, predictions *G.Node, opts ...Option) Bound {
+	return bind("MeanSquaredError", NewMeanSquaredError, makeOptions(opts), labelsPredictions, labels, predictions)
+}
+
+// RootMeanSquaredError binds tf.metrics.root_mean_squared_error (see
+// NewRootMeanSquaredError). Inputs are labels, predictions and, with
+// Weights, the weights. A nil node sets Bound.Err.
+func RootMeanSquaredError(labels, predictions *G.Node, opts ...Option) Bound {
+	return bind("RootMeanSquaredError", NewRootMeanSquaredError, makeOptions(opts), labelsPredictions, labels, predictions)
+}
+
+// MeanAbsoluteError binds tf.metrics.mean_absolute_error (see
+// NewMeanAbsoluteError). Inputs are labels, predictions and, with Weights,
+// the weights. A nil node sets Bound.Err.
+func MeanAbsoluteError(labels, predictions *G.Node, opts ...Option) Bound {
+	return bind("MeanAbsoluteError", NewMeanAbsoluteError, makeOptions(opts), labelsPredictions, labels, predictions)
 }

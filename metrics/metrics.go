@@ -28,9 +28,37 @@
 //     every replica into tower 0's metric and zeroes the replicas, so tower 0
 //     holds the metric over the whole input; Results reads the values.
 //
+// The metrics, each with a bound constructor taking nodes and an unbound
+// New* constructor (TF1 name in parentheses):
+//
+//	Mean (mean), Accuracy (accuracy)
+//	MeanSquaredError (mean_squared_error)
+//	RootMeanSquaredError (root_mean_squared_error)
+//	MeanAbsoluteError (mean_absolute_error)
+//	Precision (precision), Recall (recall)
+//	TruePositives, FalsePositives, TrueNegatives, FalseNegatives
+//	  (true_positives, false_positives, true_negatives, false_negatives)
+//	AUC (auc, ROC or PR, trapezoidal)
+//	PrecisionAtThresholds (precision_at_thresholds)
+//	RecallAtThresholds (recall_at_thresholds)
+//	MeanIoU (mean_iou)
+//	RecallAtK (recall_at_k with one label per example)
+//
+// Every one keeps its state as additive sums, takes optional per-example
+// Weights, and computes its value from the state alone.
+//
+// Errors: bound constructors never panic; a nil node or a bad option sets
+// Bound.Err (see Bound). Unbound constructors that take no configuration
+// (NewMean, NewPrecision, ...) cannot fail and return a Metric; those that
+// do (NewAUC, NewPrecisionAtThresholds, NewRecallAtThresholds, NewMeanIoU,
+// NewRecallAtK) return (Metric, error). Bad data (wrong input count, shapes
+// that do not match, out-of-range values) is an error from Update, which
+// leaves the state unchanged.
+//
 // Inputs may have any numeric dtype (float32, float64, the int and uint
 // types) or bool; they are converted to float64. Labels and predictions must
-// have the same number of elements. Optional weights are broadcast like TF's
+// have the same number of elements (except for RecallAtK, whose predictions
+// hold a score per class). Optional weights are broadcast like TF's
 // weights_broadcast_ops.broadcast_weights (after _remove_squeezable_dimensions):
 // a scalar, the shape of the predictions, or a prefix of it such as [batch]
 // or [batch, 1], broadcast over the trailing dimensions.
@@ -38,6 +66,7 @@ package metrics
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -64,17 +93,35 @@ type Metric interface {
 }
 
 // Bound is a metric bound to graph nodes of a model function.
+//
+// Bound constructors (Accuracy, AUC, MeanIoU, ...) never panic on bad
+// configuration, which is user input: a nil node or an invalid option
+// (NumThresholds below 2, k below 1, numClasses below 1, no thresholds, ...)
+// sets Err instead. Such a Bound is still usable without nil checks: New
+// returns a metric of Kind "invalid(<constructor>)" with an empty State, a
+// NaN Result, and an Update that returns Err; Inputs is nil; and Bound.Update
+// returns Err.
+//
+// The estimator must check Err when it validates a spec (before building any
+// metric) and report it as an error naming the tower and the metric, e.g.
+// "tower 0: eval metric \"iou\": metrics.MeanIoU: numClasses must be at
+// least 1, got 0".
 type Bound struct {
-	New    func() Metric // a fresh zero-state metric
-	Inputs []*G.Node     // nodes whose values Update receives
+	New    func() Metric // a fresh zero-state metric; never nil from this package
+	Inputs []*G.Node     // nodes whose values Update receives; nil when Err is set
+	Err    error         // the configuration error, if any
 }
 
 // Kind is the Kind of the metrics b.New creates.
 func (b Bound) Kind() string { return b.New().Kind() }
 
 // Update reads the current values of b.Inputs (after the graph has run) and
-// folds them into m, which is normally one that b.New created.
+// folds them into m, which is normally one that b.New created. It returns
+// b.Err when that is set.
 func (b Bound) Update(m Metric) error {
+	if b.Err != nil {
+		return b.Err
+	}
 	vals := make([]G.Value, len(b.Inputs))
 	for i, n := range b.Inputs {
 		if n == nil {
@@ -86,6 +133,36 @@ func (b Bound) Update(m Metric) error {
 		}
 	}
 	return UpdateValues(m, vals)
+}
+
+// MultiResult is implemented by metrics whose value is a vector, such as
+// PrecisionAtThresholds and RecallAtThresholds (one value per threshold).
+// Result() of such a metric is one element of it (documented per metric);
+// Results() is all of them, keyed by a suffix such as "threshold_0.5".
+//
+// The package-level Results reports each suffix of a metric named name as an
+// extra entry "name/suffix" (besides "name" itself), so an estimator that
+// reports Results gets one number per threshold for free, e.g.
+// "precision/threshold_0.5" and "precision/threshold_0.9".
+type MultiResult interface {
+	Results() map[string]float64
+}
+
+// invalidMetric is what Bound.New returns when Bound.Err is set.
+type invalidMetric struct {
+	kind string
+	err  error
+}
+
+func (m *invalidMetric) Kind() string                    { return m.kind }
+func (m *invalidMetric) State() []float64                { return []float64{} }
+func (m *invalidMetric) Update(in []*tensor.Dense) error { return m.err }
+func (m *invalidMetric) Result() float64                 { return math.NaN() }
+
+// invalid returns the Bound of constructor fn that failed with err.
+func invalid(fn string, err error) Bound {
+	kind := "invalid(" + fn + ")"
+	return Bound{New: func() Metric { return &invalidMetric{kind: kind, err: err} }, Err: err}
 }
 
 // CurveKind selects the curve whose area AUC computes.
@@ -135,7 +212,9 @@ type Option func(*options)
 
 // Weights sets per-example weights, broadcast like TF: the same shape as the
 // predictions (values, for Mean), or [batch] / [batch, 1] broadcast over the
-// trailing dimensions, or a scalar. Weights of 0 mask examples.
+// trailing dimensions, or a scalar. For RecallAtK, whose predictions hold a
+// score per class, the weights are per example: [batch], [batch, 1] or a
+// scalar. Weights of 0 mask examples. Weights(nil) means no weights.
 func Weights(w *G.Node) Option { return func(o *options) { o.weights = w } }
 
 // NumThresholds sets the number of thresholds of AUC (default 200, at least
@@ -146,10 +225,12 @@ func NumThresholds(n int) Option { return func(o *options) { o.numThresholds = n
 // Curve selects the curve of AUC: ROC (default) or PR.
 func Curve(c CurveKind) Option { return func(o *options) { o.curve = c } }
 
-func bind(fn string, m func() Metric, o options, nodes ...*G.Node) Bound {
+// bind makes the Bound of constructor fn (such as "Accuracy") over nodes,
+// named by names, plus the weights of o. A nil node sets Err.
+func bind(fn string, m func() Metric, o options, names []string, nodes ...*G.Node) Bound {
 	for i, n := range nodes {
 		if n == nil {
-			panic(fmt.Sprintf("metrics.%s: input node %d is nil", fn, i))
+			return invalid(fn, fmt.Errorf("metrics.%s: %s node (input %d) is nil", fn, names[i], i))
 		}
 	}
 	if o.weights != nil {
@@ -158,28 +239,36 @@ func bind(fn string, m func() Metric, o options, nodes ...*G.Node) Bound {
 	return Bound{New: m, Inputs: nodes}
 }
 
+var (
+	labelsPredictions = []string{"labels", "predictions"}
+	valuesOnly        = []string{"values"}
+)
+
 // Accuracy binds tf.metrics.accuracy: the weighted mean of labels ==
-// predictions. Inputs are labels, predictions and, with Weights, the weights.
-// It panics if a node is nil.
+// predictions (see NewAccuracy). Inputs are labels, predictions and, with
+// Weights, the weights. A nil node sets Bound.Err.
 func Accuracy(labels, predictions *G.Node, opts ...Option) Bound {
-	return bind("Accuracy", NewAccuracy, makeOptions(opts), labels, predictions)
+	return bind("Accuracy", NewAccuracy, makeOptions(opts), labelsPredictions, labels, predictions)
 }
 
-// Mean binds tf.metrics.mean: the weighted mean of values. Inputs are values
-// and, with Weights, the weights. It panics if a node is nil.
+// Mean binds tf.metrics.mean: the weighted mean of values (see NewMean).
+// Inputs are values and, with Weights, the weights. A nil node sets
+// Bound.Err.
 func Mean(values *G.Node, opts ...Option) Bound {
-	return bind("Mean", NewMean, makeOptions(opts), values)
+	return bind("Mean", NewMean, makeOptions(opts), valuesOnly, values)
 }
 
 // AUC binds tf.metrics.auc with the trapezoidal summation (TF1's default):
 // the area under the ROC or PR curve, approximated from confusion counts at
-// NumThresholds thresholds. Inputs are labels (cast to bool), predictions
-// (which must lie in [0, 1]) and, with Weights, the weights. It panics if a
-// node is nil or the options are invalid (see NewAUC).
+// NumThresholds thresholds (see NewAUC). Inputs are labels (cast to bool),
+// predictions (which must lie in [0, 1]) and, with Weights, the weights. A
+// nil node or invalid options (see NewAUC) set Bound.Err.
 func AUC(labels, predictions *G.Node, opts ...Option) Bound {
 	o := makeOptions(opts)
-	mustValidAUC(o)
-	return bind("AUC", func() Metric { return newAUC(o) }, o, labels, predictions)
+	if err := validAUC("AUC", o); err != nil {
+		return invalid("AUC", err)
+	}
+	return bind("AUC", func() Metric { return newAUC(o) }, o, labelsPredictions, labels, predictions)
 }
 
 // Merge adds src's state into dst. It fails, leaving dst unchanged, when the
@@ -268,11 +357,26 @@ func ReduceIntoFirst(replicas []map[string]Metric) error {
 	return nil
 }
 
-// Results returns Result() of each metric by name.
+// Results returns Result() of each metric by name. A metric that implements
+// MultiResult adds one more entry per element of its Results(), named
+// name + "/" + suffix (e.g. "precision/threshold_0.5"); such an entry never
+// replaces the Result of a metric that is itself so named.
 func Results(ms map[string]Metric) map[string]float64 {
 	out := make(map[string]float64, len(ms))
 	for name, m := range ms {
 		out[name] = m.Result()
+	}
+	for name, m := range ms {
+		mr, ok := m.(MultiResult)
+		if !ok {
+			continue
+		}
+		for suffix, v := range mr.Results() {
+			key := name + "/" + suffix
+			if _, taken := ms[key]; !taken {
+				out[key] = v
+			}
+		}
 	}
 	return out
 }

@@ -34,9 +34,20 @@ func scalar(v any) *tensor.Dense { return tensor.New(tensor.FromScalar(v)) }
 
 func ts(t ...*tensor.Dense) []*tensor.Dense { return t }
 
+// must returns m, failing the program on err: for constructors whose
+// configuration is known good.
+func must(m Metric, err error) Metric {
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func mustAUC(opts ...Option) Metric { return must(NewAUC(opts...)) }
+
 func TestKnownValues(t *testing.T) {
 	auc := func(n int, c CurveKind) func() Metric {
-		return func() Metric { return NewAUC(NumThresholds(n), Curve(c)) }
+		return func() Metric { return mustAUC(NumThresholds(n), Curve(c)) }
 	}
 	// The running example for AUC: positives at 0.95 and 0.35, negatives at
 	// 0.85 and 0.15. Of the 4 (positive, negative) pairs, 3 are ordered
@@ -303,7 +314,7 @@ func TestKnownValues(t *testing.T) {
 }
 
 func TestAUCThresholds(t *testing.T) {
-	m := NewAUC(NumThresholds(5)).(*AUCMetric)
+	m := mustAUC(NumThresholds(5)).(*AUCMetric)
 	want := []float64{float64(float32(-1e-7)), 0.25, 0.5, 0.75, float64(float32(1 + 1e-7))}
 	if d := cmp.Diff(want, m.Thresholds()); d != "" {
 		t.Errorf("Thresholds() mismatch (-want +got):\n%s", d)
@@ -311,13 +322,13 @@ func TestAUCThresholds(t *testing.T) {
 	if got, want := m.Kind(), "auc(curve=ROC,thresholds=5)"; got != want {
 		t.Errorf("Kind() = %q, want %q", got, want)
 	}
-	if got, want := NewAUC().Kind(), "auc(curve=ROC,thresholds=200)"; got != want {
+	if got, want := mustAUC().Kind(), "auc(curve=ROC,thresholds=200)"; got != want {
 		t.Errorf("default Kind() = %q, want %q", got, want)
 	}
-	if got, want := NewAUC(Curve(PR)).Kind(), "auc(curve=PR,thresholds=200)"; got != want {
+	if got, want := mustAUC(Curve(PR)).Kind(), "auc(curve=PR,thresholds=200)"; got != want {
 		t.Errorf("PR Kind() = %q, want %q", got, want)
 	}
-	if got := len(NewAUC().State()); got != 800 {
+	if got := len(mustAUC().State()); got != 800 {
 		t.Errorf("len(State()) = %d, want 4*200", got)
 	}
 }
@@ -356,7 +367,7 @@ func TestAUCMatchesPairCount(t *testing.T) {
 		if den == 0 {
 			continue
 		}
-		m := NewAUC(NumThresholds(101))
+		m := mustAUC(NumThresholds(101))
 		if err := m.Update(ts(vec(labels), vec(preds), vec(weights))); err != nil {
 			t.Fatal(err)
 		}
@@ -370,51 +381,109 @@ func TestAUCMatchesPairCount(t *testing.T) {
 type dataset struct {
 	n       int
 	labels  []int64
-	preds   []float64 // for Mean: the values
+	preds   []float64 // for Mean: the values; n*cols scores with cols > 0
+	cols    int       // 0: preds is a vector; else predictions have shape [n, cols]
 	weights []float64 // nil: unweighted
 }
 
 func (d dataset) slice(lo, hi int) []*tensor.Dense {
-	out := ts(vec(append([]int64{}, d.labels[lo:hi]...)), vec(append([]float64{}, d.preds[lo:hi]...)))
+	var p *tensor.Dense
+	if d.cols == 0 {
+		p = vec(append([]float64{}, d.preds[lo:hi]...))
+	} else {
+		p = mat(append([]float64{}, d.preds[lo*d.cols:hi*d.cols]...), hi-lo, d.cols)
+	}
+	out := ts(vec(append([]int64{}, d.labels[lo:hi]...)), p)
 	if d.weights != nil {
 		out = append(out, vec(append([]float64{}, d.weights[lo:hi]...)))
 	}
 	return out
 }
 
+// Data generators for randomData.
+type dataKind int
+
+const (
+	binaryData     dataKind = iota // labels and predictions mostly 0/1
+	valueData                      // values for Mean
+	regressionData                 // integer labels, real predictions
+	scoreData                      // binary labels, predictions in [0, 1]
+	classIDData                    // class ids in [0, 4)
+	topKData                       // class ids, some out of range; scores [n, 4] with ties
+)
+
 type metricCase struct {
 	name      string
 	newMetric func() Metric
 	// inputs picks the metric's inputs from labels, preds[, weights].
 	inputs func([]*tensor.Dense) []*tensor.Dense
+	data   dataKind
 }
 
 func all(in []*tensor.Dense) []*tensor.Dense { return in }
 
 func dropLabels(in []*tensor.Dense) []*tensor.Dense { return in[1:] }
 
+// metricCases holds every metric kind of the package.
 var metricCases = []metricCase{
-	{"accuracy", NewAccuracy, all},
-	{"mean", NewMean, dropLabels},
-	{"auc", func() Metric { return NewAUC() }, all},
-	{"auc-pr-50", func() Metric { return NewAUC(Curve(PR), NumThresholds(50)) }, all},
+	{"accuracy", NewAccuracy, all, binaryData},
+	{"mean", NewMean, dropLabels, valueData},
+	{"auc", func() Metric { return mustAUC() }, all, scoreData},
+	{"auc-pr-50", func() Metric { return mustAUC(Curve(PR), NumThresholds(50)) }, all, scoreData},
+	{"mse", NewMeanSquaredError, all, regressionData},
+	{"rmse", NewRootMeanSquaredError, all, regressionData},
+	{"mae", NewMeanAbsoluteError, all, regressionData},
+	{"precision", NewPrecision, all, binaryData},
+	{"recall", NewRecall, all, binaryData},
+	{"true_positives", NewTruePositives, all, binaryData},
+	{"false_positives", NewFalsePositives, all, binaryData},
+	{"true_negatives", NewTrueNegatives, all, binaryData},
+	{"false_negatives", NewFalseNegatives, all, binaryData},
+	{"precision_at_thresholds", func() Metric { return must(NewPrecisionAtThresholds([]float64{0.5, 0, 0.3, 1})) }, all, scoreData},
+	{"recall_at_thresholds", func() Metric { return must(NewRecallAtThresholds([]float64{0.7, 0.2, 0.5})) }, all, scoreData},
+	{"mean_iou", func() Metric { return must(NewMeanIoU(4)) }, all, classIDData},
+	{"recall_at_1", func() Metric { return must(NewRecallAtK(1)) }, all, topKData},
+	{"recall_at_2", func() Metric { return must(NewRecallAtK(2)) }, all, topKData},
 }
 
 func randomData(r *rand.Rand, mc metricCase) dataset {
 	n := r.IntN(60)
 	d := dataset{n: n, labels: make([]int64, n), preds: make([]float64, n)}
+	if mc.data == topKData {
+		d.cols = 4
+		d.preds = make([]float64, n*d.cols)
+	}
 	for i := range n {
-		d.labels[i] = int64(r.IntN(2))
-		switch mc.name {
-		case "accuracy":
+		switch mc.data {
+		case binaryData:
+			d.labels[i] = int64(r.IntN(2))
 			d.preds[i] = float64(r.IntN(2))
-		case "mean":
+			if r.IntN(8) == 0 {
+				d.preds[i] = 0.3 // nonzero: true for precision, 0 for int accuracy
+			}
+		case valueData:
 			d.preds[i] = r.NormFloat64() * 10
-		default:
+		case regressionData:
+			d.labels[i] = int64(r.IntN(11) - 5)
+			d.preds[i] = r.NormFloat64() * 3
+		case scoreData:
+			d.labels[i] = int64(r.IntN(2))
 			if r.IntN(4) == 0 {
 				d.preds[i] = float64(r.IntN(11)) / 10 // on or near thresholds
 			} else {
 				d.preds[i] = r.Float64()
+			}
+		case classIDData:
+			// Class 3 is rare, so often absent from a part or the whole.
+			d.labels[i] = int64(r.IntN(3))
+			d.preds[i] = float64(r.IntN(3))
+			if r.IntN(20) == 0 {
+				d.preds[i] = 3
+			}
+		case topKData:
+			d.labels[i] = int64(r.IntN(5)) // 4 is out of range: always a miss
+			for j := range d.cols {
+				d.preds[i*d.cols+j] = float64(r.IntN(4)) / 4 // ties are common
 			}
 		}
 	}
@@ -459,7 +528,8 @@ func TestMergeLaw(t *testing.T) {
 				if diff := cmp.Diff(whole.State(), merged.State(), approxState); diff != "" {
 					t.Fatalf("seed %d, %d parts %v: merged state != whole state (-whole +merged):\n%s", seed, k, cuts, diff)
 				}
-				if diff := cmp.Diff(whole.Result(), merged.Result(), approxState); diff != "" {
+				wr, mr := Results(map[string]Metric{"m": whole}), Results(map[string]Metric{"m": merged})
+				if diff := cmp.Diff(wr, mr, approxState); diff != "" {
 					t.Fatalf("seed %d: merged result != whole result (-whole +merged):\n%s", seed, diff)
 				}
 			}
@@ -519,6 +589,7 @@ func states(ms map[string]Metric) map[string][]float64 {
 }
 
 func TestReduceIntoFirstIdempotent(t *testing.T) {
+	// The towers hold one metric of every kind of metricCases.
 	for n := 1; n <= 4; n++ {
 		towers, whole := newTowers(t, n, uint64(n))
 		if err := ReduceIntoFirst(towers); err != nil {
@@ -543,6 +614,12 @@ func TestReduceIntoFirstIdempotent(t *testing.T) {
 			for name, m := range towers[i] {
 				if d := cmp.Diff(make([]float64, len(m.State())), m.State()); d != "" {
 					t.Errorf("%d towers: tower %d metric %q not zeroed:\n%s", n, i, name, d)
+				}
+			}
+			// A zeroed metric of every kind reads 0 (no NaN from 0/0).
+			for name, v := range Results(towers[i]) {
+				if v != 0 {
+					t.Errorf("%d towers: tower %d result %q = %v after the reduce, want 0", n, i, name, v)
 				}
 			}
 		}
@@ -583,12 +660,12 @@ func TestReduceIntoFirstErrors(t *testing.T) {
 		},
 		{
 			name:   "different kind",
-			modify: func(tw []map[string]Metric) { tw[2]["auc"] = NewAUC(NumThresholds(10)) },
+			modify: func(tw []map[string]Metric) { tw[2]["auc"] = mustAUC(NumThresholds(10)) },
 			want:   []string{"tower 2", `"auc"`, "auc(curve=ROC,thresholds=10)", "auc(curve=ROC,thresholds=200)"},
 		},
 		{
 			name:   "different curve",
-			modify: func(tw []map[string]Metric) { tw[1]["auc"] = NewAUC(Curve(PR)) },
+			modify: func(tw []map[string]Metric) { tw[1]["auc"] = mustAUC(Curve(PR)) },
 			want:   []string{"tower 1", `"auc"`, "curve=PR"},
 		},
 		{
@@ -655,7 +732,7 @@ func TestMergeErrors(t *testing.T) {
 		want     []string
 	}{
 		{"kinds", NewAccuracy(), NewMean(), []string{`"accuracy"`, `"mean"`}},
-		{"thresholds", NewAUC(), NewAUC(NumThresholds(3)), []string{"thresholds=200", "thresholds=3"}},
+		{"thresholds", mustAUC(), mustAUC(NumThresholds(3)), []string{"thresholds=200", "thresholds=3"}},
 		{"lengths", NewMean(), &oddMetric{state: [3]float64{1, 2, 3}}, []string{"dst 2", "src 3"}},
 		{"nil", NewMean(), nil, []string{"nil"}},
 	}
@@ -680,7 +757,7 @@ func TestMergeErrors(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
-	m := NewAUC(NumThresholds(4))
+	m := mustAUC(NumThresholds(4))
 	if err := m.Update(ts(vec([]int{1, 0}), vec([]float64{0.3, 0.6}))); err != nil {
 		t.Fatal(err)
 	}
@@ -702,7 +779,7 @@ func TestUpdateErrors(t *testing.T) {
 		{"mean three inputs", NewMean, ts(f(1), f(1), f(1)), []string{"got 3 inputs"}},
 		{"accuracy one input", NewAccuracy, ts(f(1)), []string{"accuracy", "got 1 inputs", "want 2 (labels, predictions)"}},
 		{"accuracy four inputs", NewAccuracy, ts(f(1), f(1), f(1), f(1)), []string{"got 4 inputs"}},
-		{"auc one input", func() Metric { return NewAUC() }, ts(f(1)), []string{"auc(curve=ROC,thresholds=200)", "got 1 inputs"}},
+		{"auc one input", func() Metric { return mustAUC() }, ts(f(1)), []string{"auc(curve=ROC,thresholds=200)", "got 1 inputs"}},
 		{"nil labels", NewAccuracy, ts(nil, f(1)), []string{"labels (input 0)", "nil tensor"}},
 		{"nil weights", NewMean, ts(f(1), nil), []string{"weights (input 1)", "nil tensor"}},
 		{"unsupported dtype", NewMean, ts(vec([]string{"a"})), []string{"values (input 0)", "unsupported", "string"}},
@@ -712,7 +789,7 @@ func TestUpdateErrors(t *testing.T) {
 			[]string{"labels of shape (3)", "predictions of shape (2, 2)"},
 		},
 		{
-			"auc size mismatch", func() Metric { return NewAUC() }, ts(f(1, 0), mat([]float64{0.5}, 1)),
+			"auc size mismatch", func() Metric { return mustAUC() }, ts(f(1, 0), mat([]float64{0.5}, 1)),
 			[]string{"labels of shape (2)", "predictions of shape (1)"},
 		},
 		{
@@ -732,15 +809,15 @@ func TestUpdateErrors(t *testing.T) {
 			[]string{"accuracy", "weights of shape (3)"},
 		},
 		{
-			"auc prediction above 1", func() Metric { return NewAUC() }, ts(f(1, 0), f(0.5, 1.5)),
+			"auc prediction above 1", func() Metric { return mustAUC() }, ts(f(1, 0), f(0.5, 1.5)),
 			[]string{"predictions must be in [0, 1]", "element 1", "1.5"},
 		},
 		{
-			"auc negative prediction", func() Metric { return NewAUC() }, ts(f(1), f(-0.1)),
+			"auc negative prediction", func() Metric { return mustAUC() }, ts(f(1), f(-0.1)),
 			[]string{"predictions must be in [0, 1]", "-0.1"},
 		},
 		{
-			"auc NaN prediction", func() Metric { return NewAUC() }, ts(f(1), f(math.NaN())),
+			"auc NaN prediction", func() Metric { return mustAUC() }, ts(f(1), f(math.NaN())),
 			[]string{"predictions must be in [0, 1]", "NaN"},
 		},
 	}
@@ -763,34 +840,6 @@ func TestUpdateErrors(t *testing.T) {
 			if d := cmp.Diff(before, m.State()); d != "" {
 				t.Errorf("state modified despite the error (-before +after):\n%s", d)
 			}
-		})
-	}
-}
-
-func TestAUCPanicsOnBadOptions(t *testing.T) {
-	tests := []struct {
-		name string
-		f    func()
-		want string
-	}{
-		{"NewAUC 1 threshold", func() { NewAUC(NumThresholds(1)) }, "NumThresholds must be at least 2, got 1"},
-		{"AUC bad curve", func() {
-			g := G.NewGraph()
-			x := G.NewVector(g, G.Float64, G.WithShape(2), G.WithName("x"))
-			AUC(x, x, Curve(CurveKind(7)))
-		}, "curve must be ROC or PR, got CurveKind(7)"},
-		{"Accuracy nil node", func() { Accuracy(nil, nil) }, "metrics.Accuracy: input node 0 is nil"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			defer func() {
-				r := recover()
-				s, _ := r.(string)
-				if !strings.Contains(s, tc.want) {
-					t.Errorf("panic %v, want one containing %q", r, tc.want)
-				}
-			}()
-			tc.f()
 		})
 	}
 }
