@@ -318,6 +318,9 @@ func (e *engine) checkSpec(t *towers.Tower, mode Mode, spec *Spec) error {
 		if m.New == nil {
 			return fmt.Errorf("%s: eval metric %q has no constructor", where, name)
 		}
+		if m.Err != nil {
+			return fmt.Errorf("%s: eval metric %q: %w", where, name, m.Err)
+		}
 		if name == "loss" || name == GlobalStepName {
 			return fmt.Errorf("%s: eval metric %q clashes with the reported %s", where, name, name)
 		}
