@@ -306,8 +306,18 @@ func (e *engine) checkSpec(t *towers.Tower, mode Mode, spec *Spec) error {
 			return fmt.Errorf("%s: loss must be a scalar, has shape %v", where, spec.Loss.Shape())
 		}
 	}
-	if mode == Predict && len(spec.Predictions) == 0 && len(spec.ExportOutputs) == 0 {
+	if mode == Predict && len(spec.Predictions) == 0 {
 		return fmt.Errorf("%s: spec has no predictions", where)
+	}
+	for key, out := range spec.ExportOutputs {
+		if out == nil {
+			return fmt.Errorf("%s: export output %q is nil", where, key)
+		}
+		for name, n := range out.Nodes() {
+			if n == nil {
+				return fmt.Errorf("%s: export output %q: node %q is nil", where, key, name)
+			}
+		}
 	}
 	for name, p := range spec.Predictions {
 		if p == nil {

@@ -31,13 +31,26 @@ import (
 
 // RunConfig configures an Estimator.
 type RunConfig struct {
-	// ModelDir is the run's home directory. Optional for now.
+	// ModelDir is the run's home: checkpoints and history files. Train,
+	// Evaluate and Predict first restore its latest checkpoint. Empty keeps
+	// everything in memory.
 	ModelDir string
 	// Seed seeds variable initializers: the same seed gives the same
 	// initial variables on any number of towers.
 	Seed uint64
+	// SaveCheckpointsSteps saves a checkpoint every this many steps
+	// (0: not by steps).
+	SaveCheckpointsSteps int64
+	// SaveCheckpointsEvery saves a checkpoint at this interval. With
+	// ModelDir set and neither this nor SaveCheckpointsSteps, every 10
+	// minutes, as TensorFlow does. A run also saves when it ends cleanly or
+	// is cancelled.
+	SaveCheckpointsEvery time.Duration
+	// KeepCheckpointMax keeps the newest this many checkpoints; 0 keeps all.
+	KeepCheckpointMax int
 	// LogEvery logs the step, loss and speed every this many training steps
-	// (default 100; negative disables).
+	// (default 100; negative disables), and writes the loss to the model
+	// directory's train history.
 	LogEvery int
 	// Logger receives progress; nil means slog.Default().
 	Logger *slog.Logger
@@ -52,6 +65,7 @@ type Estimator struct {
 	log   *slog.Logger
 	store *towers.Store
 	eng   *engine
+	ckpt  string // the checkpoint the store last saved or restored
 }
 
 // New returns an Estimator for model. An invalid model (for example a
@@ -75,6 +89,9 @@ func New(model Model, cfg RunConfig) (*Estimator, error) {
 	}
 	if cfg.LogEvery == 0 {
 		cfg.LogEvery = 100
+	}
+	if cfg.ModelDir != "" && cfg.SaveCheckpointsSteps == 0 && cfg.SaveCheckpointsEvery == 0 {
+		cfg.SaveCheckpointsEvery = 10 * time.Minute
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -157,6 +174,9 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	if input == nil {
 		return fmt.Errorf("train: nil input function")
 	}
+	if err := e.restoreLatest(); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
 	start := e.eng.step()
 	limit := int64(-1)
 	if o.steps > 0 {
@@ -168,11 +188,13 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	if limit >= 0 && start >= limit {
 		return nil
 	}
-	hooks := []Hook{NaNGuard{}}
-	if e.cfg.LogEvery > 0 {
-		hooks = append(hooks, NewLoggingHook(int64(e.cfg.LogEvery)))
+	hooks := append(e.defaultHooks(), o.hooks...)
+	if e.cfg.ModelDir != "" {
+		hooks = append(hooks, &CheckpointSaver{
+			Dir: e.cfg.ModelDir, EverySteps: e.cfg.SaveCheckpointsSteps, Every: e.cfg.SaveCheckpointsEvery,
+			Keep: e.cfg.KeepCheckpointMax, saved: func(path string, _ int64) { e.ckpt = path },
+		})
 	}
-	hooks = append(hooks, o.hooks...)
 	info := RunInfo{Store: e.store, ModelDir: e.cfg.ModelDir, Logger: e.log, StartStep: start}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -279,6 +301,15 @@ func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOpt
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if err := e.restoreLatest(); err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
+	}
+	return e.evaluate(ctx, input, o.steps)
+}
+
+// evaluate runs an evaluation with the Estimator locked and records it in
+// the model directory's eval history.
+func (e *Estimator) evaluate(ctx context.Context, input InputFn, steps int64) (map[string]float64, error) {
 	if input == nil {
 		return nil, fmt.Errorf("evaluate: nil input function")
 	}
@@ -300,7 +331,7 @@ func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOpt
 		}
 		lossSum += loss
 		batches++
-		if o.steps > 0 && batches >= o.steps {
+		if steps > 0 && batches >= steps {
 			break
 		}
 	}
@@ -316,6 +347,17 @@ func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOpt
 	}
 	out["loss"] = lossSum / float64(batches)
 	out[GlobalStepName] = float64(e.eng.step())
+	if e.cfg.ModelDir != "" {
+		rec := EvalRecord{Step: e.eng.step(), Time: time.Now().UTC(), Metrics: map[string]float64{}}
+		for k, v := range out {
+			if finite(v) {
+				rec.Metrics[k] = v
+			}
+		}
+		if err := appendJSONLine(e.cfg.ModelDir, EvalHistoryFile, rec); err != nil {
+			return nil, fmt.Errorf("evaluate: %w", err)
+		}
+	}
 	return out, nil
 }
 
@@ -368,6 +410,10 @@ func (e *Estimator) PredictBatches(ctx context.Context, input InputFn) iter.Seq2
 			yield(BatchOutput{}, fmt.Errorf("predict: nil input function"))
 			return
 		}
+		if err := e.locked(e.restoreLatest); err != nil {
+			yield(BatchOutput{}, fmt.Errorf("predict: %w", err))
+			return
+		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		n := 0
@@ -379,9 +425,7 @@ func (e *Estimator) PredictBatches(ctx context.Context, input InputFn) iter.Seq2
 				yield(BatchOutput{}, fmt.Errorf("predict: input at batch %d: %w", n, err))
 				return
 			}
-			e.mu.Lock()
-			preds, outs, err := e.eng.predictStep(ctx, batch)
-			e.mu.Unlock()
+			preds, outs, err := e.predictStep(ctx, batch)
 			if err != nil {
 				yield(BatchOutput{}, fmt.Errorf("predict: batch %d: %w", n, err))
 				return
@@ -402,4 +446,20 @@ func row(t *tensor.Dense, r int) *tensor.Dense {
 	data := reflect.ValueOf(t.Data())
 	size := t.Shape().TotalSize() / t.Shape()[0]
 	return numeric.Over(t.Shape()[1:], numeric.Copy(data.Slice(r*size, (r+1)*size).Interface()))
+}
+
+// locked runs fn with the Estimator locked.
+func (e *Estimator) locked(fn func() error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return fn()
+}
+
+// predictStep runs one predict batch with the Estimator locked.
+func (e *Estimator) predictStep(ctx context.Context, b Batch) (preds map[string]*tensor.Dense, outs map[string]map[string]*tensor.Dense, err error) {
+	err = e.locked(func() error {
+		preds, outs, err = e.eng.predictStep(ctx, b)
+		return err
+	})
+	return preds, outs, err
 }

@@ -154,3 +154,17 @@ func (NaNGuard) CheckLoss(step int64, loss float64) error {
 	}
 	return nil
 }
+
+// defaultHooks are the hooks every training run has, before the caller's:
+// the NaN guard, progress (a bar on an interactive terminal, else log
+// lines) and the train history of the model directory.
+func (e *Estimator) defaultHooks() []Hook {
+	hooks := []Hook{NaNGuard{}}
+	if e.cfg.LogEvery > 0 {
+		hooks = append(hooks, e.progressHook())
+		if e.cfg.ModelDir != "" {
+			hooks = append(hooks, historyHook{dir: e.cfg.ModelDir, every: int64(e.cfg.LogEvery)})
+		}
+	}
+	return hooks
+}

@@ -41,9 +41,9 @@ type Tower struct {
 func New(index int, device Device, store *Store, first *Tower) *Tower {
 	return &Tower{
 		index: index, device: device, store: store, first: first,
-		g:      G.NewGraph(),
-		vars:   map[string]*G.Node{},
-		inputs: map[string]*G.Node{},
+		g:       G.NewGraph(),
+		vars:    map[string]*G.Node{},
+		inputs:  map[string]*G.Node{},
 		feeds:   map[string]*tensor.Dense{},
 		watched: map[*G.Node]*G.Value{},
 	}

@@ -4,7 +4,9 @@
 //	go run ./examples/linear
 //
 // It logs progress while training and ends with one line "w=<value>
-// b=<value>"; the data follows y = 0.1x + 0.3.
+// b=<value>"; the data follows y = 0.1x + 0.3. With -model_dir the run
+// keeps checkpoints there, and a second run with the same directory
+// continues from the saved step.
 package main
 
 import (
@@ -23,27 +25,28 @@ import (
 )
 
 func main() {
-	steps := flag.Int64("steps", 400, "training steps")
+	steps := flag.Int64("steps", 400, "training steps to run (more, when -model_dir holds a checkpoint)")
+	modelDir := flag.String("model_dir", "", "directory for checkpoints and history; empty keeps the run in memory")
 	batch := flag.Int("batch", 100, "batch size")
 	lr := flag.Float64("lr", 0.5, "SGD learning rate")
 	n := flag.Int("examples", 1000, "training examples")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *steps, *batch, *lr, *n); err != nil {
+	if err := run(ctx, *modelDir, *steps, *batch, *lr, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "linear:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, steps int64, batch int, lr float64, n int) error {
+func run(ctx context.Context, modelDir string, steps int64, batch int, lr float64, n int) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	devices := towers.LocalDevices()
 	model := replicate.ModelFn(linreg.Model,
 		replicate.Devices(devices...),
 		replicate.Optimizer(optimizers.SGD(lr)),
 		replicate.Reduction(replicate.BatchMean))
-	est, err := estimator.New(model, estimator.RunConfig{Seed: 1, LogEvery: 50, Logger: log})
+	est, err := estimator.New(model, estimator.RunConfig{ModelDir: modelDir, Seed: 1, LogEvery: 50, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -54,7 +57,7 @@ func run(ctx context.Context, steps int64, batch int, lr float64, n int) error {
 		return err
 	}
 	log.Info("training", "towers", len(devices), "devices", fmt.Sprint(devices), "steps", steps, "batch", batch)
-	if err := est.Train(ctx, train, estimator.MaxSteps(steps)); err != nil {
+	if err := est.Train(ctx, train, estimator.Steps(steps)); err != nil {
 		return err
 	}
 	eval, err := estimator.FromTensors(features, labels, estimator.TensorInput{BatchSize: batch})

@@ -1,0 +1,29 @@
+// Command towerflow inspects the model directories towerflow's estimator
+// writes.
+//
+// Usage:
+//
+//	towerflow inspect [-values] [-n count] <checkpoint dir or model dir>
+//	towerflow plot [-o out.png] [-metrics loss,accuracy] [-width px] [-height px] <model dir>
+//	towerflow help
+//
+// inspect prints a checkpoint's path, step and format and a table of its
+// variables (name, dtype, shape, trainability, size in elements and bytes)
+// with totals; given a model directory it reads the latest checkpoint. With
+// -values it also prints the first values of each variable.
+//
+// plot reads the model directory's train_history.jsonl and
+// eval_history.jsonl (JSON Lines: {"step", "loss", "time"} and {"step",
+// "time", "metrics"}) and draws the training loss and each evaluation metric
+// against the step as a PNG: loss (training and evaluation) in one panel,
+// metrics that lie in [0, 1] in another, every other metric in a panel of
+// its own, the panels stacked with a shared step axis.
+//
+// The exit status is 0 on success, 1 on an error and 2 on a usage error.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}

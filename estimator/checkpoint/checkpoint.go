@@ -1,0 +1,555 @@
+// Package checkpoint is the durable format of a model directory, like
+// TensorFlow's tf.train.Checkpoint and tf.compat.v1.train.Saver: it saves
+// every variable of a towers.Store (weights, optimizer slots, the global
+// step) and restores them, possibly into a store that does not hold them yet.
+//
+// A model directory looks like this:
+//
+//	model/
+//	  checkpoint                 pointer: the latest checkpoint and the kept ones
+//	  ckpt-400/
+//	    manifest.json            step, creation time, and one entry per variable
+//	    0000-dense~w.npy         one NumPy .npy file per variable
+//	    0001-dense~w~Adam~m.npy
+//	    ...
+//	  ckpt-500/
+//	    ...
+//
+// Each variable file is a plain NumPy .npy file (format 1.0), so
+// numpy.load reads a checkpoint without towerflow. Its name is the variable's
+// index in the store followed by the variable name made filesystem-safe
+// ('/' becomes '~', other unusual characters '_'), which keeps it unique.
+// The manifest records for every variable its name, NumPy dtype, shape,
+// trainability, file, file size and the SHA-256 of the file, and carries a
+// SHA-256 of its own content; readers verify all of them, so a truncated or
+// corrupted checkpoint is an error rather than wrong weights.
+//
+// Save is atomic and durable: a checkpoint is written and fsynced under a
+// temporary directory, renamed into place, and only then named by the
+// pointer file, which is itself replaced atomically. A process killed at any
+// moment leaves every earlier checkpoint whole and the pointer naming a whole
+// one. Latest and Read fall back to earlier kept checkpoints (logging a
+// warning) when the newest one is damaged.
+//
+// A model directory has one writer at a time: Save removes the temporary
+// files an interrupted Save left behind, which would break a concurrent Save
+// into the same directory. Readers may run concurrently with a writer.
+package checkpoint
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/towerflow/towerflow/towers"
+)
+
+// Format is the format name every manifest and pointer file carries.
+const Format = "towerflow-checkpoint-v1"
+
+// PointerFile is the name of the pointer file in a model directory.
+const PointerFile = "checkpoint"
+
+// ManifestFile is the name of the manifest in a checkpoint directory.
+const ManifestFile = "manifest.json"
+
+// ErrNoCheckpoint is wrapped by Latest and Read when a model directory holds
+// no whole checkpoint.
+var ErrNoCheckpoint = errors.New("no checkpoint")
+
+// Entry describes one variable of a checkpoint.
+type Entry struct {
+	Name string `json:"name"`
+	// Dtype is the NumPy dtype string of the file, e.g. "<f4" or "|b1".
+	Dtype string `json:"dtype"`
+	// GoDtype is the tensor dtype of the variable ("float32", "int", ...);
+	// it tells Go's int (stored as "<i8") from int64.
+	GoDtype   string `json:"go_dtype,omitempty"`
+	Shape     []int  `json:"shape"` // empty for a scalar
+	Trainable bool   `json:"trainable"`
+	// File is the name of the variable's .npy file in the checkpoint
+	// directory.
+	File string `json:"file"`
+	// SHA256 is the hex SHA-256 of the whole file; Bytes its size.
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// Manifest describes a checkpoint: manifest.json of its directory.
+type Manifest struct {
+	Format    string    `json:"format"`
+	Step      int64     `json:"step"`
+	Created   time.Time `json:"created"`
+	Variables []Entry   `json:"variables"` // in the store's creation order
+}
+
+// manifestFile is manifest.json: the manifest and the SHA-256 of its compact
+// JSON encoding, which catches a corrupted manifest that still parses.
+type manifestFile struct {
+	Manifest
+	Checksum string `json:"manifest_sha256"`
+}
+
+func (m Manifest) checksum() (string, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func (m Manifest) clone() Manifest {
+	m.Variables = slices.Clone(m.Variables)
+	for i := range m.Variables {
+		m.Variables[i].Shape = slices.Clone(m.Variables[i].Shape)
+	}
+	return m
+}
+
+// pointer is the pointer file: like TensorFlow's "checkpoint" file, it names
+// the latest checkpoint and every kept one, oldest saved first.
+type pointer struct {
+	Format      string   `json:"format"`
+	Latest      string   `json:"latest"`
+	Checkpoints []string `json:"checkpoints"`
+}
+
+var ckptRe = regexp.MustCompile(`^ckpt-(0|[1-9][0-9]*)$`)
+
+// Name returns the directory name of the checkpoint of step: "ckpt-<step>".
+func Name(step int64) string { return "ckpt-" + strconv.FormatInt(step, 10) }
+
+func parseName(name string) (int64, bool) {
+	m := ckptRe.FindStringSubmatch(name)
+	if m == nil {
+		return 0, false
+	}
+	step, err := strconv.ParseInt(m[1], 10, 64)
+	return step, err == nil
+}
+
+// Prefixes of the entries an interrupted Save may leave in a model directory.
+const (
+	tmpPrefix     = ".tmp-" // .tmp-ckpt-<step>-<random>: a checkpoint being written
+	asidePrefix   = ".old-" // .old-ckpt-<step>-<random>: a checkpoint being replaced
+	tmpPointerPat = ".checkpoint-*.tmp"
+)
+
+// Save writes every variable of store as the checkpoint "ckpt-<step>" in dir
+// (created if needed), points dir's pointer file at it, then deletes the
+// oldest saved checkpoints beyond the newest keep (keep 0 keeps all). Saving
+// a step that already has a checkpoint replaces it. It returns the path of
+// the new checkpoint.
+//
+// Save reads the variables' live backings, so like the store's setters it
+// must not run while towers run a step. See the package comment for the
+// atomicity guarantees.
+func Save(dir string, store *towers.Store, step int64, keep int) (string, error) {
+	if store == nil {
+		return "", fmt.Errorf("checkpoint: save: nil store")
+	}
+	if step < 0 {
+		return "", fmt.Errorf("checkpoint: save: negative step %d", step)
+	}
+	if keep < 0 {
+		return "", fmt.Errorf("checkpoint: save: negative keep %d", keep)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("checkpoint: save: %w", err)
+	}
+	if err := cleanStale(dir); err != nil {
+		return "", fmt.Errorf("checkpoint: save: clean up an interrupted save: %w", err)
+	}
+	name := Name(step)
+	path, err := writeCheckpoint(dir, name, store, step)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: save %s: %w", filepath.Join(dir, name), err)
+	}
+	if err := updatePointer(dir, name, keep); err != nil {
+		return "", fmt.Errorf("checkpoint: save %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// writeCheckpoint writes the checkpoint under a temporary directory and
+// renames it to dir/name, replacing an existing one.
+func writeCheckpoint(dir, name string, store *towers.Store, step int64) (string, error) {
+	tmp, err := mkdirTemp(dir, tmpPrefix+name+"-")
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
+	}()
+	m := Manifest{Format: Format, Step: step, Created: time.Now().UTC().Round(0), Variables: []Entry{}}
+	for i, v := range store.Variables() {
+		e, err := writeVariable(tmp, i, v)
+		if err != nil {
+			return "", fmt.Errorf("variable %q: %w", v.Name(), err)
+		}
+		m.Variables = append(m.Variables, e)
+	}
+	sum, err := m.checksum()
+	if err != nil {
+		return "", err
+	}
+	mb, err := json.MarshalIndent(manifestFile{Manifest: m, Checksum: sum}, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := writeFileSync(filepath.Join(tmp, ManifestFile), append(mb, '\n')); err != nil {
+		return "", err
+	}
+	if err := syncDir(tmp); err != nil {
+		return "", err
+	}
+
+	final := filepath.Join(dir, name)
+	aside := ""
+	if _, err := os.Lstat(final); err == nil {
+		// Replace an existing checkpoint of this step: move it aside, move
+		// the new one in, drop the old. A crash in between leaves the old
+		// one aside, where Latest still finds it and the next Save moves
+		// it back.
+		aside = filepath.Join(dir, asidePrefix+strings.TrimPrefix(filepath.Base(tmp), tmpPrefix))
+		if err := os.Rename(final, aside); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		if aside != "" {
+			os.Rename(aside, final)
+		}
+		return "", err
+	}
+	tmp = ""
+	if err := syncDir(dir); err != nil {
+		return "", err
+	}
+	if aside != "" {
+		if err := os.RemoveAll(aside); err != nil {
+			return "", err
+		}
+	}
+	return final, nil
+}
+
+// mkdirTemp is os.MkdirTemp with the permissions of os.Mkdir(0o755) (minus
+// the umask) rather than 0o700, since the directory becomes the checkpoint.
+func mkdirTemp(dir, prefix string) (string, error) {
+	for {
+		p := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		err := os.Mkdir(p, 0o755)
+		if !errors.Is(err, fs.ErrExist) {
+			return p, err
+		}
+	}
+}
+
+// writeVariable writes variable number i of the store as a .npy file in dir.
+func writeVariable(dir string, i int, v *towers.Variable) (Entry, error) {
+	if !utf8.ValidString(v.Name()) {
+		return Entry{}, fmt.Errorf("name is not valid UTF-8")
+	}
+	t, err := npyTypeOf(v.Dtype())
+	if err != nil {
+		return Entry{}, err
+	}
+	shape := append([]int{}, v.Shape()...)
+	e := Entry{
+		Name:      v.Name(),
+		Dtype:     t.descr,
+		GoDtype:   v.Dtype().String(),
+		Shape:     shape,
+		Trainable: v.Trainable(),
+		File:      fmt.Sprintf("%04d-%s.npy", i, safeName(v.Name())),
+	}
+	f, err := os.OpenFile(filepath.Join(dir, e.File), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return Entry{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	cw := &countWriter{}
+	bw := bufio.NewWriterSize(io.MultiWriter(f, h, cw), 1<<20)
+	if err := writeNPY(bw, v.Dtype(), shape, v.Data()); err != nil {
+		return Entry{}, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	if err := bw.Flush(); err != nil {
+		return Entry{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return Entry{}, err
+	}
+	if err := f.Close(); err != nil {
+		return Entry{}, err
+	}
+	e.SHA256 = hex.EncodeToString(h.Sum(nil))
+	e.Bytes = cw.n
+	return e, nil
+}
+
+type countWriter struct{ n int64 }
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
+// safeName makes a variable name usable in a file name: '/' becomes '~',
+// characters other than ASCII letters, digits, '.', '_', '-' and '~' become
+// '_', and it is cut to 100 bytes. The index prefix keeps names unique.
+func safeName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r == '/':
+			b.WriteByte('~')
+		case r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-~", r)):
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+		if b.Len() >= 100 {
+			break
+		}
+	}
+	return b.String()
+}
+
+// updatePointer makes name the latest checkpoint of dir, keeping the newest
+// keep saved ones (all if keep is 0), and deletes the others.
+func updatePointer(dir, name string, keep int) error {
+	p, err := readPointer(dir)
+	kept := p.Checkpoints
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			slog.Default().Warn("checkpoint: pointer file unreadable; rebuilding it from the checkpoint directories",
+				"dir", dir, "err", err)
+		}
+		if kept, err = scan(dir); err != nil {
+			return err
+		}
+	}
+	kept = slices.DeleteFunc(slices.Clone(kept), func(s string) bool { return s == name })
+	kept = append(kept, name)
+	if keep > 0 && len(kept) > keep {
+		kept = kept[len(kept)-keep:]
+	}
+	b, err := json.MarshalIndent(pointer{Format: Format, Latest: name, Checkpoints: kept}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(dir, PointerFile, append(b, '\n')); err != nil {
+		return fmt.Errorf("pointer file: %w", err)
+	}
+	if keep == 0 {
+		return nil
+	}
+	// Delete every checkpoint directory the pointer does not keep: the ones
+	// just dropped and any an interrupted Save failed to delete.
+	all, err := scan(dir)
+	if err != nil {
+		return err
+	}
+	for _, c := range all {
+		if !slices.Contains(kept, c) {
+			if err := os.RemoveAll(filepath.Join(dir, c)); err != nil {
+				return fmt.Errorf("delete old checkpoint: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// readPointer reads and checks dir's pointer file. A missing file gives an
+// error wrapping fs.ErrNotExist.
+func readPointer(dir string) (pointer, error) {
+	b, err := os.ReadFile(filepath.Join(dir, PointerFile))
+	if err != nil {
+		return pointer{}, err
+	}
+	var p pointer
+	if err := json.Unmarshal(b, &p); err != nil {
+		return pointer{}, fmt.Errorf("%s: %w", filepath.Join(dir, PointerFile), err)
+	}
+	bad := func(format string, args ...any) (pointer, error) {
+		return pointer{}, fmt.Errorf("%s: %s", filepath.Join(dir, PointerFile), fmt.Sprintf(format, args...))
+	}
+	if p.Format != Format {
+		return bad("format %q, want %q", p.Format, Format)
+	}
+	if len(p.Checkpoints) == 0 || p.Checkpoints[len(p.Checkpoints)-1] != p.Latest {
+		return bad("latest %q is not the last of the kept checkpoints %q", p.Latest, p.Checkpoints)
+	}
+	seen := map[string]bool{}
+	for _, c := range p.Checkpoints {
+		if _, ok := parseName(c); !ok || seen[c] {
+			return bad("bad or repeated checkpoint name %q", c)
+		}
+		seen[c] = true
+	}
+	return p, nil
+}
+
+// scan returns the names of dir's checkpoint directories by increasing step.
+func scan(dir string) ([]string, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	type named struct {
+		name string
+		step int64
+	}
+	var found []named
+	for _, de := range des {
+		if step, ok := parseName(de.Name()); ok && de.IsDir() {
+			found = append(found, named{de.Name(), step})
+		}
+	}
+	slices.SortFunc(found, func(a, b named) int { return cmpInt(a.step, b.step) })
+	out := make([]string, len(found))
+	for i, f := range found {
+		out[i] = f.name
+	}
+	return out, nil
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// cleanStale removes what an interrupted Save left in dir: temporary
+// checkpoint directories and pointer files, and checkpoints moved aside for
+// a replacement, which go back into place when the replacement never
+// arrived.
+func cleanStale(dir string) error {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, de := range des {
+		n := de.Name()
+		p := filepath.Join(dir, n)
+		switch {
+		case strings.HasPrefix(n, tmpPrefix+"ckpt-"):
+			err = os.RemoveAll(p)
+		case strings.HasPrefix(n, asidePrefix+"ckpt-"):
+			orig := asideOf(n)
+			if _, ok := parseName(orig); !ok {
+				continue
+			}
+			if _, statErr := os.Lstat(filepath.Join(dir, orig)); errors.Is(statErr, fs.ErrNotExist) {
+				if err = os.Rename(p, filepath.Join(dir, orig)); err == nil {
+					err = syncDir(dir)
+				}
+			} else {
+				err = os.RemoveAll(p)
+			}
+		default:
+			if ok, _ := filepath.Match(tmpPointerPat, n); ok {
+				err = os.Remove(p)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// asideOf returns the checkpoint name of an aside directory name
+// ".old-ckpt-<step>-<random>".
+func asideOf(n string) string {
+	n = strings.TrimPrefix(n, asidePrefix)
+	if i := strings.LastIndexByte(n, '-'); i > 0 {
+		return n[:i]
+	}
+	return n
+}
+
+// writeFileSync creates path with data and fsyncs it.
+func writeFileSync(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeFileAtomic replaces dir/name with data: temporary file, fsync,
+// rename, directory fsync.
+func writeFileAtomic(dir, name string, data []byte) error {
+	f, err := os.CreateTemp(dir, tmpPointerPat)
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // fails harmlessly once renamed
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDir fsyncs a directory so that renames and creations in it are
+// durable. Windows cannot open directories for syncing; there it is a no-op.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}

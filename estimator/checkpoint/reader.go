@@ -1,0 +1,498 @@
+package checkpoint
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// Latest returns the path of the newest whole checkpoint of the model
+// directory dir: the one the pointer file names, verified (manifest, and
+// every variable file's size and checksum). When it is damaged Latest logs a
+// warning with slog.Default and falls back to the previously kept
+// checkpoints, newest saved first; when the pointer file itself is missing
+// or unreadable it scans dir for ckpt-<step> directories, highest step
+// first. Temporary directories of an interrupted Save are never candidates;
+// a checkpoint that an interrupted Save of the same step moved aside stands
+// in for its missing original.
+// It returns an error wrapping ErrNoCheckpoint when no checkpoint is whole.
+func Latest(dir string) (string, error) {
+	r, err := latest(dir)
+	if err != nil {
+		return "", err
+	}
+	return r.path, nil
+}
+
+func latest(dir string) (*Reader, error) {
+	log := slog.Default()
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w in %s: %v", ErrNoCheckpoint, dir, err)
+	}
+	scanned, err := scan(dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	var cands []string
+	p, err := readPointer(dir)
+	switch {
+	case err == nil:
+		cands = slices.Clone(p.Checkpoints)
+		slices.Reverse(cands)
+	case !errors.Is(err, fs.ErrNotExist):
+		log.Warn("checkpoint: pointer file unreadable; scanning for checkpoints", "dir", dir, "err", err)
+	case len(scanned) > 0:
+		log.Warn("checkpoint: no pointer file; scanning for checkpoints", "dir", dir)
+	}
+	// Last resort, or the only candidates without a pointer: checkpoint
+	// directories the pointer does not name, highest step first.
+	for i := len(scanned) - 1; i >= 0; i-- {
+		if !slices.Contains(cands, scanned[i]) {
+			cands = append(cands, scanned[i])
+		}
+	}
+	var damaged []string
+	for _, c := range cands {
+		paths := []string{filepath.Join(dir, c)}
+		if _, err := os.Lstat(paths[0]); errors.Is(err, fs.ErrNotExist) {
+			// A Save replacing this step may have been interrupted with
+			// the old checkpoint moved aside.
+			if paths = asides(dir, c); len(paths) == 0 {
+				log.Warn("checkpoint: a checkpoint the pointer file names is missing", "path", filepath.Join(dir, c))
+				damaged = append(damaged, c+": missing")
+				continue
+			}
+		}
+		for _, path := range paths {
+			r, err := open(path)
+			if err == nil {
+				return r, nil
+			}
+			log.Warn("checkpoint: skipping damaged checkpoint", "path", path, "err", err)
+			damaged = append(damaged, err.Error())
+		}
+	}
+	if len(damaged) > 0 {
+		return nil, fmt.Errorf("checkpoint: %w in %s: every checkpoint is damaged:\n\t%s",
+			ErrNoCheckpoint, dir, strings.Join(damaged, "\n\t"))
+	}
+	return nil, fmt.Errorf("checkpoint: %w in %s", ErrNoCheckpoint, dir)
+}
+
+// asides returns the directories holding checkpoint name moved aside by an
+// interrupted replacement.
+func asides(dir, name string) []string {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, de := range des {
+		if de.IsDir() && strings.HasPrefix(de.Name(), asidePrefix) && asideOf(de.Name()) == name {
+			out = append(out, filepath.Join(dir, de.Name()))
+		}
+	}
+	return out
+}
+
+// Reader reads the variables of one verified checkpoint. Its methods are
+// safe for concurrent use.
+type Reader struct {
+	path   string
+	m      Manifest
+	index  map[string]int
+	dtypes []tensor.Dtype // of m.Variables
+}
+
+// Read opens and verifies a checkpoint. path is a checkpoint directory
+// (holding manifest.json, or named ckpt-<step>) or a model directory, which
+// means its Latest checkpoint. A bad manifest, a missing, truncated or
+// corrupted variable file is an error naming the file.
+func Read(path string) (*Reader, error) {
+	if isCheckpointDir(path) {
+		return open(path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("checkpoint: %s is not a directory", path)
+	}
+	return latest(path)
+}
+
+func isCheckpointDir(path string) bool {
+	if _, err := os.Stat(filepath.Join(path, ManifestFile)); err == nil {
+		return true
+	}
+	base := filepath.Base(path)
+	_, ok := parseName(base)
+	return ok || strings.HasPrefix(base, asidePrefix+"ckpt-")
+}
+
+// open reads the manifest of the checkpoint directory path and verifies
+// every variable file.
+func open(path string) (*Reader, error) {
+	m, dtypes, err := readManifest(path)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{path: path, m: m, index: map[string]int{}, dtypes: dtypes}
+	for i, e := range m.Variables {
+		r.index[e.Name] = i
+		if _, err := r.readFile(i, false); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// readManifest reads and checks path's manifest.json.
+func readManifest(path string) (Manifest, []tensor.Dtype, error) {
+	mpath := filepath.Join(path, ManifestFile)
+	fail := func(format string, args ...any) (Manifest, []tensor.Dtype, error) {
+		return Manifest{}, nil, fmt.Errorf("checkpoint: %s: %s", mpath, fmt.Sprintf(format, args...))
+	}
+	b, err := os.ReadFile(mpath)
+	if err != nil {
+		return fail("%v", err)
+	}
+	var mf manifestFile
+	if err := json.Unmarshal(b, &mf); err != nil {
+		return fail("bad manifest: %v", err)
+	}
+	m := mf.Manifest
+	if m.Format != Format {
+		return fail("format %q, want %q", m.Format, Format)
+	}
+	if sum, err := m.checksum(); err != nil || sum != mf.Checksum {
+		return fail("manifest is corrupted: its checksum %q does not match its content", mf.Checksum)
+	}
+	if m.Step < 0 {
+		return fail("negative step %d", m.Step)
+	}
+	names, files := map[string]bool{}, map[string]bool{}
+	dtypes := make([]tensor.Dtype, len(m.Variables))
+	for i, e := range m.Variables {
+		switch {
+		case e.Name == "":
+			return fail("variable %d has no name", i)
+		case names[e.Name]:
+			return fail("variable %q is listed twice", e.Name)
+		case e.File == "" || e.File != filepath.Base(e.File) || e.File == "." || e.File == ".." ||
+			strings.ContainsAny(e.File, `/\`) || files[e.File] || e.File == ManifestFile:
+			return fail("variable %q: bad or repeated file name %q", e.Name, e.File)
+		case !hexSHA256.MatchString(e.SHA256):
+			return fail("variable %q: bad sha256 %q", e.Name, e.SHA256)
+		case e.Bytes < 0:
+			return fail("variable %q: negative size %d", e.Name, e.Bytes)
+		}
+		if _, err := shapeSize(e.Shape); err != nil {
+			return fail("variable %q: %v", e.Name, err)
+		}
+		dt, err := entryDtype(e)
+		if err != nil {
+			return fail("variable %q: %v", e.Name, err)
+		}
+		names[e.Name], files[e.File], dtypes[i] = true, true, dt
+		if m.Variables[i].Shape == nil {
+			m.Variables[i].Shape = []int{}
+		}
+	}
+	return m, dtypes, nil
+}
+
+// entryDtype returns the tensor dtype of an entry: its GoDtype when given
+// (which must agree with its NumPy dtype), else the natural one of Dtype.
+func entryDtype(e Entry) (tensor.Dtype, error) {
+	t, _, err := npyParseDescr(e.Dtype)
+	if err != nil {
+		return tensor.Dtype{}, err
+	}
+	if e.GoDtype == "" || e.GoDtype == t.dtype.String() {
+		return t.dtype, nil
+	}
+	for _, u := range npyTypes {
+		if u.dtype.String() == e.GoDtype {
+			if u.descr[1:] != t.descr[1:] {
+				return tensor.Dtype{}, fmt.Errorf("go dtype %q does not match dtype %q", e.GoDtype, e.Dtype)
+			}
+			return u.dtype, nil
+		}
+	}
+	return tensor.Dtype{}, fmt.Errorf("unsupported go dtype %q", e.GoDtype)
+}
+
+// readFile verifies variable i's file — size, header against the manifest,
+// SHA-256 — and with decode returns its elements.
+func (r *Reader) readFile(i int, decode bool) (any, error) {
+	e, dt := r.m.Variables[i], r.dtypes[i]
+	fpath := filepath.Join(r.path, e.File)
+	fail := func(format string, args ...any) (any, error) {
+		return nil, fmt.Errorf("checkpoint: variable %q: %s: %s", e.Name, fpath, fmt.Sprintf(format, args...))
+	}
+	f, err := os.Open(fpath)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fail("variable file is missing")
+		}
+		return fail("%v", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fail("%v", err)
+	}
+	if fi.Size() != e.Bytes {
+		what := "has extra bytes"
+		if fi.Size() < e.Bytes {
+			what = "is truncated"
+		}
+		return fail("file %s: %d bytes, the manifest says %d", what, fi.Size(), e.Bytes)
+	}
+	h := sha256.New()
+	br := bufio.NewReaderSize(io.TeeReader(f, h), 1<<16)
+	hdr, err := readNPYHeader(br)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if hdr.Descr != e.Dtype || hdr.Fortran || !slices.Equal(hdr.Shape, e.Shape) {
+		return fail("file holds dtype %s shape %v fortran_order %v, the manifest says dtype %s shape %v",
+			hdr.Descr, hdr.Shape, hdr.Fortran, e.Dtype, e.Shape)
+	}
+	t, _, _ := npyParseDescr(e.Dtype)
+	n, _ := shapeSize(e.Shape)
+	if want := hdr.Len + n*int64(t.size); want != e.Bytes {
+		return fail("header and shape make %d bytes, the manifest says %d", want, e.Bytes)
+	}
+	var data any
+	if decode {
+		if data, err = readNPYData(br, hdr, dt); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		return fail("%v", err)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != e.SHA256 {
+		return fail("file is corrupted: sha256 %s, the manifest says %s", sum, e.SHA256)
+	}
+	return data, nil
+}
+
+// Path returns the checkpoint directory.
+func (r *Reader) Path() string { return r.path }
+
+// Manifest returns a copy of the checkpoint's manifest.
+func (r *Reader) Manifest() Manifest { return r.m.clone() }
+
+// Step returns the global step the checkpoint was saved at.
+func (r *Reader) Step() int64 { return r.m.Step }
+
+// Names returns the checkpoint's variable names in the saved store's
+// creation order.
+func (r *Reader) Names() []string {
+	out := make([]string, len(r.m.Variables))
+	for i, e := range r.m.Variables {
+		out[i] = e.Name
+	}
+	return out
+}
+
+// Tensor reads the named variable, verifying its file again, into a new
+// tensor (rank 0 for a scalar).
+func (r *Reader) Tensor(name string) (*tensor.Dense, error) {
+	i, ok := r.index[name]
+	if !ok {
+		return nil, fmt.Errorf("checkpoint %s: variable %q: %w", r.path, name, towers.ErrNotFound)
+	}
+	data, err := r.readFile(i, true)
+	if err != nil {
+		return nil, err
+	}
+	return numeric.Over(tensor.Shape(slices.Clone(r.m.Variables[i].Shape)), data), nil
+}
+
+// Restore copies every variable of the checkpoint into store. A variable the
+// store lacks is created with the checkpoint's dtype, shape and
+// trainability, so optimizer slots and the global step exist before an
+// optimizer or estimator asks for them; it is placed beside the variable
+// whose name is its longest '/'-prefix when there is one ("w/Adam/m" beside
+// "w", as optimizers place slots), else where the store's placement puts it.
+// A variable the store holds must have the checkpoint's shape and dtype
+// exactly; all of them are checked before anything is written. Store
+// variables the checkpoint lacks are left alone.
+func (r *Reader) Restore(store *towers.Store) error {
+	if store == nil {
+		return fmt.Errorf("checkpoint: restore %s: nil store", r.path)
+	}
+	for i, e := range r.m.Variables {
+		if err := checkMatch(store, e.Name, e.Name, e.Shape, r.dtypes[i]); err != nil {
+			return fmt.Errorf("checkpoint: restore %s: %w", r.path, err)
+		}
+	}
+	for i, e := range r.m.Variables {
+		t, err := r.Tensor(e.Name)
+		if err != nil {
+			return err
+		}
+		spec := towers.VarSpec{
+			Name:      e.Name,
+			Dtype:     r.dtypes[i],
+			Shape:     tensor.Shape(slices.Clone(e.Shape)),
+			Trainable: e.Trainable,
+			Colocate:  owner(store, e.Name),
+		}
+		if _, _, err := store.GetOrCreate(spec); err != nil {
+			return fmt.Errorf("checkpoint: restore %s: %w", r.path, err)
+		}
+		if err := store.Set(e.Name, t); err != nil {
+			return fmt.Errorf("checkpoint: restore %s: %w", r.path, err)
+		}
+	}
+	return nil
+}
+
+// checkMatch checks that the store variable name, if the store holds it,
+// has exactly the shape and dtype of checkpoint variable ckptName.
+func checkMatch(store *towers.Store, name, ckptName string, shape []int, dt tensor.Dtype) error {
+	v, err := store.Lookup(name)
+	if errors.Is(err, towers.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if slices.Equal(v.Shape(), shape) && v.Dtype() == dt {
+		return nil
+	}
+	what := fmt.Sprintf("variable %q", name)
+	if ckptName != name {
+		what = fmt.Sprintf("variable %q (checkpoint variable %q)", name, ckptName)
+	}
+	return fmt.Errorf("%s has shape %v dtype %v in the store but shape %v dtype %v in the checkpoint",
+		what, v.Shape(), v.Dtype(), tensor.Shape(shape), dt)
+}
+
+// owner returns the store variable whose name is the longest proper
+// '/'-prefix of name, or "".
+func owner(store *towers.Store, name string) string {
+	for i := strings.LastIndexByte(name, '/'); i > 0; i = strings.LastIndexByte(name[:i], '/') {
+		if _, err := store.Lookup(name[:i]); err == nil {
+			return name[:i]
+		}
+	}
+	return ""
+}
+
+// WarmStart initialises variables of store from the checkpoint ckpt (a
+// checkpoint directory, or a model directory meaning its latest checkpoint)
+// of another run, like TensorFlow's tf.estimator.WarmStartSettings.
+//
+// Like TensorFlow's vars_to_warm_start given as a regular expression, only
+// trainable variables are candidates: non-trainable ones — the global step,
+// optimizer slots, moving statistics — start fresh. pattern is a regular
+// expression (Go syntax, unanchored: use ^...$ to match whole names)
+// selecting among the trainable variables by their name in store; "" selects
+// every trainable variable. To copy a non-trainable variable, read it with
+// Read and Reader.Tensor and set it with Store.Set.
+//
+// rename maps a store variable's name to its name in the checkpoint, like
+// var_name_to_prev_var_name; unmapped variables keep their name. It is an
+// error, naming the variables, when a selected variable is missing from the
+// checkpoint or differs in shape or dtype, when a rename key is not a
+// selected variable, or when pattern selects nothing. Everything is checked
+// before any variable is written.
+func WarmStart(store *towers.Store, ckpt string, pattern string, rename map[string]string) error {
+	if store == nil {
+		return fmt.Errorf("checkpoint: warm start: nil store")
+	}
+	var re *regexp.Regexp
+	if pattern != "" {
+		var err error
+		if re, err = regexp.Compile(pattern); err != nil {
+			return fmt.Errorf("checkpoint: warm start: pattern: %w", err)
+		}
+	}
+	type pick struct{ name, from string }
+	var picks []pick
+	selected := map[string]bool{}
+	for _, v := range store.Variables() {
+		if !v.Trainable() || (re != nil && !re.MatchString(v.Name())) {
+			continue
+		}
+		from := v.Name()
+		if to, ok := rename[v.Name()]; ok {
+			from = to
+		}
+		picks = append(picks, pick{v.Name(), from})
+		selected[v.Name()] = true
+	}
+	var unused []string
+	for name := range rename {
+		if !selected[name] {
+			unused = append(unused, name)
+		}
+	}
+	if len(unused) > 0 {
+		slices.Sort(unused)
+		return fmt.Errorf("checkpoint: warm start: rename names variables that are not warm-started (not in the store, not trainable or not matching %q): %q",
+			pattern, unused)
+	}
+	if len(picks) == 0 {
+		return fmt.Errorf("checkpoint: warm start: pattern %q selects no trainable variable of the store", pattern)
+	}
+	r, err := Read(ckpt)
+	if err != nil {
+		return fmt.Errorf("checkpoint: warm start: %w", err)
+	}
+	var missing []string
+	for _, p := range picks {
+		i, ok := r.index[p.from]
+		if !ok {
+			if p.from == p.name {
+				missing = append(missing, fmt.Sprintf("%q", p.name))
+			} else {
+				missing = append(missing, fmt.Sprintf("%q (as %q)", p.name, p.from))
+			}
+			continue
+		}
+		e := r.m.Variables[i]
+		if err := checkMatch(store, p.name, p.from, e.Shape, r.dtypes[i]); err != nil {
+			return fmt.Errorf("checkpoint: warm start from %s: %w", r.path, err)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("checkpoint: warm start: checkpoint %s lacks variables %s (it has %q)",
+			r.path, strings.Join(missing, ", "), r.Names())
+	}
+	for _, p := range picks {
+		t, err := r.Tensor(p.from)
+		if err != nil {
+			return fmt.Errorf("checkpoint: warm start: %w", err)
+		}
+		if err := store.Set(p.name, t); err != nil {
+			return fmt.Errorf("checkpoint: warm start: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package estimator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/towerflow/towerflow/estimator/checkpoint"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// restoreLatest loads the model directory's latest checkpoint into the
+// store unless the store already holds it (the Estimator saved or restored
+// it last). A model directory without checkpoints is a fresh run.
+func (e *Estimator) restoreLatest() error {
+	if e.cfg.ModelDir == "" {
+		return nil
+	}
+	path, err := checkpoint.Latest(e.cfg.ModelDir)
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if path == e.ckpt {
+		return nil
+	}
+	r, err := checkpoint.Read(path)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := r.Restore(e.store); err != nil {
+		return fmt.Errorf("restore %s: %w", path, err)
+	}
+	e.ckpt = path
+	e.log.Info("restored checkpoint", "path", path, "step", r.Step())
+	return nil
+}
+
+// CheckpointSaver saves the store to a model directory every EverySteps
+// steps and/or every Every, keeping the last Keep checkpoints (0 keeps all).
+// It also saves at the start of a run when the directory has no checkpoint,
+// and at the end of a run that ends cleanly or by cancellation — not one
+// that ends in an error, so a NaN loss leaves the last good checkpoint the
+// latest.
+type CheckpointSaver struct {
+	BaseHook
+	Dir        string
+	EverySteps int64
+	Every      time.Duration
+	Keep       int
+
+	// saved, when set, is told every checkpoint written.
+	saved    func(path string, step int64)
+	store    *towers.Store
+	log      *slog.Logger
+	last     int64
+	lastTime time.Time
+}
+
+func (h *CheckpointSaver) step() int64 {
+	v, err := h.store.Lookup(GlobalStepName)
+	if err != nil {
+		return 0
+	}
+	return v.Data().([]int64)[0]
+}
+
+func (h *CheckpointSaver) save(step int64) error {
+	path, err := checkpoint.Save(h.Dir, h.store, step, h.Keep)
+	if err != nil {
+		return fmt.Errorf("save checkpoint at step %d: %w", step, err)
+	}
+	h.last, h.lastTime = step, time.Now()
+	if h.log != nil {
+		h.log.Info("saved checkpoint", "path", path, "step", step)
+	}
+	if h.saved != nil {
+		h.saved(path, step)
+	}
+	return nil
+}
+
+// Begin saves an initial checkpoint into an empty model directory.
+func (h *CheckpointSaver) Begin(_ context.Context, info RunInfo) error {
+	h.store, h.log, h.last, h.lastTime = info.Store, info.Logger, info.StartStep, time.Now()
+	if _, err := checkpoint.Latest(h.Dir); errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return h.save(info.StartStep)
+	}
+	return nil
+}
+
+// AfterStep saves when a step or time interval has passed.
+func (h *CheckpointSaver) AfterStep(_ context.Context, r StepResult) (bool, error) {
+	due := h.EverySteps > 0 && r.Step-h.last >= h.EverySteps
+	due = due || h.Every > 0 && time.Since(h.lastTime) >= h.Every
+	if due {
+		return false, h.save(r.Step)
+	}
+	return false, nil
+}
+
+// End saves the final state of a run that ended cleanly or was cancelled.
+func (h *CheckpointSaver) End(_ context.Context, _ RunInfo, cause error) error {
+	if cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+		return nil
+	}
+	if s := h.step(); s != h.last {
+		return h.save(s)
+	}
+	return nil
+}

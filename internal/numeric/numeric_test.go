@@ -1,0 +1,358 @@
+package numeric_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/numeric"
+)
+
+func matrix(rows, cols int, vals ...float64) *tensor.Dense {
+	return tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(vals))
+}
+
+func TestSlice(t *testing.T) {
+	f64 := G.F64(2.5)
+	f32 := G.F32(1.5)
+	tests := []struct {
+		name  string
+		value func() G.Value
+		want  any
+	}{
+		{"dense matrix", func() G.Value { return matrix(2, 2, 1, 2, 3, 4) }, []float64{1, 2, 3, 4}},
+		{"dense vector int", func() G.Value { return tensor.New(tensor.WithBacking([]int64{7, 8, 9})) }, []int64{7, 8, 9}},
+		{"dense one element", func() G.Value { return tensor.New(tensor.WithShape(1), tensor.WithBacking([]float32{3})) }, []float32{3}},
+		{"dense scalar", func() G.Value { return tensor.New(tensor.FromScalar(4.5)) }, []float64{4.5}},
+		{"dense bool scalar", func() G.Value { return tensor.New(tensor.FromScalar(true)) }, []bool{true}},
+		{"empty dense", func() G.Value { return tensor.New(tensor.WithShape(0, 2), tensor.WithBacking([]float64{})) }, []float64{}},
+		{"*G.F64", func() G.Value { return &f64 }, []float64{2.5}},
+		{"*G.F32", func() G.Value { return &f32 }, []float32{1.5}},
+		{"transposed view", func() G.Value {
+			m := matrix(2, 3, 1, 2, 3, 4, 5, 6)
+			if err := m.T(); err != nil {
+				panic(err)
+			}
+			return m
+		}, []float64{1, 4, 2, 5, 3, 6}},
+		{"sliced view", func() G.Value {
+			m := matrix(3, 2, 1, 2, 3, 4, 5, 6)
+			v, err := m.Slice(G.S(1, 3))
+			if err != nil {
+				panic(err)
+			}
+			return v.(*tensor.Dense)
+		}, []float64{3, 4, 5, 6}},
+		{"column view (non-contiguous)", func() G.Value {
+			m := matrix(3, 2, 1, 2, 3, 4, 5, 6)
+			v, err := m.Slice(nil, G.S(1))
+			if err != nil {
+				panic(err)
+			}
+			return v.(*tensor.Dense)
+		}, []float64{2, 4, 6}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := numeric.Slice(tc.value())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSliceSharesContiguousBacking(t *testing.T) {
+	d := matrix(2, 2, 1, 2, 3, 4)
+	s, err := numeric.Slice(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.([]float64)[0] = 9
+	if got := d.Data().([]float64)[0]; got != 9 {
+		t.Errorf("a contiguous tensor's Slice is a copy: tensor[0] = %v after writing 9", got)
+	}
+	// A view is materialized: writing the result leaves the source alone.
+	m := matrix(2, 2, 1, 2, 3, 4)
+	if err := m.T(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := numeric.Slice(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.([]float64)[1] = 9
+	if diff := cmp.Diff([]float64{1, 2, 3, 4}, m.Data()); diff != "" {
+		t.Errorf("writing a view's slice changed the source (-want +got):\n%s", diff)
+	}
+}
+
+func TestSliceNil(t *testing.T) {
+	if _, err := numeric.Slice(nil); err == nil {
+		t.Error("Slice(nil): no error")
+	}
+}
+
+func TestAddScaled(t *testing.T) {
+	tests := []struct {
+		name    string
+		dst     any
+		src     any
+		w       float64
+		want    any
+		wantErr []string
+	}{
+		{"float64 weight 1", []float64{1, 2}, []float64{10, 20}, 1, []float64{11, 22}, nil},
+		{"float64 weight 0.5", []float64{1, 2}, []float64{10, 20}, 0.5, []float64{6, 12}, nil},
+		{"float64 weight 0", []float64{1, 2}, []float64{10, 20}, 0, []float64{1, 2}, nil},
+		{"float32 weight 1", []float32{1, 2}, []float32{0.5, 0.25}, 1, []float32{1.5, 2.25}, nil},
+		{"float32 weight 0.5", []float32{1, 2}, []float32{4, 8}, 0.5, []float32{3, 6}, nil},
+		{"empty", []float64{}, []float64{}, 3, []float64{}, nil},
+		{"dtype mismatch", []float64{1, 2}, []float32{1, 2}, 1, []float64{1, 2}, []string{"[]float32", "[]float64"}},
+		{"dtype mismatch float32 dst", []float32{1}, []float64{1}, 1, []float32{1}, []string{"[]float64", "[]float32"}},
+		{"length mismatch", []float64{1, 2}, []float64{1, 2, 3}, 1, []float64{1, 2}, []string{"3×", "2×"}},
+		{"not float", []int{1}, []int{1}, 1, []int{1}, []string{"[]int", "not float32 or float64"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := numeric.AddScaled(tc.dst, tc.src, tc.w)
+			if tc.wantErr == nil && err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantErr != nil {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not mention %q", err, w)
+					}
+				}
+			}
+			if diff := cmp.Diff(tc.want, tc.dst); diff != "" {
+				t.Errorf("dst (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAddScaledUnitWeightIsPlainSum: with weight 1 no multiply happens, so
+// the result is bit-for-bit the float sum.
+func TestAddScaledUnitWeightIsPlainSum(t *testing.T) {
+	a, b := 0.1, 0.2
+	dst := []float64{a}
+	if err := numeric.AddScaled(dst, []float64{b}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if dst[0] != a+b {
+		t.Errorf("got %v, want %v", dst[0], a+b)
+	}
+}
+
+func TestFloat64s(t *testing.T) {
+	vec := func(backing any) G.Value { return tensor.New(tensor.WithBacking(backing)) }
+	f64, f32 := G.F64(-1.25), G.F32(0.5)
+	tests := []struct {
+		name  string
+		value G.Value
+		want  []float64
+	}{
+		{"float64", vec([]float64{1.5, -2}), []float64{1.5, -2}},
+		{"float32", vec([]float32{0.25, -3}), []float64{0.25, -3}},
+		{"int", vec([]int{1, -2}), []float64{1, -2}},
+		{"int64", vec([]int64{1 << 40, -2}), []float64{1 << 40, -2}},
+		{"int32", vec([]int32{3, -4}), []float64{3, -4}},
+		{"int16", vec([]int16{5, -6}), []float64{5, -6}},
+		{"int8", vec([]int8{7, -8}), []float64{7, -8}},
+		{"uint", vec([]uint{9}), []float64{9}},
+		{"uint64", vec([]uint64{10}), []float64{10}},
+		{"uint32", vec([]uint32{11}), []float64{11}},
+		{"uint16", vec([]uint16{12}), []float64{12}},
+		{"uint8", vec([]uint8{13, 255}), []float64{13, 255}},
+		{"bool", vec([]bool{true, false, true}), []float64{1, 0, 1}},
+		{"matrix row-major", matrix(2, 2, 1, 2, 3, 4), []float64{1, 2, 3, 4}},
+		{"dense scalar int", tensor.New(tensor.FromScalar(int64(3))), []float64{3}},
+		{"*G.F64", &f64, []float64{-1.25}},
+		{"*G.F32", &f32, []float64{0.5}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := numeric.Float64s(tc.value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFloat64sCopies(t *testing.T) {
+	backing := []float64{1, 2}
+	got, err := numeric.Float64s(tensor.New(tensor.WithBacking(backing)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got[0] = 9
+	if backing[0] != 1 {
+		t.Error("Float64s returned the float64 backing, not a copy")
+	}
+}
+
+func TestFloat64sErrors(t *testing.T) {
+	for _, v := range []G.Value{nil, tensor.New(tensor.WithBacking([]string{"a"})), tensor.New(tensor.WithBacking([]complex128{1}))} {
+		if got, err := numeric.Float64s(v); err == nil {
+			t.Errorf("Float64s(%v) = %v, want an error", v, got)
+		}
+	}
+}
+
+func TestSetFloat64s(t *testing.T) {
+	tests := []struct {
+		name    string
+		dst     any
+		vals    []float64
+		want    any
+		wantErr []string
+	}{
+		{"float64", []float64{0, 0}, []float64{1.5, 2}, []float64{1.5, 2}, nil},
+		{"float32 rounds", []float32{0}, []float64{0.1}, []float32{0.1}, nil},
+		{"too many values", []float64{0}, []float64{1, 2}, []float64{0}, []string{"2 values", "1 elements"}},
+		{"too few values float32", []float32{0, 0}, []float64{1}, []float32{0, 0}, []string{"1 values", "2 elements"}},
+		{"int dst", []int{0}, []float64{1}, []int{0}, []string{"[]int", "not float32 or float64"}},
+		{"bool dst", []bool{false}, []float64{1}, []bool{false}, []string{"[]bool"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := numeric.SetFloat64s(tc.dst, tc.vals)
+			if tc.wantErr == nil && err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantErr != nil {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not mention %q", err, w)
+					}
+				}
+			}
+			if diff := cmp.Diff(tc.want, tc.dst); diff != "" {
+				t.Errorf("dst (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestOverSharesMemory(t *testing.T) {
+	backing := []float64{1, 2, 3, 4, 5, 6}
+	a := numeric.Over(tensor.Shape{2, 3}, backing)
+	b := numeric.Over(tensor.Shape{3, 2}, backing)
+	if diff := cmp.Diff([]int{2, 3}, []int(a.Shape())); diff != "" {
+		t.Errorf("shape (-want +got):\n%s", diff)
+	}
+	if err := a.SetAt(10.0, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if backing[3] != 10 {
+		t.Errorf("writing through the header left the backing at %v", backing[3])
+	}
+	backing[5] = 60
+	if got, _ := b.At(2, 1); got != 60.0 {
+		t.Errorf("second header reads %v after writing the backing, want 60", got)
+	}
+	// Headers are distinct: reshaping one leaves the other alone.
+	if err := a.Reshape(6); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{3, 2}, []int(b.Shape())); diff != "" {
+		t.Errorf("reshaping one header changed the other (-want +got):\n%s", diff)
+	}
+	// The shape is cloned, not aliased.
+	shape := tensor.Shape{2, 3}
+	c := numeric.Over(shape, backing)
+	shape[0] = 99
+	if c.Shape()[0] != 2 {
+		t.Errorf("Over aliases the caller's shape: %v", c.Shape())
+	}
+}
+
+func TestOverScalar(t *testing.T) {
+	backing := []float64{7}
+	s := numeric.Over(tensor.Shape{}, backing)
+	if !s.IsScalar() {
+		t.Fatalf("rank-0 shape gave shape %v", s.Shape())
+	}
+	if got := s.Data(); got != 7.0 {
+		t.Errorf("scalar reads %v, want 7", got)
+	}
+	backing[0] = 8
+	if got := s.Data(); got != 8.0 {
+		t.Errorf("scalar reads %v after writing the backing, want 8", got)
+	}
+}
+
+func TestDenseCopies(t *testing.T) {
+	src := matrix(2, 1, 1, 2)
+	d, err := numeric.Dense(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Data().([]float64)[0] = 9
+	if diff := cmp.Diff([]float64{1, 2}, src.Data()); diff != "" {
+		t.Errorf("Dense shares memory with its source (-want +got):\n%s", diff)
+	}
+	f := G.F64(3)
+	s, err := numeric.Dense(&f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.IsScalar() || s.Data() != 3.0 {
+		t.Errorf("Dense(*G.F64) = shape %v data %v, want a scalar 3", s.Shape(), s.Data())
+	}
+}
+
+func TestSliceHelpers(t *testing.T) {
+	s := numeric.NewSlice(tensor.Float32, 3)
+	if diff := cmp.Diff([]float32{0, 0, 0}, s); diff != "" {
+		t.Errorf("NewSlice (-want +got):\n%s", diff)
+	}
+	if n := numeric.Len(s); n != 3 {
+		t.Errorf("Len = %d", n)
+	}
+	src := []int64{1, 2, 3}
+	c := numeric.Copy(src).([]int64)
+	c[0] = 9
+	if src[0] != 1 {
+		t.Error("Copy shares memory")
+	}
+	dst := make([]int64, 3)
+	if err := numeric.CopyInto(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(src, dst); diff != "" {
+		t.Errorf("CopyInto (-want +got):\n%s", diff)
+	}
+	for _, bad := range []any{make([]int64, 2), make([]int32, 3)} {
+		if err := numeric.CopyInto(bad, src); err == nil {
+			t.Errorf("CopyInto(%T len %d): no error", bad, numeric.Len(bad))
+		}
+	}
+	numeric.Zero(dst)
+	if diff := cmp.Diff([]int64{0, 0, 0}, dst); diff != "" {
+		t.Errorf("Zero (-want +got):\n%s", diff)
+	}
+	for dt, want := range map[tensor.Dtype]bool{tensor.Float32: true, tensor.Float64: true, tensor.Int64: false, tensor.Bool: false} {
+		if got := numeric.IsFloat(dt); got != want {
+			t.Errorf("IsFloat(%v) = %v", dt, got)
+		}
+	}
+}
