@@ -34,6 +34,8 @@ type engine struct {
 	globalStep *towers.Variable
 	builds     map[string]*build
 	last       *build // the towers of the latest step, for fetches
+	// onBuild runs after a new build has created its variables.
+	onBuild func() error
 	// metrics holds each tower's eval metric states by name; it outlives
 	// builds, since one evaluation may run several input signatures.
 	metrics []map[string]metrics.Metric
@@ -156,6 +158,12 @@ func (e *engine) prepare(mode Mode, batch Batch) (*build, error) {
 			return nil, err
 		}
 		e.builds[key] = b
+		if e.onBuild != nil {
+			if err := e.onBuild(); err != nil {
+				delete(e.builds, key) // build again, and retry, next time
+				return nil, err
+			}
+		}
 	}
 	b.rows = rows
 	b.weights = e.towerWeights(rows)

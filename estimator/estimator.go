@@ -25,6 +25,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -56,6 +57,23 @@ type RunConfig struct {
 	Logger *slog.Logger
 	// Params are handed to every model function call.
 	Params Params
+	// WarmStart initialises a run whose model directory has no checkpoint
+	// from another run's checkpoint, once the model has created its
+	// variables.
+	WarmStart *WarmStart
+}
+
+// WarmStart says which variables to take from another run, like
+// tf.estimator.WarmStartSettings. Only trainable variables are taken: the
+// global step and optimizer slots start fresh.
+type WarmStart struct {
+	// From is a checkpoint directory or a model directory (its latest).
+	From string
+	// Pattern is a regular expression selecting variables by their name in
+	// this model; "" selects every trainable variable.
+	Pattern string
+	// Rename maps this model's variable names to their names in From.
+	Rename map[string]string
 }
 
 // Estimator trains, evaluates and predicts with one model.
@@ -97,7 +115,32 @@ func New(model Model, cfg RunConfig) (*Estimator, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Estimator{cfg: cfg, log: log, store: store, eng: eng}, nil
+	e := &Estimator{cfg: cfg, log: log, store: store, eng: eng}
+	if cfg.WarmStart != nil {
+		if cfg.WarmStart.From == "" {
+			return nil, fmt.Errorf("new estimator: warm start without a checkpoint to start from")
+		}
+		eng.onBuild = e.warmStart
+	}
+	return e, nil
+}
+
+// warmStart applies the warm start once, after the first build, unless the
+// model directory has a checkpoint of its own (which restoring has loaded).
+func (e *Estimator) warmStart() error {
+	if e.cfg.ModelDir != "" {
+		if _, err := checkpoint.Latest(e.cfg.ModelDir); err == nil {
+			e.eng.onBuild = nil
+			return nil
+		}
+	}
+	ws := e.cfg.WarmStart
+	if err := checkpoint.WarmStart(e.store, ws.From, ws.Pattern, ws.Rename); err != nil {
+		return fmt.Errorf("warm start from %s: %w", ws.From, err)
+	}
+	e.eng.onBuild = nil
+	e.log.Info("warm started", "from", ws.From, "pattern", ws.Pattern)
+	return nil
 }
 
 // Store returns the variable store: master values by name, weights by name
@@ -195,7 +238,7 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 			Keep: e.cfg.KeepCheckpointMax, saved: func(path string, _ int64) { e.ckpt = path },
 		})
 	}
-	info := RunInfo{Store: e.store, ModelDir: e.cfg.ModelDir, Logger: e.log, StartStep: start}
+	info := RunInfo{Store: e.store, ModelDir: e.cfg.ModelDir, Logger: e.log, StartStep: start, LastStep: limit}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	begun := 0

@@ -20,6 +20,9 @@ type RunInfo struct {
 	Logger   *slog.Logger
 	// StartStep is the global step when the run began.
 	StartStep int64
+	// LastStep is the global step the run stops at, or -1 when it runs
+	// until the input ends or a hook stops it.
+	LastStep int64
 }
 
 // StepRequest is what a hook asks of the coming step.
