@@ -11,7 +11,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator/optimizers"
-	"github.com/towerflow/towerflow/export"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/sharding"
@@ -371,7 +370,7 @@ func sameModel(mode Mode, t0 *towers.Tower, s0 *Spec, t *towers.Tower, s *Spec) 
 	if a, b := slices.Sorted(maps.Keys(s0.Predictions)), slices.Sorted(maps.Keys(s.Predictions)); !slices.Equal(a, b) {
 		return differ("predictions", a, b)
 	}
-	if a, b := export.Describe(s0.ExportOutputs), export.Describe(s.ExportOutputs); a != b {
+	if a, b := DescribeOutputs(s0.ExportOutputs), DescribeOutputs(s.ExportOutputs); a != b {
 		return differ("export outputs", a, b)
 	}
 	if a, b := trainOpCalls(s0.TrainOps), trainOpCalls(s.TrainOps); !slices.Equal(a, b) {

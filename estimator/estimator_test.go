@@ -17,7 +17,6 @@ import (
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/optimizers"
-	"github.com/towerflow/towerflow/export"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/replicate"
@@ -50,10 +49,10 @@ func lineModel(t *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, _ 
 	pair := G.Must(G.Concat(1, y, x))
 	spec := &estimator.Spec{
 		Predictions: map[string]*G.Node{"y": y, "flat": flat, "pair": pair},
-		ExportOutputs: map[string]export.Output{
-			export.DefaultSignature: export.Regression{Value: y},
-			"classify":              export.Classification{Scores: y},
-			"predict":               export.Predict{Outputs: map[string]*G.Node{"flat": flat, "pair": pair}},
+		ExportOutputs: map[string]estimator.ExportOutput{
+			estimator.DefaultServingSignature: estimator.RegressionOutput{Value: y},
+			"classify":                        estimator.ClassificationOutput{Scores: y},
+			"predict":                         estimator.PredictOutput{Outputs: map[string]*G.Node{"flat": flat, "pair": pair}},
 		},
 	}
 	if mode == estimator.Predict {
@@ -399,9 +398,9 @@ func TestPredictBatchesExportOutputs(t *testing.T) {
 		Data  []float64
 	}
 	want := map[string]map[string]output{
-		export.DefaultSignature: {"outputs": {[]int{5, 1}, wantY}},
-		"classify":              {"scores": {[]int{5, 1}, wantY}}, // no "classes"
-		"predict":               {"flat": {[]int{5}, wantY}, "pair": {[]int{5, 2}, wantPair}},
+		estimator.DefaultServingSignature: {"outputs": {[]int{5, 1}, wantY}},
+		"classify":                        {"scores": {[]int{5, 1}, wantY}}, // no "classes"
+		"predict":                         {"flat": {[]int{5}, wantY}, "pair": {[]int{5, 2}, wantPair}},
 	}
 	for _, tc := range []struct {
 		name  string
@@ -727,7 +726,7 @@ func TestEvaluatePredictModelErrors(t *testing.T) {
 			s.Predictions["col"] = G.Must(G.Sum(s.Predictions["pair"], 0)) // [2] for a shard of 3 rows
 		}))), predict, []string{"tower 0", "predict", `prediction "col"`, "3 rows", "batch along dimension 0"}},
 		{"scalar export output", one(onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) {
-			s.ExportOutputs["total"] = export.Regression{Value: G.Must(G.Sum(s.Predictions["y"]))}
+			s.ExportOutputs["total"] = estimator.RegressionOutput{Value: G.Must(G.Sum(s.Predictions["y"]))}
 		}))), predict, []string{"tower 0", "predict", `export output "outputs" of signature "total"`, "batch along dimension 0"}},
 		{"eval spec without loss", one(onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) { s.Loss = nil }))), eval, []string{"tower 0", "eval mode", "no loss"}},
 		{"eval loss not a scalar", one(onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) { s.Loss = s.Predictions["y"] }))), eval, []string{"tower 0", "eval mode", "loss must be a scalar"}},
@@ -751,7 +750,7 @@ func TestEvaluatePredictModelErrors(t *testing.T) {
 			delete(s.Predictions, "pair")
 		}))), predict, []string{"tower 1 (/device:CPU:1)", "predict mode", "different predictions"}},
 		{"towers build different export outputs", two(onTower(1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) {
-			s.ExportOutputs["classify"] = export.Classification{Classes: s.Predictions["y"]}
+			s.ExportOutputs["classify"] = estimator.ClassificationOutput{Classes: s.Predictions["y"]}
 		}))), predict, []string{"tower 1", "predict mode", "different export outputs"}},
 		{"towers build different variables", two(onTower(1, func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node) (*estimator.Spec, error) {
 			tw.MustVariable("w", tensor.Float64, nil, nil)
@@ -824,7 +823,7 @@ func TestNilExportOutputIsAnError(t *testing.T) {
 	}{
 		{"nil output", func(s *estimator.Spec) { s.ExportOutputs["bad"] = nil }, []string{`"bad"`, "nil"}},
 		{"nil node in a predict output", func(s *estimator.Spec) {
-			s.ExportOutputs["bad"] = export.Predict{Outputs: map[string]*G.Node{"a": nil}}
+			s.ExportOutputs["bad"] = estimator.PredictOutput{Outputs: map[string]*G.Node{"a": nil}}
 		}, []string{`"bad"`, `"a"`, "nil"}},
 	}
 	for _, tc := range tests {

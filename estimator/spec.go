@@ -7,7 +7,6 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"github.com/towerflow/towerflow/estimator/optimizers"
-	"github.com/towerflow/towerflow/export"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -64,7 +63,7 @@ type Spec struct {
 	// EvalMetrics are streaming metrics by name, updated in Eval mode.
 	EvalMetrics map[string]metrics.Bound
 	// ExportOutputs are the signatures the model serves, by key.
-	ExportOutputs map[string]export.Output
+	ExportOutputs map[string]ExportOutput
 	// TrainOps minimise losses in Train mode. With none, the replication's
 	// optimizer (replicate.Optimizer) minimises Loss over every trainable
 	// variable.

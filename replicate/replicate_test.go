@@ -15,7 +15,6 @@ import (
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/optimizers"
-	"github.com/towerflow/towerflow/export"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/replicate"
@@ -108,7 +107,7 @@ func mlpModel(t *towers.Tower, mode estimator.Mode, features, labels map[string]
 	prob := G.Must(G.Sigmoid(logit))
 	spec := &estimator.Spec{
 		Predictions:   map[string]*G.Node{"prob": prob, "hidden": h},
-		ExportOutputs: map[string]export.Output{export.DefaultSignature: export.Classification{Scores: prob}},
+		ExportOutputs: map[string]estimator.ExportOutput{estimator.DefaultServingSignature: estimator.ClassificationOutput{Scores: prob}},
 	}
 	if mode == estimator.Predict {
 		return spec, nil
@@ -195,7 +194,7 @@ func trainEvalPredict(t *testing.T, model estimator.Model, dt tensor.Dtype, opt 
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, _ := numeric.Float64s(out.ExportOutputs[export.DefaultSignature]["scores"])
+		s, _ := numeric.Float64s(out.ExportOutputs[estimator.DefaultServingSignature]["scores"])
 		res.Exports = append(res.Exports, s...)
 	}
 	return res

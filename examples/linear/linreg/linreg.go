@@ -11,7 +11,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
-	"github.com/towerflow/towerflow/export"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -54,7 +53,7 @@ func Model(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.
 	pred := G.Must(G.Add(G.Must(G.Mul(x, w)), b))
 	spec := &estimator.Spec{
 		Predictions:   map[string]*G.Node{"y": pred},
-		ExportOutputs: map[string]export.Output{export.DefaultSignature: export.Regression{Value: pred}},
+		ExportOutputs: map[string]estimator.ExportOutput{estimator.DefaultServingSignature: estimator.RegressionOutput{Value: pred}},
 	}
 	if mode == estimator.Predict {
 		return spec, nil

@@ -13,7 +13,6 @@ import (
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/examples/linear/linreg"
-	"github.com/towerflow/towerflow/export"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -111,7 +110,7 @@ func TestPredictAfterTraining(t *testing.T) {
 			t.Fatal(err)
 		}
 		y := out.Predictions["y"].Data().([]float64)
-		reg := out.ExportOutputs[export.DefaultSignature]["outputs"].Data().([]float64)
+		reg := out.ExportOutputs[estimator.DefaultServingSignature]["outputs"].Data().([]float64)
 		if diff := cmp.Diff(y, reg); diff != "" {
 			t.Errorf("regression output differs from prediction y (-y +outputs):\n%s", diff)
 		}
