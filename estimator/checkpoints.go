@@ -113,3 +113,19 @@ func (h *CheckpointSaver) End(_ context.Context, _ RunInfo, cause error) error {
 	}
 	return nil
 }
+
+// RestoreCheckpoint loads a checkpoint — a checkpoint directory, or a model
+// directory meaning its latest — into the store. Variables the store does
+// not hold yet are created; existing ones must match in shape and dtype.
+func (e *Estimator) RestoreCheckpoint(path string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, err := checkpoint.Read(path)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := r.Restore(e.store); err != nil {
+		return fmt.Errorf("restore %s: %w", r.Path(), err)
+	}
+	return nil
+}

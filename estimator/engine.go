@@ -33,6 +33,8 @@ type engine struct {
 	globalStep *towers.Variable
 	builds     map[string]*build
 	last       *build // the towers of the latest step, for fetches
+	// lastPredict is the towers of the latest predict step.
+	lastPredict *build
 	// onBuild runs after a new build has created its variables.
 	onBuild func() error
 	// metrics holds each tower's eval metric states by name; it outlives
@@ -628,6 +630,7 @@ func (e *engine) predictStep(ctx context.Context, batch Batch) (map[string]*tens
 	if err := towers.RunAll(ctx, b.towers, (*towers.Tower).Run); err != nil {
 		return nil, nil, fmt.Errorf("predict: %w", err)
 	}
+	e.lastPredict = b
 	gather := func(what string, pick func(*Spec) *G.Node) (*tensor.Dense, error) {
 		parts := make([]*tensor.Dense, len(b.towers))
 		for i, s := range b.specs {
@@ -708,7 +711,7 @@ func (e *engine) close() error {
 			}
 		}
 	}
-	e.builds, e.last = map[string]*build{}, nil
+	e.builds, e.last, e.lastPredict = map[string]*build{}, nil, nil
 	if len(errs) > 0 {
 		return fmt.Errorf("close towers: %v", errs)
 	}

@@ -1,0 +1,287 @@
+package estimator
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/estimator/checkpoint"
+	"github.com/towerflow/towerflow/internal/exportdir"
+	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// FeatureSpec describes one feature of a serving request: its dtype and
+// the shape of one example (without the batch dimension).
+type FeatureSpec struct {
+	Dtype tensor.Dtype
+	Shape []int
+}
+
+// ServingInput describes the features a served request carries, by name:
+// what TensorFlow's serving_input_receiver_fn said.
+type ServingInput map[string]FeatureSpec
+
+// ExportOption adjusts Export.
+type ExportOption func(*exportOptions)
+
+type exportOptions struct{ keep int }
+
+// KeepVersions keeps the newest n versions in the base directory after
+// writing (0, the default, keeps all).
+func KeepVersions(n int) ExportOption { return func(o *exportOptions) { o.keep = n } }
+
+// Export restores the latest checkpoint of the model directory and writes
+// a new version directory under baseDir (version = the largest existing
+// plus one) holding the serving signatures, the variables the model uses
+// in predict mode, and a manifest with checksums. The version is written
+// under a temporary name and renamed, so a half-written export is never
+// seen. Without export outputs in the Spec, the default signature serves
+// every prediction. It returns the version directory.
+func (e *Estimator) Export(ctx context.Context, baseDir string, inputs ServingInput, opts ...ExportOption) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var o exportOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if len(inputs) == 0 {
+		return "", fmt.Errorf("export: no serving inputs")
+	}
+	if err := e.restoreLatest(); err != nil {
+		return "", fmt.Errorf("export: %w", err)
+	}
+	if e.cfg.ModelDir != "" && e.ckpt == "" {
+		return "", fmt.Errorf("export: model directory %s has no checkpoint: train first", e.cfg.ModelDir)
+	}
+	// Run one example of zeros through the model: it builds the predict
+	// towers and tells the outputs' dtypes and shapes.
+	batch := Batch{Features: map[string]*tensor.Dense{}}
+	sigInputs := map[string]exportdir.TensorInfo{}
+	for name, fs := range inputs {
+		if fs.Dtype.Type == nil {
+			return "", fmt.Errorf("export: serving input %q has no dtype", name)
+		}
+		dt, err := DtypeName(fs.Dtype)
+		if err != nil {
+			return "", fmt.Errorf("export: serving input %q: %w", name, err)
+		}
+		shape := append([]int{1}, fs.Shape...)
+		n := 1
+		for _, d := range fs.Shape {
+			if d < 1 {
+				return "", fmt.Errorf("export: serving input %q has shape %v: every dimension must be positive", name, fs.Shape)
+			}
+			n *= d
+		}
+		batch.Features[name] = numeric.Over(shape, numeric.NewSlice(fs.Dtype, n))
+		sigInputs[name] = exportdir.TensorInfo{Dtype: dt, Shape: append([]int{-1}, fs.Shape...)}
+	}
+	preds, outs, err := e.eng.predictStep(ctx, batch)
+	if err != nil {
+		return "", fmt.Errorf("export: %w", err)
+	}
+	spec := e.eng.lastPredict.specs[0]
+	sigs := exportdir.Signatures{Format: exportdir.Format, Step: e.eng.step(), Signatures: map[string]exportdir.Signature{}}
+	if len(spec.ExportOutputs) == 0 {
+		outs = map[string]map[string]*tensor.Dense{DefaultServingSignature: preds}
+		sigs.Signatures[DefaultServingSignature] = exportdir.Signature{Method: "predict"}
+	}
+	for key, out := range spec.ExportOutputs {
+		sigs.Signatures[key] = exportdir.Signature{Method: out.Method()}
+	}
+	for key, sig := range sigs.Signatures {
+		sig.Inputs, sig.Outputs = sigInputs, map[string]exportdir.TensorInfo{}
+		for name, v := range outs[key] {
+			dt, err := DtypeName(v.Dtype())
+			if err != nil {
+				return "", fmt.Errorf("export: output %q of signature %q: %w", name, key, err)
+			}
+			sig.Outputs[name] = exportdir.TensorInfo{Dtype: dt, Shape: append([]int{-1}, v.Shape()[1:]...)}
+		}
+		sigs.Signatures[key] = sig
+	}
+	// The variables predict mode uses, and the global step.
+	used := towers.NewStore()
+	for _, name := range append([]string{GlobalStepName}, e.eng.lastPredict.towers[0].VariableNames()...) {
+		v, err := e.store.Lookup(name)
+		if err != nil {
+			return "", fmt.Errorf("export: %w", err)
+		}
+		val := numeric.Over(v.Shape(), numeric.Copy(v.Data()))
+		if _, _, err := used.GetOrCreate(towers.VarSpec{Name: name, Dtype: v.Dtype(), Shape: v.Shape(), Init: towers.Values(val), Trainable: v.Trainable()}); err != nil {
+			return "", fmt.Errorf("export: %w", err)
+		}
+	}
+	dir, err := writeVersion(baseDir, sigs, used)
+	if err != nil {
+		return "", fmt.Errorf("export: %w", err)
+	}
+	if o.keep > 0 {
+		if err := pruneVersions(baseDir, o.keep); err != nil {
+			return dir, fmt.Errorf("export: %w", err)
+		}
+	}
+	e.log.Info("exported", "dir", dir, "global_step", sigs.Step)
+	return dir, nil
+}
+
+// DtypeName returns TensorFlow's name for dt, as signatures carry it.
+func DtypeName(dt tensor.Dtype) (string, error) {
+	for name, d := range dtypesByName {
+		if d == dt {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("dtype %v cannot be served", dt)
+}
+
+// DtypeByName returns the dtype TensorFlow calls name.
+func DtypeByName(name string) (tensor.Dtype, error) {
+	if d, ok := dtypesByName[name]; ok {
+		return d, nil
+	}
+	return tensor.Dtype{}, fmt.Errorf("unknown dtype %q (known: %v)", name, slices.Sorted(maps.Keys(dtypesByName)))
+}
+
+var dtypesByName = map[string]tensor.Dtype{
+	"float32": tensor.Float32, "float64": tensor.Float64, "int64": tensor.Int64,
+	"int32": tensor.Int32, "bool": tensor.Bool, "uint8": tensor.Uint8,
+}
+
+// Versions returns the numeric version directories of baseDir, ascending.
+func Versions(baseDir string) ([]int64, error) {
+	entries, err := os.ReadDir(baseDir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var vs []int64
+	for _, en := range entries {
+		if v, err := strconv.ParseInt(en.Name(), 10, 64); err == nil && v > 0 && en.IsDir() {
+			vs = append(vs, v)
+		}
+	}
+	slices.Sort(vs)
+	return vs, nil
+}
+
+func writeVersion(baseDir string, sigs exportdir.Signatures, store *towers.Store) (string, error) {
+	if err := os.MkdirAll(baseDir, 0o755); err != nil {
+		return "", err
+	}
+	vs, err := Versions(baseDir)
+	if err != nil {
+		return "", err
+	}
+	version := int64(1)
+	if len(vs) > 0 {
+		version = vs[len(vs)-1] + 1
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(baseDir, fmt.Sprintf(".tmp-%d-%s", version, hex.EncodeToString(rnd[:])))
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp) // after a successful rename there is nothing left
+	if _, err := checkpoint.Save(filepath.Join(tmp, exportdir.VariablesDir), store, sigs.Step, 0); err != nil {
+		return "", err
+	}
+	if err := writeJSON(filepath.Join(tmp, exportdir.SignaturesFile), sigs); err != nil {
+		return "", err
+	}
+	m := exportdir.Manifest{Format: exportdir.Format}
+	err = filepath.WalkDir(tmp, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(tmp, path)
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		h := sha256.New()
+		n, err := io.Copy(h, f)
+		if err != nil {
+			return err
+		}
+		m.Files = append(m.Files, exportdir.File{Path: filepath.ToSlash(rel), SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n})
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := writeJSON(filepath.Join(tmp, exportdir.ManifestFile), m); err != nil {
+		return "", err
+	}
+	if err := syncDir(tmp); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(baseDir, strconv.FormatInt(version, 10))
+	if err := os.Rename(tmp, dir); err != nil {
+		return "", err
+	}
+	return dir, syncDir(baseDir)
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func pruneVersions(baseDir string, keep int) error {
+	vs, err := Versions(baseDir)
+	if err != nil {
+		return err
+	}
+	for len(vs) > keep {
+		if err := os.RemoveAll(filepath.Join(baseDir, strconv.FormatInt(vs[0], 10))); err != nil {
+			return err
+		}
+		vs = vs[1:]
+	}
+	return nil
+}

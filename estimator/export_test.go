@@ -1,0 +1,82 @@
+package estimator_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/internal/exportdir"
+)
+
+func TestExportWritesVersions(t *testing.T) {
+	ctx := context.Background()
+	modelDir, base := t.TempDir(), t.TempDir()
+	est, err := estimator.New(estimator.ModelFn(scaleModel), estimator.RunConfig{ModelDir: modelDir, LogEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}}
+	if _, err := est.Export(ctx, base, inputs); err == nil || !strings.Contains(err.Error(), "no checkpoint") {
+		t.Errorf("export before training: %v", err)
+	}
+	if err := est.Train(ctx, scaleInput(t, 1), estimator.Steps(2)); err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for range 3 {
+		dir, err := est.Export(ctx, base, inputs, estimator.KeepVersions(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, filepath.Base(dir))
+	}
+	if diff := cmp.Diff([]string{"1", "2", "3"}, dirs); diff != "" {
+		t.Errorf("versions (-want +got):\n%s", diff)
+	}
+	vs, err := estimator.Versions(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int64{2, 3}, vs); diff != "" {
+		t.Errorf("kept versions (-want +got):\n%s", diff)
+	}
+	data, err := os.ReadFile(filepath.Join(base, "3", exportdir.SignaturesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sigs exportdir.Signatures
+	if err := json.Unmarshal(data, &sigs); err != nil {
+		t.Fatal(err)
+	}
+	// scaleModel has no export outputs: the default signature serves its
+	// predictions.
+	want := exportdir.Signatures{Format: exportdir.Format, Step: 2, Signatures: map[string]exportdir.Signature{
+		estimator.DefaultServingSignature: {
+			Method:  "predict",
+			Inputs:  map[string]exportdir.TensorInfo{"x": {Dtype: "float64", Shape: []int{-1, 1}}},
+			Outputs: map[string]exportdir.TensorInfo{"pred": {Dtype: "float64", Shape: []int{-1, 1}}},
+		},
+	}}
+	if diff := cmp.Diff(want, sigs); diff != "" {
+		t.Errorf("signatures (-want +got):\n%s", diff)
+	}
+	for _, bad := range []struct {
+		in   estimator.ServingInput
+		want string
+	}{
+		{nil, "no serving inputs"},
+		{estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{0}}}, "positive"},
+		{estimator.ServingInput{"x": {Shape: []int{1}}}, "no dtype"},
+	} {
+		if _, err := est.Export(ctx, base, bad.in); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("export %v: got %v, want %q", bad.in, err, bad.want)
+		}
+	}
+}
