@@ -271,7 +271,7 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	}
 	t0 := time.Now()
 	requests := make([][]string, len(hooks))
-	for batch, err := range input(ctx) {
+	for batch, err := range prefetch(ctx, input(ctx)) {
 		if err != nil {
 			return fmt.Errorf("train: input at step %d: %w", e.eng.step(), err)
 		}
@@ -361,7 +361,7 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, steps int64) (m
 	e.eng.resetMetrics()
 	var lossSum float64
 	var batches int64
-	for batch, err := range input(ctx) {
+	for batch, err := range prefetch(ctx, input(ctx)) {
 		if err != nil {
 			return nil, fmt.Errorf("evaluate: input at batch %d: %w", batches, err)
 		}

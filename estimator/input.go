@@ -69,7 +69,8 @@ func (b Batch) Rows() (int, error) {
 }
 
 // InputFn yields batches until the end of its data, or until ctx is done.
-// A yielded error ends the call that consumes it.
+// A yielded error ends the call that consumes it. Train and Evaluate run the
+// sequence on a goroutine of its own, one batch ahead of the towers.
 type InputFn func(ctx context.Context) iter.Seq2[Batch, error]
 
 // Forever as TensorInput.Epochs repeats the data without end.
@@ -171,4 +172,44 @@ func gather(src map[string]rowSource, idx []int) map[string]*tensor.Dense {
 		out[k] = numeric.Over(shape, dst.Interface())
 	}
 	return out
+}
+
+// prefetch runs src on its own goroutine, one batch ahead of the consumer,
+// so that the next batch is read and copied while the towers compute the
+// current one. Breaking out of the returned sequence stops the producer.
+func prefetch(ctx context.Context, src iter.Seq2[Batch, error]) iter.Seq2[Batch, error] {
+	return func(yield func(Batch, error) bool) {
+		type item struct {
+			b   Batch
+			err error
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		ch := make(chan item, 1)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer close(ch)
+			for b, err := range src {
+				select {
+				case ch <- item{b, err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		defer func() {
+			cancel()
+			for range ch { // let the producer finish its send and exit
+			}
+			<-done
+		}()
+		for it := range ch {
+			if !yield(it.b, it.err) || it.err != nil {
+				return
+			}
+		}
+	}
 }
