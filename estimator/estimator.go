@@ -126,13 +126,11 @@ func New(model Model, cfg RunConfig) (*Estimator, error) {
 }
 
 // warmStart applies the warm start once, after the first build, unless the
-// model directory has a checkpoint of its own (which restoring has loaded).
+// store holds the run's own checkpoint (restoring loaded it).
 func (e *Estimator) warmStart() error {
-	if e.cfg.ModelDir != "" {
-		if _, err := checkpoint.Latest(e.cfg.ModelDir); err == nil {
-			e.eng.onBuild = nil
-			return nil
-		}
+	if e.ckpt != "" {
+		e.eng.onBuild = nil // restored the run's own checkpoint
+		return nil
 	}
 	ws := e.cfg.WarmStart
 	if err := checkpoint.WarmStart(e.store, ws.From, ws.Pattern, ws.Rename); err != nil {
@@ -249,6 +247,17 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 			}
 		}
 	}()
+	// Build the towers for the first batch before the hooks begin: the
+	// model's variables then exist (and are warm-started) when a hook saves
+	// the initial checkpoint.
+	next, stopInput := iter.Pull2(prefetch(ctx, input(ctx)))
+	defer stopInput()
+	first, firstErr, haveFirst := next()
+	if haveFirst && firstErr == nil {
+		if _, err := e.eng.prepare(Train, first); err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+	}
 	for _, h := range hooks {
 		if err := h.Begin(ctx, info); err != nil {
 			return fmt.Errorf("train: begin hook: %w", err)
@@ -271,7 +280,7 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	}
 	t0 := time.Now()
 	requests := make([][]string, len(hooks))
-	for batch, err := range prefetch(ctx, input(ctx)) {
+	for batch, err, ok := first, firstErr, haveFirst; ok; batch, err, ok = next() {
 		if err != nil {
 			return fmt.Errorf("train: input at step %d: %w", e.eng.step(), err)
 		}
