@@ -35,6 +35,7 @@ type engine struct {
 	last       *build // the towers of the latest step, for fetches
 	// lastPredict is the towers of the latest predict step.
 	lastPredict *build
+	uses        int64 // steps prepared so far
 	// onBuild runs after a new build has created its variables.
 	onBuild func() error
 	// metrics holds each tower's eval metric states by name; it outlives
@@ -44,6 +45,7 @@ type engine struct {
 
 // build is the towers of one mode and input signature.
 type build struct {
+	used    int64 // when it last ran, for eviction
 	mode    Mode
 	towers  []*towers.Tower
 	specs   []*Spec
@@ -131,6 +133,27 @@ func (e *engine) shards(mode Mode, b Batch) ([]Batch, []int, error) {
 	return out, sizes, nil
 }
 
+// maxBuilds bounds the towers kept for reuse: a server answering every
+// batch size would otherwise keep a build per size for ever.
+const maxBuilds = 64
+
+// evict closes the least recently used build when the cache is full.
+func (e *engine) evict() {
+	if len(e.builds) < maxBuilds {
+		return
+	}
+	var oldest string
+	for k, b := range e.builds {
+		if oldest == "" || b.used < e.builds[oldest].used {
+			oldest = k
+		}
+	}
+	for _, t := range e.builds[oldest].towers {
+		_ = t.Close()
+	}
+	delete(e.builds, oldest)
+}
+
 // signature identifies the towers a mode needs for these shards.
 func signature(mode Mode, shards []Batch) string {
 	var sb strings.Builder
@@ -155,6 +178,7 @@ func (e *engine) prepare(mode Mode, batch Batch) (*build, error) {
 	key := signature(mode, shards)
 	b, ok := e.builds[key]
 	if !ok {
+		e.evict()
 		if b, err = e.build(mode, shards); err != nil {
 			return nil, err
 		}
@@ -166,6 +190,8 @@ func (e *engine) prepare(mode Mode, batch Batch) (*build, error) {
 			}
 		}
 	}
+	e.uses++
+	b.used = e.uses
 	b.rows = rows
 	b.weights = e.towerWeights(rows)
 	for i, t := range b.towers {
