@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -59,8 +62,9 @@ type trainPlan struct {
 	opt   optimizers.Optimizer
 	vars  []*towers.Variable
 	grads [][]*G.Node // [variable][tower]
-	parts []any       // scratch: one gradient per tower
+	parts [][]any     // scratch: [variable][tower]
 	sums  []any       // per variable, reused every step
+	size  int         // elements over all variables
 }
 
 func newEngine(fn ModelFn, rep Replication, store *towers.Store, params Params) (*engine, error) {
@@ -449,7 +453,7 @@ func (e *engine) planTraining(b *build) error {
 				return fmt.Errorf("train op %d: %w", k, err)
 			}
 		}
-		p := &trainPlan{opt: op0.Optimizer, parts: make([]any, len(b.towers))}
+		p := &trainPlan{opt: op0.Optimizer}
 		for _, name := range names {
 			g0, ok := per[0][name]
 			if !ok {
@@ -473,6 +477,8 @@ func (e *engine) planTraining(b *build) error {
 			p.vars = append(p.vars, v)
 			p.grads = append(p.grads, gs)
 			p.sums = append(p.sums, numeric.NewSlice(v.Dtype(), v.Size()))
+			p.parts = append(p.parts, make([]any, len(b.towers)))
+			p.size += v.Size()
 		}
 		b.plans = append(b.plans, p)
 	}
@@ -538,21 +544,27 @@ func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss flo
 		}
 	}
 	// Read every gradient before any optimizer writes: train ops see the
-	// same step's values.
+	// same step's values. Variables are summed in parallel, each in tower
+	// order, so the result does not depend on scheduling.
 	for _, p := range b.plans {
-		for j, v := range p.vars {
+		err := parallel(len(p.vars), p.size, func(j int) error {
+			v, parts := p.vars[j], p.parts[j]
 			for i, g := range p.grads[j] {
 				gv, err := b.value(i, g)
 				if err != nil {
-					return 0, err
+					return err
 				}
-				if p.parts[i], err = numeric.Slice(gv); err != nil {
-					return 0, fmt.Errorf("%v: gradient of %q: %w", b.towers[i], v.Name(), err)
+				if parts[i], err = numeric.Slice(gv); err != nil {
+					return fmt.Errorf("%v: gradient of %q: %w", b.towers[i], v.Name(), err)
 				}
 			}
-			if err := towers.SumGradients(p.sums[j], p.parts, b.weights); err != nil {
-				return 0, fmt.Errorf("gradient of %q: %w", v.Name(), err)
+			if err := towers.SumGradients(p.sums[j], parts, b.weights); err != nil {
+				return fmt.Errorf("gradient of %q: %w", v.Name(), err)
 			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
 		}
 	}
 	for _, p := range b.plans {
@@ -725,6 +737,42 @@ func (e *engine) fetch(names []string) (map[string]*tensor.Dense, error) {
 		out[name] = v
 	}
 	return out, nil
+}
+
+// parallelMin is the number of elements below which summing gradients on
+// one goroutine beats spreading the work.
+const parallelMin = 1 << 16
+
+// parallel calls fn(0..n-1) on up to GOMAXPROCS goroutines when size (the
+// work in elements) is large enough, else in order on this one. It returns
+// the error of the lowest index that failed.
+func parallel(n, size int, fn func(int) error) error {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 || size < parallelMin {
+		for j := range n {
+			if err := fn(j); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for j := int(next.Add(1) - 1); j < n; j = int(next.Add(1) - 1) {
+				errs[j] = fn(j)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // close releases every build's VMs.
