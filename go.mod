@@ -6,6 +6,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/schollz/progressbar/v3 v3.18.0
 	golang.org/x/term v0.28.0
+	gonum.org/v1/netlib v0.0.0-20220323200511-14de99971b2d
 	gonum.org/v1/plot v0.14.0
 	gorgonia.org/gorgonia v0.9.18
 	gorgonia.org/tensor v0.9.24

@@ -162,16 +162,38 @@ type rowSource struct {
 func gather(src map[string]rowSource, idx []int) map[string]*tensor.Dense {
 	out := make(map[string]*tensor.Dense, len(src))
 	for k, s := range src {
-		n := len(idx) * s.rowSize
-		dst := reflect.MakeSlice(s.data.Type(), n, n)
-		for i, r := range idx {
-			reflect.Copy(dst.Slice(i*s.rowSize, (i+1)*s.rowSize), s.data.Slice(r*s.rowSize, (r+1)*s.rowSize))
+		var dst any
+		switch d := s.data.Interface().(type) {
+		case []float32:
+			dst = gatherRows(d, idx, s.rowSize)
+		case []float64:
+			dst = gatherRows(d, idx, s.rowSize)
+		case []int64:
+			dst = gatherRows(d, idx, s.rowSize)
+		case []int:
+			dst = gatherRows(d, idx, s.rowSize)
+		default:
+			n := len(idx) * s.rowSize
+			v := reflect.MakeSlice(s.data.Type(), n, n)
+			for i, r := range idx {
+				reflect.Copy(v.Slice(i*s.rowSize, (i+1)*s.rowSize), s.data.Slice(r*s.rowSize, (r+1)*s.rowSize))
+			}
+			dst = v.Interface()
 		}
 		shape := s.shape.Clone()
 		shape[0] = len(idx)
-		out[k] = numeric.Over(shape, dst.Interface())
+		out[k] = numeric.Over(shape, dst)
 	}
 	return out
+}
+
+// gatherRows copies rows idx of src, each of size elements, into a new slice.
+func gatherRows[T any](src []T, idx []int, size int) []T {
+	dst := make([]T, len(idx)*size)
+	for i, r := range idx {
+		copy(dst[i*size:(i+1)*size], src[r*size:(r+1)*size])
+	}
+	return dst
 }
 
 // prefetch runs src on its own goroutine, one batch ahead of the consumer,

@@ -103,9 +103,11 @@ var numGPUs = func() int { return 0 }
 // usable core (runtime.GOMAXPROCS(0)).
 //
 // One CPU tower per core is the default because each tower runs its graph on
-// one goroutine and gorgonia's pure-Go kernels use essentially one core per
-// graph; more towers than cores only add splitting and summing overhead, fewer
-// leave cores idle. TensorFlow's replicate_model_fn used a single CPU device
+// one goroutine: most of gorgonia's kernels run on that goroutine alone, so
+// one tower leaves the other cores idle outside matrix products (gonum's
+// matrix multiply does spread over cores, and with -tags openblas each tower
+// gets one BLAS thread). More towers than cores only add splitting and
+// summing overhead. TensorFlow's replicate_model_fn used a single CPU device
 // when there was no GPU; towerflow parallelises across cores instead.
 func LocalDevices() []Device {
 	if n := numGPUs(); n > 0 {

@@ -94,8 +94,18 @@ func CopyInto(dst, src any) error {
 
 // Zero sets every element of a slice to its zero value.
 func Zero(s any) {
-	rv := reflect.ValueOf(s)
-	reflect.Copy(rv, reflect.MakeSlice(rv.Type(), rv.Len(), rv.Len()))
+	switch d := s.(type) {
+	case []float64:
+		clear(d)
+	case []float32:
+		clear(d)
+	default:
+		rv := reflect.ValueOf(s)
+		zero := reflect.Zero(rv.Type().Elem())
+		for i := range rv.Len() {
+			rv.Index(i).Set(zero)
+		}
+	}
 }
 
 // AddScaled sets dst += w*src element-wise; both are []float32 or both

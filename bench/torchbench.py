@@ -1,0 +1,56 @@
+"""Shared timing loop of bench/torch_mlp.py and bench/torch_cnn.py.
+
+Prints the line cmd/towerbench prints, with impl=pytorch and
+towers=<threads>:
+
+    model=<m> impl=pytorch towers=<threads> samples_per_sec=<x> step_ms_p50=<y>
+
+Run with Debian's python3 (apt-get install python3-torch):
+
+    /usr/bin/python3 bench/torch_mlp.py --threads 1
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+
+
+def parse_args(model, default_batch):
+    p = argparse.ArgumentParser(description=f"PyTorch {model} training benchmark")
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    p.add_argument("--steps", type=int, default=50, help="timed training steps")
+    p.add_argument("--warmup", type=int, default=5, help="untimed steps before the timed ones")
+    p.add_argument("--batch", type=int, default=default_batch, help="batch size")
+    p.add_argument("--seed", type=int, default=1, help="seed of the data and the model")
+    return p.parse_args()
+
+
+# SGD learning rate, as in cmd/towerbench.
+LEARNING_RATE = 0.01
+# Distinct batches in the synthetic data set; training cycles over them.
+DATA_BATCHES = 4
+
+
+def run(model_name, net, example_shape, outputs, args):
+    torch.set_num_threads(args.threads)
+    gen = torch.Generator().manual_seed(args.seed)
+    xs = [torch.randn((args.batch, *example_shape), generator=gen) for _ in range(DATA_BATCHES)]
+    ys = [torch.randn((args.batch, outputs), generator=gen) for _ in range(DATA_BATCHES)]
+    opt = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE)
+    loss_fn = torch.nn.MSELoss()
+    stamps = [time.perf_counter()]
+    for i in range(args.warmup + args.steps):
+        x, y = xs[i % DATA_BATCHES], ys[i % DATA_BATCHES]
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        opt.step()
+        stamps.append(time.perf_counter())
+    timed = stamps[args.warmup:]
+    steps = [b - a for a, b in zip(timed, timed[1:])]
+    total = timed[-1] - timed[0]
+    print(f"model={model_name} impl=pytorch towers={args.threads} "
+          f"samples_per_sec={args.batch * args.steps / total:.1f} "
+          f"step_ms_p50={statistics.median(steps) * 1000:.3f}", flush=True)

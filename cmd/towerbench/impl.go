@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/estimator/optimizers"
+	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// trainer trains one model with one implementation.
+type trainer interface {
+	// train runs n training steps, calling after (if not nil) after each.
+	train(ctx context.Context, n int, after func()) error
+	close() error
+}
+
+// dataBatches is how many distinct batches the synthetic data set holds;
+// training cycles over them.
+const dataBatches = 4
+
+func newTrainer(impl string, m benchModel, batch, nTowers int, seed uint64) (trainer, error) {
+	data := newDataset(m, batch, dataBatches, seed)
+	switch impl {
+	case "towerflow":
+		return newTowerflowTrainer(m, data, nTowers, seed)
+	case "gorgonia":
+		if nTowers != 1 {
+			return nil, fmt.Errorf("impl gorgonia runs one graph: towers must be 1, not %d", nTowers)
+		}
+		return newGorgoniaTrainer(m, data, seed)
+	}
+	return nil, fmt.Errorf("unknown impl %q (want towerflow or gorgonia)", impl)
+}
+
+// towerflowTrainer trains through replicate.ModelFn, estimator.New and
+// Estimator.Train, with an input from estimator.FromTensors.
+type towerflowTrainer struct {
+	est   *estimator.Estimator
+	input estimator.InputFn
+}
+
+func newTowerflowTrainer(m benchModel, data *dataset, nTowers int, seed uint64) (*towerflowTrainer, error) {
+	fn := func(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+		loss, err := m.loss(towerVariables{t}, features["x"], labels["y"])
+		if err != nil {
+			return nil, err
+		}
+		return &estimator.Spec{Loss: loss}, nil
+	}
+	devices := make([]towers.Device, nTowers)
+	for i := range devices {
+		devices[i] = towers.CPU(i)
+	}
+	est, err := estimator.New(
+		replicate.ModelFn(fn,
+			replicate.Devices(devices...),
+			replicate.Optimizer(optimizers.SGD(learningRate)),
+			replicate.Reduction(replicate.BatchMean)),
+		estimator.RunConfig{Seed: seed, LogEvery: -1})
+	if err != nil {
+		return nil, err
+	}
+	x, y := data.all()
+	input, err := estimator.FromTensors(map[string]*tensor.Dense{"x": x}, map[string]*tensor.Dense{"y": y},
+		estimator.TensorInput{BatchSize: data.batch, Epochs: estimator.Forever})
+	if err != nil {
+		est.Close()
+		return nil, err
+	}
+	return &towerflowTrainer{est: est, input: input}, nil
+}
+
+func (t *towerflowTrainer) train(ctx context.Context, n int, after func()) error {
+	opts := []estimator.TrainOption{estimator.Steps(int64(n))}
+	if after != nil {
+		opts = append(opts, estimator.OnStep(func(int64, float64) { after() }))
+	}
+	return t.est.Train(ctx, t.input, opts...)
+}
+
+func (t *towerflowTrainer) close() error { return t.est.Close() }
+
+// gorgoniaTrainer is the hand-written single-graph gorgonia loop: one
+// graph, G.Grad, a tape machine with dual values, a vanilla SGD solver, and
+// per step Let, RunAll, Step and Reset.
+type gorgoniaTrainer struct {
+	data   *dataset
+	x, y   *G.Node
+	vars   G.Nodes
+	vm     G.VM
+	solver G.Solver
+	next   int
+	xs, ys []*tensor.Dense
+}
+
+func newGorgoniaTrainer(m benchModel, data *dataset, seed uint64) (tr *gorgoniaTrainer, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("build gorgonia graph: %v", r)
+		}
+	}()
+	g := G.NewGraph()
+	x := G.NewTensor(g, tensor.Float32, len(m.example)+1, G.WithShape(withBatch(data.batch, m.example)...), G.WithName("x"))
+	y := G.NewMatrix(g, tensor.Float32, G.WithShape(data.batch, m.outputs), G.WithName("y"))
+	vars := &graphVariables{g: g, seed: seed}
+	loss, err := m.loss(vars, x, y)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := G.Grad(loss, vars.all...); err != nil {
+		return nil, fmt.Errorf("gradients: %w", err)
+	}
+	tr = &gorgoniaTrainer{
+		data: data, x: x, y: y, vars: vars.all,
+		vm:     G.NewTapeMachine(g, G.BindDualValues(vars.all...)),
+		solver: G.NewVanillaSolver(G.WithLearnRate(learningRate)),
+	}
+	for i := 0; i < data.nBatches; i++ {
+		bx, by := data.batchAt(i)
+		tr.xs, tr.ys = append(tr.xs, bx), append(tr.ys, by)
+	}
+	return tr, nil
+}
+
+func (t *gorgoniaTrainer) train(ctx context.Context, n int, after func()) error {
+	grads := G.NodesToValueGrads(t.vars)
+	for range n {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		i := t.next % len(t.xs)
+		t.next++
+		if err := G.Let(t.x, t.xs[i]); err != nil {
+			return err
+		}
+		if err := G.Let(t.y, t.ys[i]); err != nil {
+			return err
+		}
+		if err := t.vm.RunAll(); err != nil {
+			return err
+		}
+		if err := t.solver.Step(grads); err != nil {
+			return err
+		}
+		t.vm.Reset()
+		if after != nil {
+			after()
+		}
+	}
+	return nil
+}
+
+func (t *gorgoniaTrainer) close() error { return t.vm.Close() }

@@ -1,0 +1,187 @@
+// Command towerbench measures training speed: towerflow with 1..N towers
+// against a hand-written single-graph gorgonia loop of the same model.
+//
+//	go run ./cmd/towerbench -model mlp -towers 1,2
+//	go run -tags openblas ./cmd/towerbench -model cnn   # OpenBLAS, see towers/blas_openblas.go
+//
+// Models (float32, synthetic data from a seeded generator, SGD on the mean
+// squared error against random targets):
+//
+//	mlp  batch 512: 256 → 512 ReLU → 10
+//	cnn  batch 128, NCHW 3×32×32: conv 3×3×16 + ReLU + max-pool 2 →
+//	     conv 3×3×32 + ReLU + max-pool 2 → dense 10
+//
+// For every towers count and implementation it trains -warmup steps, then
+// -steps timed steps, and prints one line
+//
+//	model=<m> impl=<impl> towers=<n> samples_per_sec=<x> step_ms_p50=<y>
+//
+// where samples_per_sec is batch×steps over the timed steps' wall time and
+// step_ms_p50 the median step time. impl=towerflow trains through
+// replicate.ModelFn, estimator.New and Estimator.Train, timing steps with an
+// estimator.OnStep hook; impl=gorgonia (towers=1 only) is one graph, a tape
+// machine and a vanilla SGD solver. The last lines are the ratios
+// "ratio towerflow/gorgonia towers=1: <r>" and "ratio towers=<N>/towers=1: <r>"
+// (towerflow) for each N > 1.
+//
+// bench/torch_mlp.py and bench/torch_cnn.py print the same line for PyTorch.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	G "gorgonia.org/gorgonia"
+)
+
+type config struct {
+	model         string
+	batch         int
+	steps, warmup int
+	towers        []int
+	impls         []string
+	seed          uint64
+}
+
+func main() {
+	var cfg config
+	var towersFlag, implFlag string
+	flag.StringVar(&cfg.model, "model", "mlp", "model: mlp or cnn")
+	flag.IntVar(&cfg.batch, "batch", 0, "batch size (default 512 for mlp, 128 for cnn)")
+	flag.IntVar(&cfg.steps, "steps", 50, "timed training steps per run")
+	flag.IntVar(&cfg.warmup, "warmup", 5, "untimed training steps before the timed ones")
+	flag.StringVar(&towersFlag, "towers", "1,2", "comma-separated tower counts")
+	flag.StringVar(&implFlag, "impl", "towerflow,gorgonia", "comma-separated implementations: towerflow, gorgonia")
+	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the data and the initial variables")
+	flag.Parse()
+	var err error
+	if cfg.towers, err = parseInts(towersFlag); err != nil {
+		fmt.Fprintln(os.Stderr, "towerbench: -towers:", err)
+		os.Exit(2)
+	}
+	cfg.impls = strings.Split(implFlag, ",")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	fmt.Fprintf(os.Stderr, "towerbench: BLAS %T, GOMAXPROCS %d\n", G.WhichBLAS(), runtime.GOMAXPROCS(0))
+	if err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "towerbench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// result is one run's figures.
+type result struct {
+	impl          string
+	towers        int
+	samplesPerSec float64
+	stepMSP50     float64
+}
+
+// run runs every implementation at every towers count and writes one line
+// per run, then the ratios.
+func run(ctx context.Context, cfg config, w io.Writer) error {
+	m, ok := models[cfg.model]
+	if !ok {
+		return fmt.Errorf("unknown model %q (want mlp or cnn)", cfg.model)
+	}
+	if cfg.batch == 0 {
+		cfg.batch = m.defaultBatch
+	}
+	if cfg.steps < 1 || cfg.warmup < 0 {
+		return fmt.Errorf("need -steps ≥ 1 and -warmup ≥ 0")
+	}
+	var results []result
+	for _, n := range cfg.towers {
+		for _, impl := range cfg.impls {
+			if impl == "gorgonia" && n != 1 {
+				continue // one graph is one tower
+			}
+			r, err := measure(ctx, impl, m, cfg, n)
+			if err != nil {
+				return fmt.Errorf("model %s impl %s towers %d: %w", m.name, impl, n, err)
+			}
+			results = append(results, r)
+			fmt.Fprintf(w, "model=%s impl=%s towers=%d samples_per_sec=%.1f step_ms_p50=%.3f\n",
+				m.name, r.impl, r.towers, r.samplesPerSec, r.stepMSP50)
+		}
+	}
+	find := func(impl string, n int) (result, bool) {
+		i := slices.IndexFunc(results, func(r result) bool { return r.impl == impl && r.towers == n })
+		if i < 0 {
+			return result{}, false
+		}
+		return results[i], true
+	}
+	tf1, ok1 := find("towerflow", 1)
+	if g1, ok := find("gorgonia", 1); ok && ok1 {
+		fmt.Fprintf(w, "ratio towerflow/gorgonia towers=1: %.3f\n", tf1.samplesPerSec/g1.samplesPerSec)
+	}
+	if ok1 {
+		for _, n := range cfg.towers {
+			if r, ok := find("towerflow", n); ok && n > 1 {
+				fmt.Fprintf(w, "ratio towers=%d/towers=1: %.3f\n", n, r.samplesPerSec/tf1.samplesPerSec)
+			}
+		}
+	}
+	return nil
+}
+
+// measure trains warmup+steps steps in one run and times the last steps
+// from the time stamps taken after every step.
+func measure(ctx context.Context, impl string, m benchModel, cfg config, nTowers int) (result, error) {
+	tr, err := newTrainer(impl, m, cfg.batch, nTowers, cfg.seed)
+	if err != nil {
+		return result{}, err
+	}
+	defer tr.close()
+	stamps := make([]time.Time, 0, cfg.warmup+cfg.steps+1)
+	stamps = append(stamps, time.Now())
+	if err := tr.train(ctx, cfg.warmup+cfg.steps, func() { stamps = append(stamps, time.Now()) }); err != nil {
+		return result{}, err
+	}
+	if len(stamps) != cfg.warmup+cfg.steps+1 {
+		return result{}, fmt.Errorf("trained %d steps, want %d", len(stamps)-1, cfg.warmup+cfg.steps)
+	}
+	timed := stamps[cfg.warmup:]
+	steps := make([]time.Duration, len(timed)-1)
+	for i := range steps {
+		steps[i] = timed[i+1].Sub(timed[i])
+	}
+	total := timed[len(timed)-1].Sub(timed[0])
+	return result{
+		impl:          impl,
+		towers:        nTowers,
+		samplesPerSec: float64(cfg.batch*cfg.steps) / total.Seconds(),
+		stepMSP50:     float64(median(steps)) / float64(time.Millisecond),
+	}, nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

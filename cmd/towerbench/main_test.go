@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var (
+	runLine   = regexp.MustCompile(`^model=(mlp|cnn) impl=(towerflow|gorgonia) towers=(\d+) samples_per_sec=\d+(\.\d+)? step_ms_p50=\d+(\.\d+)?$`)
+	ratioLine = regexp.MustCompile(`^ratio (towerflow/gorgonia towers=1|towers=\d+/towers=1): \d+(\.\d+)?$`)
+)
+
+// TestRun trains every model with every implementation for two steps on
+// tiny batches and checks the output's format, not its speeds.
+func TestRun(t *testing.T) {
+	for _, model := range []string{"mlp", "cnn"} {
+		t.Run(model, func(t *testing.T) {
+			var out strings.Builder
+			cfg := config{model: model, batch: 4, steps: 2, warmup: 1, towers: []int{1, 2}, impls: []string{"towerflow", "gorgonia"}, seed: 1}
+			if err := run(context.Background(), cfg, &out); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			want := []string{
+				"model=" + model + " impl=towerflow towers=1 ",
+				"model=" + model + " impl=gorgonia towers=1 ",
+				"model=" + model + " impl=towerflow towers=2 ",
+				"ratio towerflow/gorgonia towers=1: ",
+				"ratio towers=2/towers=1: ",
+			}
+			if len(lines) != len(want) {
+				t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), out.String())
+			}
+			for i, l := range lines {
+				re := runLine
+				if i >= 3 {
+					re = ratioLine
+				}
+				if !re.MatchString(l) || !strings.HasPrefix(l, want[i]) {
+					t.Errorf("line %d = %q, want %q... matching %v", i, l, want[i], re)
+				}
+			}
+		})
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	for _, cfg := range []config{
+		{model: "rnn", steps: 1, towers: []int{1}, impls: []string{"towerflow"}},
+		{model: "mlp", batch: 4, steps: 1, towers: []int{1}, impls: []string{"tensorflow"}},
+		{model: "mlp", batch: 4, steps: 0, towers: []int{1}, impls: []string{"towerflow"}},
+	} {
+		if err := run(context.Background(), cfg, &strings.Builder{}); err == nil {
+			t.Errorf("run(%+v) = nil error, want one", cfg)
+		}
+	}
+}
+
+// BenchmarkStep times one training step (an op is a step) of every model,
+// implementation and towers count at the command's default batch sizes:
+//
+//	go test -run '^$' -bench . -benchmem ./cmd/towerbench
+func BenchmarkStep(b *testing.B) {
+	for _, model := range []string{"mlp", "cnn"} {
+		m := models[model]
+		for _, c := range []struct {
+			impl   string
+			towers int
+		}{{"towerflow", 1}, {"gorgonia", 1}, {"towerflow", 2}} {
+			b.Run(fmt.Sprintf("model=%s/impl=%s/towers=%d", model, c.impl, c.towers), func(b *testing.B) {
+				tr, err := newTrainer(c.impl, m, m.defaultBatch, c.towers, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer tr.close()
+				ctx := context.Background()
+				if err := tr.train(ctx, 2, nil); err != nil { // build the graphs
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				if err := tr.train(ctx, b.N, nil); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.N*m.defaultBatch)/b.Elapsed().Seconds(), "samples/s")
+			})
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/towers"
+)
+
+// learningRate is the SGD learning rate of both models: small enough that
+// the mean squared error against random targets stays finite.
+const learningRate = 0.01
+
+// benchModel is one benchmark model: its input and target shapes and a
+// graph builder that both implementations share, so that towerflow and the
+// hand-written gorgonia loop compute the same ops.
+type benchModel struct {
+	name         string
+	defaultBatch int
+	// example is the shape of one input example (without the batch).
+	example tensor.Shape
+	// outputs is the width of the targets.
+	outputs int
+	// loss builds the model's mean squared error on x (a batch of inputs)
+	// against y, asking vars for its variables.
+	loss func(vars variables, x, y *G.Node) (*G.Node, error)
+}
+
+// variables hands out a model's variables: a tower's in towerflow, plain
+// graph nodes in the gorgonia loop.
+type variables interface {
+	variable(name string, shape tensor.Shape, init towers.Initializer) *G.Node
+}
+
+var models = map[string]benchModel{
+	"mlp": {name: "mlp", defaultBatch: 512, example: tensor.Shape{256}, outputs: 10, loss: mlpLoss},
+	"cnn": {name: "cnn", defaultBatch: 128, example: tensor.Shape{3, 32, 32}, outputs: 10, loss: cnnLoss},
+}
+
+// dense returns x·w + b for a fresh dense layer of out units.
+func dense(vars variables, name string, x *G.Node, out int) *G.Node {
+	in := x.Shape()[1]
+	w := vars.variable(name+"/kernel", tensor.Shape{in, out}, towers.GlorotUniform())
+	b := vars.variable(name+"/bias", tensor.Shape{out}, towers.Zeros())
+	return G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), b, nil, []byte{0}))
+}
+
+func mse(pred, y *G.Node) *G.Node {
+	return G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(pred, y))))))
+}
+
+// mlpLoss: 256 → 512 ReLU → 10, mean squared error.
+func mlpLoss(vars variables, x, y *G.Node) (*G.Node, error) {
+	h := G.Must(G.Rectify(dense(vars, "hidden", x, 512)))
+	return mse(dense(vars, "out", h, 10), y), nil
+}
+
+// cnnLoss: NCHW 3×32×32 → conv 3×3×16 (same padding, no bias) + ReLU +
+// max-pool 2 → conv 3×3×32 + ReLU + max-pool 2 → dense 10, mean squared
+// error.
+func cnnLoss(vars variables, x, y *G.Node) (*G.Node, error) {
+	conv := func(name string, in *G.Node, filters int) *G.Node {
+		k := vars.variable(name+"/kernel", tensor.Shape{filters, in.Shape()[1], 3, 3}, towers.GlorotUniform())
+		c := G.Must(G.Conv2d(in, k, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+		r := G.Must(G.Rectify(c))
+		return G.Must(G.MaxPool2D(r, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+	}
+	h := conv("conv1", x, 16)
+	h = conv("conv2", h, 32)
+	s := h.Shape()
+	flat, err := G.Reshape(h, tensor.Shape{s[0], s[1] * s[2] * s[3]})
+	if err != nil {
+		return nil, fmt.Errorf("flatten %v: %w", s, err)
+	}
+	return mse(dense(vars, "out", flat, 10), y), nil
+}
+
+// dataset is synthetic training data: inputs and targets from a seeded
+// generator, nBatches batches of batch rows.
+type dataset struct {
+	x, y     []float32
+	rows     int
+	example  tensor.Shape
+	outputs  int
+	batch    int
+	nBatches int
+}
+
+func newDataset(m benchModel, batch, nBatches int, seed uint64) *dataset {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	rows := batch * nBatches
+	d := &dataset{rows: rows, example: m.example, outputs: m.outputs, batch: batch, nBatches: nBatches}
+	d.x = make([]float32, rows*m.example.TotalSize())
+	for i := range d.x {
+		d.x[i] = float32(rng.NormFloat64())
+	}
+	d.y = make([]float32, rows*m.outputs)
+	for i := range d.y {
+		d.y[i] = float32(rng.NormFloat64())
+	}
+	return d
+}
+
+func withBatch(rows int, s tensor.Shape) tensor.Shape { return append(tensor.Shape{rows}, s...) }
+
+// all returns the whole data set as tensors.
+func (d *dataset) all() (x, y *tensor.Dense) {
+	x = tensor.New(tensor.WithShape(withBatch(d.rows, d.example)...), tensor.WithBacking(d.x))
+	y = tensor.New(tensor.WithShape(d.rows, d.outputs), tensor.WithBacking(d.y))
+	return x, y
+}
+
+// batchAt returns batch i as tensors over the data set's memory (no copy).
+func (d *dataset) batchAt(i int) (x, y *tensor.Dense) {
+	xs, ys := d.batch*d.example.TotalSize(), d.batch*d.outputs
+	x = tensor.New(tensor.WithShape(withBatch(d.batch, d.example)...), tensor.WithBacking(d.x[i*xs:(i+1)*xs]))
+	y = tensor.New(tensor.WithShape(d.batch, d.outputs), tensor.WithBacking(d.y[i*ys:(i+1)*ys]))
+	return x, y
+}
+
+// graphVariables makes variables as plain nodes of one graph, initialised
+// with towerflow's initializers from a generator seeded by the name.
+type graphVariables struct {
+	g    *G.ExprGraph
+	seed uint64
+	all  G.Nodes
+}
+
+func (v *graphVariables) variable(name string, shape tensor.Shape, init towers.Initializer) *G.Node {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	backing := make([]float32, shape.TotalSize())
+	if err := init(rand.New(rand.NewPCG(v.seed, h.Sum64())), tensor.Float32, shape, backing); err != nil {
+		panic(fmt.Errorf("initialise %s: %w", name, err))
+	}
+	val := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
+	n := G.NewTensor(v.g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(val))
+	v.all = append(v.all, n)
+	return n
+}
+
+// towerVariables makes variables as a tower's shared variables.
+type towerVariables struct{ t *towers.Tower }
+
+func (v towerVariables) variable(name string, shape tensor.Shape, init towers.Initializer) *G.Node {
+	return v.t.MustVariable(name, tensor.Float32, shape, init)
+}

@@ -1,0 +1,28 @@
+//go:build openblas
+
+// Built with -tags openblas, towerflow's graphs do their linear algebra in
+// OpenBLAS (through gonum.org/v1/netlib/blas/netlib and cgo) instead of
+// gonum's pure-Go BLAS. Debian/Ubuntu: apt-get install libopenblas-dev.
+// This file links -lopenblas itself, so no CGO_LDFLAGS are needed; with
+// OpenBLAS installed elsewhere, point CGO_CFLAGS / CGO_LDFLAGS at it (-L).
+//
+// OpenBLAS is limited to one thread: towers, one per core, are what use the
+// cores; a multi-threaded BLAS under every tower would oversubscribe them.
+
+package towers
+
+/*
+#cgo LDFLAGS: -lopenblas
+void openblas_set_num_threads(int num_threads);
+*/
+import "C"
+
+import (
+	"gonum.org/v1/netlib/blas/netlib"
+	G "gorgonia.org/gorgonia"
+)
+
+func init() {
+	C.openblas_set_num_threads(1)
+	G.Use(netlib.Implementation{})
+}
