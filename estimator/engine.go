@@ -4,17 +4,15 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/internal/parallel"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/sharding"
 	"github.com/towerflow/towerflow/towers"
@@ -547,7 +545,7 @@ func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss flo
 	// same step's values. Variables are summed in parallel, each in tower
 	// order, so the result does not depend on scheduling.
 	for _, p := range b.plans {
-		err := parallel(len(p.vars), p.size, func(j int) error {
+		err := parallel.For(len(p.vars), p.size, func(j int) error {
 			v, parts := p.vars[j], p.parts[j]
 			for i, g := range p.grads[j] {
 				gv, err := b.value(i, g)
@@ -737,42 +735,6 @@ func (e *engine) fetch(names []string) (map[string]*tensor.Dense, error) {
 		out[name] = v
 	}
 	return out, nil
-}
-
-// parallelMin is the number of elements below which summing gradients on
-// one goroutine beats spreading the work.
-const parallelMin = 1 << 16
-
-// parallel calls fn(0..n-1) on up to GOMAXPROCS goroutines when size (the
-// work in elements) is large enough, else in order on this one. It returns
-// the error of the lowest index that failed.
-func parallel(n, size int, fn func(int) error) error {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 || size < parallelMin {
-		for j := range n {
-			if err := fn(j); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	errs := make([]error, n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for j := int(next.Add(1) - 1); j < n; j = int(next.Add(1) - 1) {
-				errs[j] = fn(j)
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // close releases every build's VMs.

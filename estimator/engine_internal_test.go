@@ -2,8 +2,6 @@ package estimator
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -44,31 +42,4 @@ func seq(from, to int) []int {
 		out = append(out, i)
 	}
 	return out
-}
-
-func TestParallel(t *testing.T) {
-	for _, size := range []int{10, parallelMin} {
-		var mu sync.Mutex
-		calls := map[int]int{}
-		err := parallel(50, size, func(j int) error {
-			mu.Lock()
-			calls[j]++
-			mu.Unlock()
-			if j == 7 || j == 30 {
-				return fmt.Errorf("fail %d", j)
-			}
-			return nil
-		})
-		if err == nil || err.Error() != "fail 7" {
-			t.Errorf("size %d: got %v, want the lowest failing index's error", size, err)
-		}
-		if size >= parallelMin && len(calls) != 50 {
-			t.Errorf("size %d: %d indices called, want 50", size, len(calls))
-		}
-		for j, n := range calls {
-			if n != 1 {
-				t.Errorf("size %d: index %d called %d times", size, j, n)
-			}
-		}
-	}
 }

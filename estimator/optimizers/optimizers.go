@@ -34,6 +34,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/internal/parallel"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -339,18 +340,23 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 		t = it[0]
 	}
 
-	for i, v := range vars {
+	work := 0
+	for _, v := range vars {
+		work += v.Size()
+	}
+	// Variables update independently: spread them over the cores.
+	return parallel.For(len(vars), work, func(i int) error {
 		if noGrad(grads[i]) {
-			continue
+			return nil
 		}
-		switch w := v.Data().(type) {
+		switch w := vars[i].Data().(type) {
 		case []float32:
 			update(&o.c, w, grads[i].([]float32), typed[float32](slots[i]), t)
 		case []float64:
 			update(&o.c, w, grads[i].([]float64), typed[float64](slots[i]), t)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // iterations gets or creates the scalar int64 step counter "<Name>/iterations".
