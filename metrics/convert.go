@@ -338,3 +338,23 @@ func sameSize(kind string, labels, predictions array) error {
 	}
 	return nil
 }
+
+// labelsAndPredictions converts the inputs of a metric taking labels,
+// predictions and optional weights: labels and predictions must have the
+// same number of elements, and the weights are broadcast to the
+// predictions' shape.
+func labelsAndPredictions(kind string, inputs []*tensor.Dense) (labels, predictions array, weights []float64, err error) {
+	args, w, err := convertInputs(kind, inputs, "labels", "predictions")
+	if err != nil {
+		return array{}, array{}, nil, err
+	}
+	labels, predictions = args[0], args[1]
+	if err := sameSize(kind, labels, predictions); err != nil {
+		return array{}, array{}, nil, err
+	}
+	weights, err = broadcastWeights(kind, w, predictions.shape)
+	if err != nil {
+		return array{}, array{}, nil, err
+	}
+	return labels, predictions, weights, nil
+}

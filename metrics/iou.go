@@ -106,15 +106,7 @@ func classID(kind, name string, a array, i int, n int) (int, error) {
 
 // Update folds labels, predictions[, weights] in.
 func (m *MeanIoUMetric) Update(inputs []*tensor.Dense) error {
-	args, w, err := convertInputs(m.kind, inputs, "labels", "predictions")
-	if err != nil {
-		return err
-	}
-	labels, predictions := args[0], args[1]
-	if err := sameSize(m.kind, labels, predictions); err != nil {
-		return err
-	}
-	weights, err := broadcastWeights(m.kind, w, predictions.shape)
+	labels, predictions, weights, err := labelsAndPredictions(m.kind, inputs)
 	if err != nil {
 		return err
 	}

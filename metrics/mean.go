@@ -91,15 +91,7 @@ func NewAccuracy() Metric { return &AccuracyMetric{ratio{kind: "accuracy"}} }
 
 // Update folds labels, predictions[, weights] in.
 func (m *AccuracyMetric) Update(inputs []*tensor.Dense) error {
-	args, w, err := convertInputs(m.kind, inputs, "labels", "predictions")
-	if err != nil {
-		return err
-	}
-	labels, predictions := args[0], args[1]
-	if err := sameSize(m.kind, labels, predictions); err != nil {
-		return err
-	}
-	weights, err := broadcastWeights(m.kind, w, predictions.shape)
+	labels, predictions, weights, err := labelsAndPredictions(m.kind, inputs)
 	if err != nil {
 		return err
 	}
@@ -138,15 +130,7 @@ type errorMean struct {
 
 // Update folds labels, predictions[, weights] in.
 func (m *errorMean) Update(inputs []*tensor.Dense) error {
-	args, w, err := convertInputs(m.kind, inputs, "labels", "predictions")
-	if err != nil {
-		return err
-	}
-	labels, predictions := args[0], args[1]
-	if err := sameSize(m.kind, labels, predictions); err != nil {
-		return err
-	}
-	weights, err := broadcastWeights(m.kind, w, predictions.shape)
+	labels, predictions, weights, err := labelsAndPredictions(m.kind, inputs)
 	if err != nil {
 		return err
 	}
