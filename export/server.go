@@ -880,6 +880,19 @@ func checkNames(obj map[string]any, inputs map[string]inputSpec, where string) e
 	return nil
 }
 
+// newColumns makes an empty column for every input.
+func newColumns(inputs map[string]inputSpec) (map[string]column, error) {
+	cols := map[string]column{}
+	for _, name := range slices.Sorted(maps.Keys(inputs)) {
+		col, err := newColumn(inputs[name].dtype)
+		if err != nil {
+			return nil, err
+		}
+		cols[name] = col
+	}
+	return cols, nil
+}
+
 func describe(name string, in inputSpec) string {
 	return fmt.Sprintf("input %q (%s, shape %v): ", name, in.dtype, append([]int{-1}, in.shape...))
 }
@@ -898,13 +911,9 @@ func rowFeatures(instances any, inputs map[string]inputSpec) (map[string]*tensor
 	if !objects && len(names) > 1 {
 		return nil, 0, badRequestf("'instances' is a plain list, but the signature takes several inputs %q: each instance must be an object with one entry per input", names)
 	}
-	cols := map[string]column{}
-	for _, name := range names {
-		col, err := newColumn(inputs[name].dtype)
-		if err != nil {
-			return nil, 0, err
-		}
-		cols[name] = col
+	cols, err := newColumns(inputs)
+	if err != nil {
+		return nil, 0, err
 	}
 	for i, inst := range list {
 		if objects {
@@ -1003,13 +1012,9 @@ func exampleFeatures(req map[string]any, method string, inputs map[string]inputS
 		return nil, 0, badRequestf("'examples' value is an empty array")
 	}
 	names := slices.Sorted(maps.Keys(inputs))
-	cols := map[string]column{}
-	for _, name := range names {
-		col, err := newColumn(inputs[name].dtype)
-		if err != nil {
-			return nil, 0, err
-		}
-		cols[name] = col
+	cols, err := newColumns(inputs)
+	if err != nil {
+		return nil, 0, err
 	}
 	for i, e := range examples {
 		obj, ok := e.(map[string]any)
