@@ -1,0 +1,21 @@
+// Package towers holds what one device's replica of a model needs, and what
+// the replicas share.
+//
+//   - Device: a CPU or GPU, parsed from TensorFlow-style names ("/gpu:0",
+//     "/device:CPU:1", any case) and printed canonically; LocalDevices is
+//     the default tower set.
+//   - Store: the variable store of one model, one master value per name in
+//     creation order, with get-or-create, seeded initializers, placement of
+//     masters on devices, and weights by name or as one flat vector for
+//     exchanging them between workers.
+//   - Tower: one gorgonia graph and VM built on one device over the store.
+//     Tower 0 creates variables; later towers reuse them and prefix their
+//     node names "tower_i/". Each tower reads the masters through its own
+//     tensor header, because gorgonia rewrites operand headers in place.
+//   - RunAll runs towers concurrently, one goroutine each, turning a panic
+//     into an error naming the tower; SumGradients adds tower gradients.
+//
+// The estimator package builds towers from a model function and drives
+// them; most users only meet Tower (in their model function), Device and
+// Store.
+package towers
