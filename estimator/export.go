@@ -3,11 +3,9 @@ package estimator
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/internal/exportdir"
+	"github.com/towerflow/towerflow/internal/fsutil"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -219,12 +218,11 @@ func writeVersion(baseDir string, sigs exportdir.Signatures, store *towers.Store
 			return err
 		}
 		defer f.Close()
-		h := sha256.New()
-		n, err := io.Copy(h, f)
+		sum, n, err := exportdir.Sum(f)
 		if err != nil {
 			return err
 		}
-		m.Files = append(m.Files, exportdir.File{Path: filepath.ToSlash(rel), SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n})
+		m.Files = append(m.Files, exportdir.File{Path: filepath.ToSlash(rel), SHA256: sum, Bytes: n})
 		return nil
 	})
 	if err != nil {
@@ -233,14 +231,14 @@ func writeVersion(baseDir string, sigs exportdir.Signatures, store *towers.Store
 	if err := writeJSON(filepath.Join(tmp, exportdir.ManifestFile), m); err != nil {
 		return "", err
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := fsutil.SyncDir(tmp); err != nil {
 		return "", err
 	}
 	dir := filepath.Join(baseDir, strconv.FormatInt(version, 10))
 	if err := os.Rename(tmp, dir); err != nil {
 		return "", err
 	}
-	return dir, syncDir(baseDir)
+	return dir, fsutil.SyncDir(baseDir)
 }
 
 func writeJSON(path string, v any) error {
@@ -248,28 +246,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return fsutil.WriteFileSync(path, append(data, '\n'))
 }
 
 func pruneVersions(baseDir string, keep int) error {

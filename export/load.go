@@ -2,12 +2,9 @@ package export
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"iter"
 	"maps"
@@ -326,11 +323,11 @@ func verifyFile(p string, want exportdir.File) error {
 	if fi.Size() != want.Bytes {
 		return fmt.Errorf("file %s has %d bytes, the manifest says %d", p, fi.Size(), want.Bytes)
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	sum, _, err := exportdir.Sum(f)
+	if err != nil {
 		return fmt.Errorf("file %s: %w", p, err)
 	}
-	if sum := hex.EncodeToString(h.Sum(nil)); sum != want.SHA256 {
+	if sum != want.SHA256 {
 		return fmt.Errorf("file %s is corrupted: sha256 %s, the manifest says %s", p, sum, want.SHA256)
 	}
 	return nil

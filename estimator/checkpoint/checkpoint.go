@@ -50,13 +50,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/towerflow/towerflow/internal/fsutil"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -216,10 +216,10 @@ func writeCheckpoint(dir, name string, store *towers.Store, step int64) (string,
 	if err != nil {
 		return "", err
 	}
-	if err := writeFileSync(filepath.Join(tmp, ManifestFile), append(mb, '\n')); err != nil {
+	if err := fsutil.WriteFileSync(filepath.Join(tmp, ManifestFile), append(mb, '\n')); err != nil {
 		return "", err
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := fsutil.SyncDir(tmp); err != nil {
 		return "", err
 	}
 
@@ -242,7 +242,7 @@ func writeCheckpoint(dir, name string, store *towers.Store, step int64) (string,
 		return "", err
 	}
 	tmp = ""
-	if err := syncDir(dir); err != nil {
+	if err := fsutil.SyncDir(dir); err != nil {
 		return "", err
 	}
 	if aside != "" {
@@ -467,7 +467,7 @@ func cleanStale(dir string) error {
 			}
 			if _, statErr := os.Lstat(filepath.Join(dir, orig)); errors.Is(statErr, fs.ErrNotExist) {
 				if err = os.Rename(p, filepath.Join(dir, orig)); err == nil {
-					err = syncDir(dir)
+					err = fsutil.SyncDir(dir)
 				}
 			} else {
 				err = os.RemoveAll(p)
@@ -494,23 +494,6 @@ func asideOf(n string) string {
 	return n
 }
 
-// writeFileSync creates path with data and fsyncs it.
-func writeFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // writeFileAtomic replaces dir/name with data: temporary file, fsync,
 // rename, directory fsync.
 func writeFileAtomic(dir, name string, data []byte) error {
@@ -534,22 +517,5 @@ func writeFileAtomic(dir, name string, data []byte) error {
 	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		return err
 	}
-	return syncDir(dir)
-}
-
-// syncDir fsyncs a directory so that renames and creations in it are
-// durable. Windows cannot open directories for syncing; there it is a no-op.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
+	return fsutil.SyncDir(dir)
 }

@@ -13,6 +13,23 @@
 // temporary name and renamed into place, so a half-written one is never seen.
 package exportdir
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+)
+
+// Sum returns the hex SHA-256 of everything r yields, as manifest.json
+// records it, and the number of bytes read.
+func Sum(r io.Reader) (string, int64, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	if err != nil {
+		return "", n, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
 // Format names this layout in signatures.json and manifest.json.
 const Format = "towerflow-export-v1"
 
