@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/towerflow/towerflow/internal/numeric"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -51,103 +52,20 @@ func fromDense(t *tensor.Dense) (array, error) {
 		}
 		t = m
 	}
-	return fromData(shape, t.Data())
-}
-
-// fromData converts d, a scalar or a slice of at least shape.TotalSize()
-// elements (only the first TotalSize are used, as a Value's backing slice may
-// be longer), to float64.
-func fromData(shape tensor.Shape, d interface{}) (array, error) {
-	n := shape.TotalSize()
-	a := array{shape: shape.Clone(), data: make([]float64, 0, n)}
-	switch v := d.(type) {
-	case float64:
-		a.data, a.class = append(a.data, v), classFloat64
-	case float32:
-		a.data, a.class = append(a.data, float64(v)), classFloat32
-	case int:
-		a.data, a.class = append(a.data, float64(v)), classInt
-	case int8:
-		a.data, a.class = append(a.data, float64(v)), classInt
-	case int16:
-		a.data, a.class = append(a.data, float64(v)), classInt
-	case int32:
-		a.data, a.class = append(a.data, float64(v)), classInt
-	case int64:
-		a.data, a.class = append(a.data, float64(v)), classInt
-	case uint:
-		a.data, a.class = append(a.data, float64(v)), classInt
-	case uint8:
-		a.data, a.class = append(a.data, float64(v)), classInt
-	case uint16:
-		a.data, a.class = append(a.data, float64(v)), classInt
-	case uint32:
-		a.data, a.class = append(a.data, float64(v)), classInt
-	case uint64:
-		a.data, a.class = append(a.data, float64(v)), classInt
-	case bool:
-		a.data, a.class = append(a.data, b2f(v)), classBool
-	case []float64:
-		a.data, a.class = appendConv(a.data, v, n), classFloat64
-	case []float32:
-		a.data, a.class = appendConv(a.data, v, n), classFloat32
-	case []int:
-		a.data, a.class = appendConv(a.data, v, n), classInt
-	case []int8:
-		a.data, a.class = appendConv(a.data, v, n), classInt
-	case []int16:
-		a.data, a.class = appendConv(a.data, v, n), classInt
-	case []int32:
-		a.data, a.class = appendConv(a.data, v, n), classInt
-	case []int64:
-		a.data, a.class = appendConv(a.data, v, n), classInt
-	case []uint:
-		a.data, a.class = appendConv(a.data, v, n), classInt
-	case []uint8:
-		a.data, a.class = appendConv(a.data, v, n), classInt
-	case []uint16:
-		a.data, a.class = appendConv(a.data, v, n), classInt
-	case []uint32:
-		a.data, a.class = appendConv(a.data, v, n), classInt
-	case []uint64:
-		a.data, a.class = appendConv(a.data, v, n), classInt
-	case []bool:
-		if len(v) >= n {
-			for _, b := range v[:n] {
-				a.data = append(a.data, b2f(b))
-			}
-		}
-		a.class = classBool
-	default:
+	d, err := numeric.Slice(t)
+	if err != nil {
+		return array{}, err
+	}
+	data, err := numeric.SliceFloat64s(d)
+	if err != nil {
 		return array{}, fmt.Errorf("unsupported data type %T (want a numeric or bool dtype)", d)
 	}
-	if len(a.data) != n {
-		return array{}, fmt.Errorf("shape %v needs %d elements, data has %d", shape, n, reflectLen(d))
+	n := shape.TotalSize()
+	if len(data) < n {
+		return array{}, fmt.Errorf("shape %v needs %d elements, data has %d", shape, n, len(data))
 	}
-	return a, nil
-}
-
-type number interface {
-	~float32 | ~float64 | ~int | ~int8 | ~int16 | ~int32 | ~int64 |
-		~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64
-}
-
-func appendConv[T number](dst []float64, src []T, n int) []float64 {
-	if len(src) < n {
-		return dst
-	}
-	for _, v := range src[:n] {
-		dst = append(dst, float64(v))
-	}
-	return dst
-}
-
-func reflectLen(d interface{}) int {
-	v := reflect.ValueOf(d)
-	if v.Kind() == reflect.Slice {
-		return v.Len()
-	}
-	return 1
+	// Only the first TotalSize elements count: a backing may be longer.
+	return array{shape: shape.Clone(), data: data[:n:n], class: dtypeClass(t.Dtype())}, nil
 }
 
 func b2f(b bool) float64 {
