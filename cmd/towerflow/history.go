@@ -11,27 +11,20 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/towerflow/towerflow/estimator"
 )
 
-// Names of the history files in a model directory.
+// The history files and their records are the estimator's.
 const (
-	TrainHistoryFile = "train_history.jsonl"
-	EvalHistoryFile  = "eval_history.jsonl"
+	TrainHistoryFile = estimator.TrainHistoryFile
+	EvalHistoryFile  = estimator.EvalHistoryFile
 )
 
-// trainRecord is one line of train_history.jsonl.
-type trainRecord struct {
-	Step int64
-	Loss float64
-	Time time.Time
-}
-
-// evalRecord is one line of eval_history.jsonl.
-type evalRecord struct {
-	Step    int64
-	Time    time.Time
-	Metrics map[string]float64
-}
+type (
+	trainRecord = estimator.TrainRecord
+	evalRecord  = estimator.EvalRecord
+)
 
 // readTrainHistory reads a train_history.jsonl file. A missing file gives
 // an error wrapping fs.ErrNotExist.
