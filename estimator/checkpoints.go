@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/towerflow/towerflow/estimator/checkpoint"
@@ -18,19 +20,20 @@ func (e *Estimator) restoreLatest() error {
 	if e.cfg.ModelDir == "" {
 		return nil
 	}
-	path, err := checkpoint.Latest(e.cfg.ModelDir)
+	if _, err := os.Stat(e.cfg.ModelDir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	// Read finds the newest whole checkpoint and verifies it once.
+	r, err := checkpoint.Read(e.cfg.ModelDir)
 	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	path := r.Path()
 	if path == e.ckpt {
 		return nil
-	}
-	r, err := checkpoint.Read(path)
-	if err != nil {
-		return fmt.Errorf("restore: %w", err)
 	}
 	if err := r.Restore(e.store); err != nil {
 		return fmt.Errorf("restore %s: %w", path, err)
