@@ -3,9 +3,11 @@ module github.com/towerflow/towerflow
 go 1.26
 
 require (
+	github.com/chewxy/hm v1.0.0
 	github.com/google/go-cmp v0.7.0
 	github.com/schollz/progressbar/v3 v3.18.0
 	golang.org/x/term v0.28.0
+	gonum.org/v1/gonum v0.14.0
 	gonum.org/v1/netlib v0.0.0-20220323200511-14de99971b2d
 	gonum.org/v1/plot v0.14.0
 	gorgonia.org/gorgonia v0.9.18
@@ -31,7 +33,6 @@ require (
 require (
 	github.com/apache/arrow/go/arrow v0.0.0-20211112161151-bc219186db40 // indirect
 	github.com/awalterschulze/gographviz v2.0.3+incompatible // indirect
-	github.com/chewxy/hm v1.0.0 // indirect
 	github.com/chewxy/math32 v1.10.1 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/protobuf v1.5.2 // indirect
@@ -44,7 +45,6 @@ require (
 	// Go 1.26; this version knows the new runtime.
 	go4.org/unsafe/assume-no-moving-gc v0.0.0-20231121144256-b99613f794b6 // indirect
 	golang.org/x/xerrors v0.0.0-20200804184101-5ec99f83aff1 // indirect
-	gonum.org/v1/gonum v0.14.0 // indirect
 	google.golang.org/protobuf v1.28.0 // indirect
 	gorgonia.org/cu v0.9.4 // indirect
 	gorgonia.org/dawson v1.2.0 // indirect

@@ -16,6 +16,7 @@ import (
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
@@ -96,13 +97,21 @@ func TestSeedNumbers(t *testing.T) {
 
 // mlpModel is a small two-layer network whose loss is the mean squared
 // error over the shard, with metrics of three kinds and an export output.
-// params["opt"] chooses the optimizer; params["dtype"] the float type.
+// params["opt"] chooses the optimizer; params["dtype"] the float type;
+// params["layers"], when true, writes the hidden layer (with a rectifier
+// instead of tanh) and the loss with package layers.
 func mlpModel(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
 	dt := p["dtype"].(tensor.Dtype)
+	withLayers, _ := p["layers"].(bool)
 	w1 := t.MustVariable("dense/kernel", dt, tensor.Shape{3, 4}, towers.GlorotUniform())
 	b1 := t.MustVariable("dense/bias", dt, tensor.Shape{4}, towers.RandomUniform(-0.1, 0.1))
 	w2 := t.MustVariable("out/kernel", dt, tensor.Shape{4, 1}, towers.GlorotUniform())
-	h := G.Must(G.Tanh(G.Must(G.BroadcastAdd(G.Must(G.Mul(features["x"], w1)), b1, nil, []byte{0}))))
+	var h *G.Node
+	if withLayers {
+		h = G.Must(layers.Dense(features["x"], w1, b1, layers.ReLU))
+	} else {
+		h = G.Must(G.Tanh(G.Must(G.BroadcastAdd(G.Must(G.Mul(features["x"], w1)), b1, nil, []byte{0}))))
+	}
 	logit := G.Must(G.Mul(h, w2))
 	prob := G.Must(G.Sigmoid(logit))
 	spec := &estimator.Spec{
@@ -115,6 +124,9 @@ func mlpModel(t *towers.Tower, mode estimator.Mode, features, labels map[string]
 	y := labels["y"]
 	diff := G.Must(G.Sub(prob, y))
 	spec.Loss = G.Must(G.Mean(G.Must(G.Square(diff))))
+	if withLayers {
+		spec.Loss = G.Must(layers.MeanSquaredError(prob, y))
+	}
 	half := G.NewConstant(0.5)
 	if dt == tensor.Float32 {
 		half = G.NewConstant(float32(0.5))
@@ -155,10 +167,10 @@ type runResult struct {
 	Exports []float64
 }
 
-func trainEvalPredict(t *testing.T, model estimator.Model, dt tensor.Dtype, opt func() optimizers.Optimizer, batch, steps int) runResult {
+func trainEvalPredict(t *testing.T, model estimator.Model, dt tensor.Dtype, opt func() optimizers.Optimizer, batch, steps int, withLayers bool) runResult {
 	t.Helper()
 	ctx := context.Background()
-	est, err := estimator.New(model, estimator.RunConfig{Seed: 7, LogEvery: -1, Params: estimator.Params{"dtype": dt, "opt": opt}})
+	est, err := estimator.New(model, estimator.RunConfig{Seed: 7, LogEvery: -1, Params: estimator.Params{"dtype": dt, "opt": opt, "layers": withLayers}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +213,9 @@ func trainEvalPredict(t *testing.T, model estimator.Model, dt tensor.Dtype, opt 
 }
 
 // TestTowersEqualOneDevice is the property that matters most: N towers and
-// one device give the same variables, metrics and predictions.
+// one device give the same variables, metrics and predictions, with
+// gorgonia's ops and with package layers (whose ops keep their outputs from
+// run to run, in every tower).
 func TestTowersEqualOneDevice(t *testing.T) {
 	opts := map[string]func() optimizers.Optimizer{
 		"SGD":  func() optimizers.Optimizer { return optimizers.SGD(0.3) },
@@ -213,19 +227,21 @@ func TestTowersEqualOneDevice(t *testing.T) {
 			tol = 2e-5
 		}
 		for optName, opt := range opts {
-			for _, batch := range []int{12, 10, 7} {
-				want := trainEvalPredict(t, estimator.ModelFn(mlpModel), dt, opt, batch, 6)
-				if len(want.Preds) != 40 || len(want.Exports) != 40 {
-					t.Fatalf("one device: %d predictions, %d export rows, want 40", len(want.Preds), len(want.Exports))
-				}
-				for n := 1; n <= 4; n++ {
-					t.Run(fmt.Sprintf("%v/%s/batch%d/towers%d", dt, optName, batch, n), func(t *testing.T) {
-						model := replicate.ModelFn(mlpModel, replicate.Devices(cpus(n)...), replicate.Reduction(replicate.BatchMean))
-						got := trainEvalPredict(t, model, dt, opt, batch, 6)
-						if diff := cmp.Diff(want, got, cmpopts.EquateApprox(tol, tol)); diff != "" {
-							t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
-						}
-					})
+			for _, withLayers := range []bool{false, true} {
+				for _, batch := range []int{12, 10, 7} {
+					want := trainEvalPredict(t, estimator.ModelFn(mlpModel), dt, opt, batch, 6, withLayers)
+					if len(want.Preds) != 40 || len(want.Exports) != 40 {
+						t.Fatalf("one device: %d predictions, %d export rows, want 40", len(want.Preds), len(want.Exports))
+					}
+					for n := 1; n <= 4; n++ {
+						t.Run(fmt.Sprintf("%v/%s/layers=%t/batch%d/towers%d", dt, optName, withLayers, batch, n), func(t *testing.T) {
+							model := replicate.ModelFn(mlpModel, replicate.Devices(cpus(n)...), replicate.Reduction(replicate.BatchMean))
+							got := trainEvalPredict(t, model, dt, opt, batch, 6, withLayers)
+							if diff := cmp.Diff(want, got, cmpopts.EquateApprox(tol, tol)); diff != "" {
+								t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
+							}
+						})
+					}
 				}
 			}
 		}

@@ -33,7 +33,12 @@ type Tower struct {
 	inOrder  []string
 	feeds    map[string]*tensor.Dense
 	watched  map[*G.Node]*G.Value
-	vm       G.VM
+	// byGrad holds the nodes Gradients added to the graph besides the
+	// gradients asked for: among them are gradients nobody wants (with
+	// respect to inputs, labels, comparison masks), which Compile leaves
+	// out of the program.
+	byGrad map[*G.Node]bool
+	vm     G.VM
 }
 
 // New returns an empty tower with index index on device over store. first
@@ -46,6 +51,7 @@ func New(index int, device Device, store *Store, first *Tower) *Tower {
 		inputs:  map[string]*G.Node{},
 		feeds:   map[string]*tensor.Dense{},
 		watched: map[*G.Node]*G.Value{},
+		byGrad:  map[*G.Node]bool{},
 	}
 }
 
@@ -205,12 +211,22 @@ func (t *Tower) Gradients(loss *G.Node, names []string) (map[string]*G.Node, err
 	if len(wrt) == 0 {
 		return out, nil
 	}
+	before := map[*G.Node]bool{}
+	for _, n := range t.g.AllNodes() {
+		before[n] = true
+	}
 	grads, err := G.Grad(loss, wrt...)
 	if err != nil {
 		return nil, fmt.Errorf("%v: gradients of %v: %w", t, loss.Name(), err)
 	}
+	for _, n := range t.g.AllNodes() {
+		if !before[n] {
+			t.byGrad[n] = true
+		}
+	}
 	for i, g := range grads {
 		out[wrtNames[i]] = g
+		delete(t.byGrad, g)
 	}
 	return out, nil
 }
@@ -274,11 +290,34 @@ func (t *Tower) Value(n *G.Node) (G.Value, error) {
 	return nil, fmt.Errorf("%v: node %v was not watched before compile", t, n.Name())
 }
 
-// Compile builds the tower's VM once; later runs reuse it.
+// Compile builds the tower's VM once; later runs reuse it. Gradients that
+// symbolic differentiation made as a by-product and nothing uses (with
+// respect to the inputs, say: as large as a layer's matrix product) are
+// left out of the program, so a run computes only what is read.
 func (t *Tower) Compile() (err error) {
 	defer t.recoverInto(&err, "compile")
-	t.vm = G.NewTapeMachine(t.g)
+	g := t.g
+	if roots, pruned := t.liveRoots(); pruned {
+		g = t.g.SubgraphRoots(roots...)
+	}
+	t.vm = G.NewTapeMachine(g)
 	return nil
+}
+
+// liveRoots returns the roots of the graph (nodes nothing else uses) other
+// than unused by-products of Gradients, and whether it left any out.
+func (t *Tower) liveRoots() (roots G.Nodes, pruned bool) {
+	for _, n := range t.g.AllNodes() {
+		if t.g.To(n.ID()).Len() > 0 {
+			continue
+		}
+		if t.byGrad[n] {
+			pruned = true
+			continue
+		}
+		roots = append(roots, n)
+	}
+	return roots, pruned
 }
 
 // Run feeds the inputs and runs the graph once. Node values stay readable

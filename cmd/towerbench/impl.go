@@ -24,16 +24,16 @@ type trainer interface {
 // training cycles over them.
 const dataBatches = 4
 
-func newTrainer(impl string, m benchModel, batch, nTowers int, seed uint64) (trainer, error) {
+func newTrainer(impl string, m benchModel, k kit, batch, nTowers int, seed uint64) (trainer, error) {
 	data := newDataset(m, batch, dataBatches, seed)
 	switch impl {
 	case "towerflow":
-		return newTowerflowTrainer(m, data, nTowers, seed)
+		return newTowerflowTrainer(m, k, data, nTowers, seed)
 	case "gorgonia":
 		if nTowers != 1 {
 			return nil, fmt.Errorf("impl gorgonia runs one graph: towers must be 1, not %d", nTowers)
 		}
-		return newGorgoniaTrainer(m, data, seed)
+		return newGorgoniaTrainer(m, k, data, seed)
 	}
 	return nil, fmt.Errorf("unknown impl %q (want towerflow or gorgonia)", impl)
 }
@@ -45,9 +45,9 @@ type towerflowTrainer struct {
 	input estimator.InputFn
 }
 
-func newTowerflowTrainer(m benchModel, data *dataset, nTowers int, seed uint64) (*towerflowTrainer, error) {
+func newTowerflowTrainer(m benchModel, k kit, data *dataset, nTowers int, seed uint64) (*towerflowTrainer, error) {
 	fn := func(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
-		loss, err := m.loss(towerVariables{t}, features["x"], labels["y"])
+		loss, err := m.loss(towerVariables{t}, k, features["x"], labels["y"])
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +99,7 @@ type gorgoniaTrainer struct {
 	xs, ys []*tensor.Dense
 }
 
-func newGorgoniaTrainer(m benchModel, data *dataset, seed uint64) (tr *gorgoniaTrainer, err error) {
+func newGorgoniaTrainer(m benchModel, k kit, data *dataset, seed uint64) (tr *gorgoniaTrainer, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("build gorgonia graph: %v", r)
@@ -109,7 +109,7 @@ func newGorgoniaTrainer(m benchModel, data *dataset, seed uint64) (tr *gorgoniaT
 	x := G.NewTensor(g, tensor.Float32, len(m.example)+1, G.WithShape(withBatch(data.batch, m.example)...), G.WithName("x"))
 	y := G.NewMatrix(g, tensor.Float32, G.WithShape(data.batch, m.outputs), G.WithName("y"))
 	vars := &graphVariables{g: g, seed: seed}
-	loss, err := m.loss(vars, x, y)
+	loss, err := m.loss(vars, k, x, y)
 	if err != nil {
 		return nil, err
 	}

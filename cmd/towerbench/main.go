@@ -5,7 +5,9 @@
 //	go run -tags openblas ./cmd/towerbench -model cnn   # OpenBLAS, see towers/blas_openblas.go
 //
 // Models (float32, synthetic data from a seeded generator, SGD on the mean
-// squared error against random targets):
+// squared error against random targets), written with towerflow's layers
+// package (-ops layers, the default) or with gorgonia's own ops (-ops
+// gorgonia), the same for both implementations:
 //
 //	mlp  batch 512: 256 → 512 ReLU → 10
 //	cnn  batch 128, NCHW 3×32×32: conv 3×3×16 + ReLU + max-pool 2 →
@@ -49,6 +51,7 @@ type config struct {
 	steps, warmup int
 	towers        []int
 	impls         []string
+	ops           string
 	seed          uint64
 }
 
@@ -61,6 +64,7 @@ func main() {
 	flag.IntVar(&cfg.warmup, "warmup", 5, "untimed training steps before the timed ones")
 	flag.StringVar(&towersFlag, "towers", "1,2", "comma-separated tower counts")
 	flag.StringVar(&implFlag, "impl", "towerflow,gorgonia", "comma-separated implementations: towerflow, gorgonia")
+	flag.StringVar(&cfg.ops, "ops", "layers", "what the models are written with: layers (towerflow's layers package) or gorgonia (gorgonia's own ops)")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the data and the initial variables")
 	flag.Parse()
 	var err error
@@ -71,7 +75,7 @@ func main() {
 	cfg.impls = strings.Split(implFlag, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	fmt.Fprintf(os.Stderr, "towerbench: BLAS %T, GOMAXPROCS %d\n", G.WhichBLAS(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(os.Stderr, "towerbench: BLAS %T, GOMAXPROCS %d, ops %s\n", G.WhichBLAS(), runtime.GOMAXPROCS(0), cfg.ops)
 	if err := run(ctx, cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "towerbench:", err)
 		os.Exit(1)
@@ -105,6 +109,13 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	if !ok {
 		return fmt.Errorf("unknown model %q (want mlp or cnn)", cfg.model)
 	}
+	if cfg.ops == "" {
+		cfg.ops = "layers"
+	}
+	k, ok := kits[cfg.ops]
+	if !ok {
+		return fmt.Errorf("unknown -ops %q (want layers or gorgonia)", cfg.ops)
+	}
 	if cfg.batch == 0 {
 		cfg.batch = m.defaultBatch
 	}
@@ -117,7 +128,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 			if impl == "gorgonia" && n != 1 {
 				continue // one graph is one tower
 			}
-			r, err := measure(ctx, impl, m, cfg, n)
+			r, err := measure(ctx, impl, m, k, cfg, n)
 			if err != nil {
 				return fmt.Errorf("model %s impl %s towers %d: %w", m.name, impl, n, err)
 			}
@@ -149,8 +160,8 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 
 // measure trains warmup+steps steps in one run and times the last steps
 // from the time stamps taken after every step.
-func measure(ctx context.Context, impl string, m benchModel, cfg config, nTowers int) (result, error) {
-	tr, err := newTrainer(impl, m, cfg.batch, nTowers, cfg.seed)
+func measure(ctx context.Context, impl string, m benchModel, k kit, cfg config, nTowers int) (result, error) {
+	tr, err := newTrainer(impl, m, k, cfg.batch, nTowers, cfg.seed)
 	if err != nil {
 		return result{}, err
 	}

@@ -8,6 +8,8 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/internal/reference"
+	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -26,8 +28,27 @@ type benchModel struct {
 	// outputs is the width of the targets.
 	outputs int
 	// loss builds the model's mean squared error on x (a batch of inputs)
-	// against y, asking vars for its variables.
-	loss func(vars variables, x, y *G.Node) (*G.Node, error)
+	// against y with the layers of k, asking vars for its variables.
+	loss func(vars variables, k kit, x, y *G.Node) (*G.Node, error)
+}
+
+// kit is the layers a model is written with: towerflow's layers package, or
+// the same layers in gorgonia's own ops.
+type kit struct {
+	dense func(x, kernel, bias *G.Node, act layers.Activation) (*G.Node, error)
+	relu  func(x *G.Node) (*G.Node, error)
+	mse   func(pred, labels *G.Node) (*G.Node, error)
+}
+
+var kits = map[string]kit{
+	"layers": {dense: layers.Dense, relu: layers.Rectify, mse: layers.MeanSquaredError},
+	"gorgonia": {
+		dense: func(x, kernel, bias *G.Node, act layers.Activation) (*G.Node, error) {
+			return reference.Dense(x, kernel, bias, act == layers.ReLU)
+		},
+		relu: G.Rectify,
+		mse:  reference.MeanSquaredError,
+	},
 }
 
 // variables hands out a model's variables: a tower's in towerflow, plain
@@ -41,32 +62,35 @@ var models = map[string]benchModel{
 	"cnn": {name: "cnn", defaultBatch: 128, example: tensor.Shape{3, 32, 32}, outputs: 10, loss: cnnLoss},
 }
 
-// dense returns x·w + b for a fresh dense layer of out units.
-func dense(vars variables, name string, x *G.Node, out int) *G.Node {
+// dense returns act(x·w + b) for a fresh dense layer of out units.
+func dense(vars variables, k kit, name string, x *G.Node, out int, act layers.Activation) (*G.Node, error) {
 	in := x.Shape()[1]
 	w := vars.variable(name+"/kernel", tensor.Shape{in, out}, towers.GlorotUniform())
 	b := vars.variable(name+"/bias", tensor.Shape{out}, towers.Zeros())
-	return G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), b, nil, []byte{0}))
-}
-
-func mse(pred, y *G.Node) *G.Node {
-	return G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(pred, y))))))
+	return k.dense(x, w, b, act)
 }
 
 // mlpLoss: 256 → 512 ReLU → 10, mean squared error.
-func mlpLoss(vars variables, x, y *G.Node) (*G.Node, error) {
-	h := G.Must(G.Rectify(dense(vars, "hidden", x, 512)))
-	return mse(dense(vars, "out", h, 10), y), nil
+func mlpLoss(vars variables, k kit, x, y *G.Node) (*G.Node, error) {
+	h, err := dense(vars, k, "hidden", x, 512, layers.ReLU)
+	if err != nil {
+		return nil, err
+	}
+	out, err := dense(vars, k, "out", h, 10, layers.Linear)
+	if err != nil {
+		return nil, err
+	}
+	return k.mse(out, y)
 }
 
 // cnnLoss: NCHW 3×32×32 → conv 3×3×16 (same padding, no bias) + ReLU +
 // max-pool 2 → conv 3×3×32 + ReLU + max-pool 2 → dense 10, mean squared
 // error.
-func cnnLoss(vars variables, x, y *G.Node) (*G.Node, error) {
+func cnnLoss(vars variables, k kit, x, y *G.Node) (*G.Node, error) {
 	conv := func(name string, in *G.Node, filters int) *G.Node {
-		k := vars.variable(name+"/kernel", tensor.Shape{filters, in.Shape()[1], 3, 3}, towers.GlorotUniform())
-		c := G.Must(G.Conv2d(in, k, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
-		r := G.Must(G.Rectify(c))
+		w := vars.variable(name+"/kernel", tensor.Shape{filters, in.Shape()[1], 3, 3}, towers.GlorotUniform())
+		c := G.Must(G.Conv2d(in, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+		r := G.Must(k.relu(c))
 		return G.Must(G.MaxPool2D(r, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
 	}
 	h := conv("conv1", x, 16)
@@ -76,7 +100,11 @@ func cnnLoss(vars variables, x, y *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flatten %v: %w", s, err)
 	}
-	return mse(dense(vars, "out", flat, 10), y), nil
+	out, err := dense(vars, k, "out", flat, 10, layers.Linear)
+	if err != nil {
+		return nil, err
+	}
+	return k.mse(out, y)
 }
 
 // dataset is synthetic training data: inputs and targets from a seeded

@@ -1,0 +1,355 @@
+package layers
+
+import (
+	"fmt"
+	"hash"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Activation is the function a Dense layer applies to x·kernel + bias.
+type Activation int
+
+const (
+	// Linear applies nothing: the layer returns x·kernel + bias.
+	Linear Activation = iota
+	// ReLU returns max(x·kernel + bias, 0).
+	ReLU
+)
+
+func (a Activation) String() string {
+	switch a {
+	case Linear:
+		return "linear"
+	case ReLU:
+		return "relu"
+	}
+	return fmt.Sprintf("Activation(%d)", int(a))
+}
+
+// Dense returns act(x·kernel + bias) for a batch x of shape (rows, in), a
+// kernel of shape (in, units) and a bias of shape (units), as one op; bias
+// may be nil. Its gradients with respect to x, kernel and bias are ops of
+// this package too.
+func Dense(x, kernel, bias *G.Node, act Activation) (*G.Node, error) {
+	const op = "layers.Dense"
+	if x == nil || kernel == nil {
+		return nil, fmt.Errorf("%s: nil input or kernel", op)
+	}
+	if act != Linear && act != ReLU {
+		return nil, fmt.Errorf("%s: unknown activation %v", op, act)
+	}
+	ins := G.Nodes{x, kernel}
+	if bias != nil {
+		ins = append(ins, bias)
+	}
+	if err := checkFloat(op, ins...); err != nil {
+		return nil, err
+	}
+	d := &denseOp{act: act, bias: bias != nil}
+	shapes := make([]G.DimSizer, len(ins))
+	for i, n := range ins {
+		shapes[i] = n.Shape()
+	}
+	if _, err := d.InferShape(shapes...); err != nil {
+		return nil, fmt.Errorf("%s(%s, %s): %w", op, x.Name(), kernel.Name(), err)
+	}
+	out, err := G.ApplyOp(d, ins...)
+	if err != nil {
+		return nil, fmt.Errorf("%s(%s, %s): %w", op, x.Name(), kernel.Name(), err)
+	}
+	return out, nil
+}
+
+// denseOp is act(x·kernel + bias).
+type denseOp struct {
+	opBase
+	act  Activation
+	bias bool
+	out  buffer
+}
+
+func (op *denseOp) Arity() int {
+	if op.bias {
+		return 3
+	}
+	return 2
+}
+
+func (op *denseOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	if op.bias {
+		return hm.NewFnType(tensorType(2, a), tensorType(2, a), tensorType(1, a), tensorType(2, a))
+	}
+	return hm.NewFnType(tensorType(2, a), tensorType(2, a), tensorType(2, a))
+}
+
+func (op *denseOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	x, err := shapeOf("dense", in, 0)
+	if err != nil {
+		return nil, err
+	}
+	k, err := shapeOf("dense", in, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(x) != 2 {
+		return nil, fmt.Errorf("input has shape %v, want (rows, in)", x)
+	}
+	if len(k) != 2 {
+		return nil, fmt.Errorf("kernel has shape %v, want (in, units)", k)
+	}
+	if x[1] != k[0] {
+		return nil, fmt.Errorf("input has shape %v but kernel has %v: input width %d ≠ kernel rows %d", x, k, x[1], k[0])
+	}
+	if op.bias {
+		b, err := shapeOf("dense", in, 2)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) != 1 || b[0] != k[1] {
+			return nil, fmt.Errorf("bias has shape %v, want (%d) for kernel %v", b, k[1], k)
+		}
+	}
+	return tensor.Shape{x[0], k[1]}, nil
+}
+
+func (op *denseOp) Do(in ...G.Value) (G.Value, error) {
+	if len(in) != op.Arity() {
+		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
+	}
+	return dispatch(op.String(), in[0].Dtype(),
+		func() (G.Value, error) { return denseDo[float32](op, in) },
+		func() (G.Value, error) { return denseDo[float64](op, in) })
+}
+
+func denseDo[T float](op *denseOp, in []G.Value) (G.Value, error) {
+	s, err := op.InferShape(in[0].Shape(), in[1].Shape(), biasShape(in))
+	if err != nil {
+		return nil, fmt.Errorf("%v: %w", op, err)
+	}
+	x, err := backing[T]("input", in[0])
+	if err != nil {
+		return nil, err
+	}
+	k, err := backing[T]("kernel", in[1])
+	if err != nil {
+		return nil, err
+	}
+	out := op.out.get(in[0].Dtype(), s)
+	o := out.Data().([]T)
+	rows, inner, units := s[0], in[0].Shape()[1], s[1]
+	var beta T
+	if op.bias {
+		b, err := backing[T]("bias", in[2])
+		if err != nil {
+			return nil, err
+		}
+		for r := range rows {
+			copy(o[r*units:(r+1)*units], b)
+		}
+		beta = 1
+	}
+	gemm(false, false, rows, units, inner, x, k, beta, o)
+	if op.act == ReLU {
+		rectify(o, o)
+	}
+	return out, nil
+}
+
+// biasShape is the shape of the bias input, or nil without one.
+func biasShape(in []G.Value) G.DimSizer {
+	if len(in) < 3 {
+		return tensor.Shape(nil)
+	}
+	return in[2].Shape()
+}
+
+func (op *denseOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
+func (op *denseOp) Hashcode() uint32      { return hashOf(op) }
+func (op *denseOp) String() string {
+	return fmt.Sprintf("Dense{%v, bias=%t}", op.act, op.bias)
+}
+
+func (op *denseOp) DiffWRT(n int) []bool {
+	d := make([]bool, n)
+	for i := range d {
+		d[i] = true
+	}
+	return d
+}
+
+// SymDiff: with dz = grad ⊙ act′(z) (z = x·kernel + bias), the gradients are
+// dz·kernelᵀ, xᵀ·dz and the column sums of dz.
+func (op *denseOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	if len(in) != op.Arity() {
+		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
+	}
+	dz := grad
+	if op.act == ReLU {
+		var err error
+		if dz, err = G.ApplyOp(&reluGradOp{}, output, grad); err != nil {
+			return nil, fmt.Errorf("%v: relu gradient: %w", op, err)
+		}
+	}
+	dx, err := G.ApplyOp(&matMulOp{transB: true}, dz, in[1])
+	if err != nil {
+		return nil, fmt.Errorf("%v: input gradient: %w", op, err)
+	}
+	dk, err := G.ApplyOp(&matMulOp{transA: true}, in[0], dz)
+	if err != nil {
+		return nil, fmt.Errorf("%v: kernel gradient: %w", op, err)
+	}
+	grads := G.Nodes{dx, dk}
+	if op.bias {
+		db, err := G.ApplyOp(&colSumOp{}, dz)
+		if err != nil {
+			return nil, fmt.Errorf("%v: bias gradient: %w", op, err)
+		}
+		grads = append(grads, db)
+	}
+	return grads, nil
+}
+
+// matMulOp is op(a)·op(b), op a transpose where the flags say so.
+type matMulOp struct {
+	gradOp
+	transA, transB bool
+	out            buffer
+}
+
+func (op *matMulOp) Arity() int { return 2 }
+
+func (op *matMulOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	return hm.NewFnType(tensorType(2, a), tensorType(2, a), tensorType(2, a))
+}
+
+// dims returns m, n, k of op(a) (m×k) · op(b) (k×n).
+func (op *matMulOp) dims(a, b tensor.Shape) (m, n, k int, err error) {
+	if len(a) != 2 || len(b) != 2 {
+		return 0, 0, 0, fmt.Errorf("%v: shapes %v and %v: want matrices", op, a, b)
+	}
+	m, k = a[0], a[1]
+	if op.transA {
+		m, k = k, m
+	}
+	kb, n := b[0], b[1]
+	if op.transB {
+		kb, n = n, kb
+	}
+	if k != kb {
+		return 0, 0, 0, fmt.Errorf("%v: shapes %v and %v: inner dimensions %d ≠ %d", op, a, b, k, kb)
+	}
+	return m, n, k, nil
+}
+
+func (op *matMulOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	a, err := shapeOf("matmul", in, 0)
+	if err != nil {
+		return nil, err
+	}
+	b, err := shapeOf("matmul", in, 1)
+	if err != nil {
+		return nil, err
+	}
+	m, n, _, err := op.dims(a, b)
+	if err != nil {
+		return nil, err
+	}
+	return tensor.Shape{m, n}, nil
+}
+
+func (op *matMulOp) Do(in ...G.Value) (G.Value, error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
+	}
+	return dispatch(op.String(), in[0].Dtype(),
+		func() (G.Value, error) { return matMulDo[float32](op, in) },
+		func() (G.Value, error) { return matMulDo[float64](op, in) })
+}
+
+func matMulDo[T float](op *matMulOp, in []G.Value) (G.Value, error) {
+	m, n, k, err := op.dims(in[0].Shape(), in[1].Shape())
+	if err != nil {
+		return nil, err
+	}
+	a, err := backing[T]("a", in[0])
+	if err != nil {
+		return nil, err
+	}
+	b, err := backing[T]("b", in[1])
+	if err != nil {
+		return nil, err
+	}
+	out := op.out.get(in[0].Dtype(), tensor.Shape{m, n})
+	gemm(op.transA, op.transB, m, n, k, a, b, 0, out.Data().([]T))
+	return out, nil
+}
+
+func (op *matMulOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
+func (op *matMulOp) Hashcode() uint32      { return hashOf(op) }
+func (op *matMulOp) String() string {
+	return fmt.Sprintf("MatMul{transA=%t, transB=%t}", op.transA, op.transB)
+}
+
+// colSumOp sums a matrix's rows: (rows, n) → (n).
+type colSumOp struct {
+	gradOp
+	out buffer
+}
+
+func (op *colSumOp) Arity() int { return 1 }
+
+func (op *colSumOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	return hm.NewFnType(tensorType(2, a), tensorType(1, a))
+}
+
+func (op *colSumOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	s, err := shapeOf("colsum", in, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(s) != 2 {
+		return nil, fmt.Errorf("colsum: shape %v, want a matrix", s)
+	}
+	return tensor.Shape{s[1]}, nil
+}
+
+func (op *colSumOp) Do(in ...G.Value) (G.Value, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(in))
+	}
+	return dispatch(op.String(), in[0].Dtype(),
+		func() (G.Value, error) { return colSumDo[float32](op, in[0]) },
+		func() (G.Value, error) { return colSumDo[float64](op, in[0]) })
+}
+
+func colSumDo[T float](op *colSumOp, in G.Value) (G.Value, error) {
+	s, err := op.InferShape(in.Shape())
+	if err != nil {
+		return nil, err
+	}
+	a, err := backing[T]("input", in)
+	if err != nil {
+		return nil, err
+	}
+	out := op.out.get(in.Dtype(), s)
+	o := out.Data().([]T)
+	clear(o)
+	n := s[0]
+	for r := 0; r+n <= len(a); r += n {
+		row := a[r : r+n]
+		for j, v := range row {
+			o[j] += v
+		}
+	}
+	return out, nil
+}
+
+func (op *colSumOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "ColSum") }
+func (op *colSumOp) Hashcode() uint32      { return hashOf(op) }
+func (op *colSumOp) String() string        { return "ColSum" }

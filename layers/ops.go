@@ -1,0 +1,173 @@
+package layers
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	"github.com/chewxy/hm"
+	"gonum.org/v1/gonum/blas"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/numeric"
+)
+
+// float is the element types the layers compute in.
+type float interface{ float32 | float64 }
+
+// buffer is an op's output, kept from run to run: a tower runs its graph
+// again and again with the same shapes, so the memory is allocated once.
+// gorgonia may hand the value to a later op of the same run to overwrite
+// (once nothing else reads it) or reshape its header in place; both are
+// undone here before the next run writes it again.
+type buffer struct{ t *tensor.Dense }
+
+func (b *buffer) get(dt tensor.Dtype, shape tensor.Shape) *tensor.Dense {
+	switch {
+	case b.t == nil || b.t.Dtype() != dt || b.t.Shape().TotalSize() != shape.TotalSize() ||
+		b.t.IsMaterializable() || b.t.IsView():
+		b.t = tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))
+	case !b.t.Shape().Eq(shape):
+		if err := b.t.Reshape(shape...); err != nil {
+			b.t = tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))
+		}
+	}
+	return b.t
+}
+
+// backing returns v's elements as a []T, row-major: the backing itself for
+// a contiguous tensor, a copy for a view.
+func backing[T float](what string, v G.Value) ([]T, error) {
+	s, err := numeric.Slice(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	d, ok := s.([]T)
+	if !ok {
+		var zero T
+		return nil, fmt.Errorf("%s: has dtype %v, want %T", what, v.Dtype(), zero)
+	}
+	return d, nil
+}
+
+// scalar returns the value of a scalar (or one-element) v.
+func scalar[T float](what string, v G.Value) (T, error) {
+	switch s := v.(type) {
+	case *G.F32:
+		return T(*s), nil
+	case *G.F64:
+		return T(*s), nil
+	}
+	d, err := backing[T](what, v)
+	if err != nil {
+		return 0, err
+	}
+	if len(d) != 1 {
+		return 0, fmt.Errorf("%s: want a scalar, have shape %v", what, v.Shape())
+	}
+	return d[0], nil
+}
+
+// newScalar returns x as a gorgonia scalar value of x's type.
+func newScalar[T float](x T) G.Value {
+	switch x := any(x).(type) {
+	case float32:
+		return G.NewF32(x)
+	default:
+		return G.NewF64(x.(float64))
+	}
+}
+
+// gemm computes c = op(a)·op(b) + beta·c for row-major matrices, with op a
+// transpose when the flag says so, in the BLAS gorgonia is using.
+func gemm[T float](transA, transB bool, m, n, k int, a, b []T, beta T, c []T) {
+	ta, lda := G.WhichBLAS(), k
+	tA, tB := blas.NoTrans, blas.NoTrans
+	if transA {
+		tA, lda = blas.Trans, m
+	}
+	ldb := n
+	if transB {
+		tB, ldb = blas.Trans, k
+	}
+	switch a := any(a).(type) {
+	case []float32:
+		ta.Sgemm(tA, tB, m, n, k, 1, a, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), n)
+	case []float64:
+		ta.Dgemm(tA, tB, m, n, k, 1, a, lda, any(b).([]float64), ldb, float64(beta), any(c).([]float64), n)
+	}
+}
+
+// dispatch runs f32 or f64 by dtype: the ops compute in float32 and
+// float64 only.
+func dispatch(op string, dt tensor.Dtype, f32, f64 func() (G.Value, error)) (G.Value, error) {
+	switch dt {
+	case tensor.Float32:
+		return f32()
+	case tensor.Float64:
+		return f64()
+	}
+	return nil, fmt.Errorf("%s: dtype %v: only float32 and float64 are supported", op, dt)
+}
+
+// checkFloat is the graph-time dtype check of dispatch.
+func checkFloat(op string, ns ...*G.Node) error {
+	for _, n := range ns {
+		if !numeric.IsFloat(n.Dtype()) {
+			return fmt.Errorf("%s: %s has dtype %v: only float32 and float64 are supported", op, n.Name(), n.Dtype())
+		}
+	}
+	for _, n := range ns[1:] {
+		if n.Dtype() != ns[0].Dtype() {
+			return fmt.Errorf("%s: %s has dtype %v but %s has %v", op, n.Name(), n.Dtype(), ns[0].Name(), ns[0].Dtype())
+		}
+	}
+	return nil
+}
+
+// opBase holds what every op here answers the same way. Ops keep their
+// output from run to run, so they return neither their input nor a
+// pointer into it, and they call BLAS synchronously.
+type opBase struct{}
+
+func (opBase) ReturnsPtr() bool     { return false }
+func (opBase) CallsExtern() bool    { return false }
+func (opBase) OverwritesInput() int { return -1 }
+
+// hashOf is Hashcode from WriteHash.
+func hashOf(op interface{ WriteHash(hash.Hash) }) uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
+}
+
+// gradOp is the part of SDOp a gradient op answers: it is not
+// differentiated again.
+type gradOp struct{ opBase }
+
+func (gradOp) DiffWRT(n int) []bool { return make([]bool, n) }
+
+func (gradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+	return nil, fmt.Errorf("layers: second derivatives are not supported")
+}
+
+// tensorType is a gorgonia tensor type of dims dimensions over a.
+func tensorType(dims int, a hm.Type) hm.Type {
+	if dims == 0 {
+		return a
+	}
+	return G.TensorType{Dims: dims, Of: a}
+}
+
+// shapeOf is the shape InferShape is given for input i.
+func shapeOf(op string, in []G.DimSizer, i int) (tensor.Shape, error) {
+	if i >= len(in) {
+		return nil, fmt.Errorf("%s: %d inputs, want at least %d", op, len(in), i+1)
+	}
+	s, ok := in[i].(tensor.Shape)
+	if !ok {
+		return nil, fmt.Errorf("%s: input %d: want a shape, have %T", op, i, in[i])
+	}
+	return s, nil
+}

@@ -1,0 +1,189 @@
+package layers
+
+import (
+	"fmt"
+	"hash"
+	"math"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Rectify returns max(x, 0) elementwise, for x of any shape, as one op
+// (gorgonia's G.Rectify is a comparison and a product, each a new tensor
+// every run).
+func Rectify(x *G.Node) (*G.Node, error) {
+	const op = "layers.Rectify"
+	if x == nil {
+		return nil, fmt.Errorf("%s: nil input", op)
+	}
+	if err := checkFloat(op, x); err != nil {
+		return nil, err
+	}
+	out, err := G.ApplyOp(&reluOp{dims: x.Dims()}, x)
+	if err != nil {
+		return nil, fmt.Errorf("%s(%s): %w", op, x.Name(), err)
+	}
+	return out, nil
+}
+
+// rectify sets dst[i] = max(src[i], 0). NaN stays NaN.
+func rectify[T float](dst, src []T) {
+	for i, v := range src[:len(dst)] {
+		dst[i] = max(v, 0)
+	}
+}
+
+// reluOp is max(x, 0).
+type reluOp struct {
+	opBase
+	dims int
+	out  buffer
+}
+
+func (op *reluOp) Arity() int { return 1 }
+
+func (op *reluOp) Type() hm.Type {
+	t := tensorType(op.dims, hm.TypeVariable('a'))
+	return hm.NewFnType(t, t)
+}
+
+func (op *reluOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	s, err := shapeOf("relu", in, 0)
+	if err != nil {
+		return nil, err
+	}
+	return s.Clone(), nil
+}
+
+func (op *reluOp) Do(in ...G.Value) (G.Value, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(in))
+	}
+	return dispatch(op.String(), in[0].Dtype(),
+		func() (G.Value, error) { return reluDo[float32](op, in[0]) },
+		func() (G.Value, error) { return reluDo[float64](op, in[0]) })
+}
+
+func reluDo[T float](op *reluOp, in G.Value) (G.Value, error) {
+	x, err := backing[T]("input", in)
+	if err != nil {
+		return nil, err
+	}
+	if in.Shape().IsScalar() {
+		return newScalar(max(x[0], 0)), nil
+	}
+	out := op.out.get(in.Dtype(), in.Shape())
+	rectify(out.Data().([]T), x)
+	return out, nil
+}
+
+func (op *reluOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
+func (op *reluOp) Hashcode() uint32      { return hashOf(op) }
+func (op *reluOp) String() string        { return fmt.Sprintf("ReLU{%d}", op.dims) }
+
+func (op *reluOp) DiffWRT(n int) []bool { return []bool{true} }
+
+func (op *reluOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	d, err := G.ApplyOp(&reluGradOp{dims: op.dims}, output, grad)
+	if err != nil {
+		return nil, fmt.Errorf("%v: gradient: %w", op, err)
+	}
+	return G.Nodes{d}, nil
+}
+
+// reluGradOp is grad where y > 0, else 0, for y = max(x, 0): the gradient
+// of the rectifier from its output (y > 0 exactly where x > 0).
+type reluGradOp struct {
+	gradOp
+	dims int // of y; 0 is read as 2 (Dense's output)
+	out  buffer
+}
+
+func (op *reluGradOp) Arity() int { return 2 }
+
+func (op *reluGradOp) Type() hm.Type {
+	dims := op.dims
+	if dims == 0 {
+		dims = 2
+	}
+	t := tensorType(dims, hm.TypeVariable('a'))
+	return hm.NewFnType(t, t, t)
+}
+
+func (op *reluGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	y, err := shapeOf("relu gradient", in, 0)
+	if err != nil {
+		return nil, err
+	}
+	g, err := shapeOf("relu gradient", in, 1)
+	if err != nil {
+		return nil, err
+	}
+	if !y.Eq(g) {
+		return nil, fmt.Errorf("relu gradient: output %v and gradient %v differ", y, g)
+	}
+	return y.Clone(), nil
+}
+
+func (op *reluGradOp) Do(in ...G.Value) (G.Value, error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
+	}
+	return dispatch(op.String(), in[0].Dtype(),
+		func() (G.Value, error) { return reluGradDo[float32](op, in) },
+		func() (G.Value, error) { return reluGradDo[float64](op, in) })
+}
+
+func reluGradDo[T float](op *reluGradOp, in []G.Value) (G.Value, error) {
+	s, err := op.InferShape(in[0].Shape(), in[1].Shape())
+	if err != nil {
+		return nil, err
+	}
+	y, err := backing[T]("output", in[0])
+	if err != nil {
+		return nil, err
+	}
+	g, err := backing[T]("gradient", in[1])
+	if err != nil {
+		return nil, err
+	}
+	if s.IsScalar() {
+		o := []T{0}
+		mask(o, y, g)
+		return newScalar(o[0]), nil
+	}
+	out := op.out.get(in[0].Dtype(), s)
+	mask(out.Data().([]T), y, g)
+	return out, nil
+}
+
+// mask sets o[i] = g[i] where y[i] > 0, else 0. It selects on the bits,
+// without a branch (a comparison of floats would be one, mispredicted on
+// half the elements): a float is above zero exactly when its bits v, read
+// as a signed integer, are (a NaN with the sign bit clear passes too), and
+// for such v alone both −v and ^v have the sign bit set (v = minInt is
+// −0.0: −v is negative but ^v is not).
+func mask[T float](o, y, g []T) {
+	switch o := any(o).(type) {
+	case []float32:
+		y, g := any(y).([]float32)[:len(o)], any(g).([]float32)[:len(o)]
+		for i, v := range y {
+			b := int32(math.Float32bits(v))
+			m := uint32((-b & ^b) >> 31)
+			o[i] = math.Float32frombits(math.Float32bits(g[i]) & m)
+		}
+	case []float64:
+		y, g := any(y).([]float64)[:len(o)], any(g).([]float64)[:len(o)]
+		for i, v := range y {
+			b := int64(math.Float64bits(v))
+			m := uint64((-b & ^b) >> 63)
+			o[i] = math.Float64frombits(math.Float64bits(g[i]) & m)
+		}
+	}
+}
+
+func (op *reluGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
+func (op *reluGradOp) Hashcode() uint32      { return hashOf(op) }
+func (op *reluGradOp) String() string        { return fmt.Sprintf("ReLUGrad{%d}", op.dims) }
