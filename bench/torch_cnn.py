@@ -9,10 +9,9 @@ targets, SGD.
 
 import sys
 
-import torch
-
 sys.dont_write_bytecode = True  # no __pycache__ in bench/
-import torchbench  # noqa: E402
+import torchbench  # noqa: E402  (before torch: it sets OpenBLAS's threads)
+import torch  # noqa: E402
 
 
 def main():

@@ -8,18 +8,38 @@ towers=<threads>:
 Run with Debian's python3 (apt-get install python3-torch):
 
     /usr/bin/python3 bench/torch_mlp.py --threads 1
+
+--threads N is every compute thread PyTorch gets: torch.set_num_threads(N)
+for its own kernels, and OPENBLAS_NUM_THREADS=N (unless set) for the BLAS
+its matrix products go to. Debian's PyTorch is built against the generic
+BLAS interface (BLAS_INFO=generic) and runs on OpenBLAS through
+update-alternatives, so set_num_threads alone would leave OpenBLAS a thread
+per core on top of it. Import this module before torch: the variable must be
+set before OpenBLAS loads.
 """
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
-import torch
+
+def _threads_from_argv():
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--threads", type=int, default=1)
+    known, _ = p.parse_known_args(sys.argv[1:])
+    return known.threads
+
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(_threads_from_argv()))
+
+import torch  # noqa: E402
 
 
 def parse_args(model, default_batch):
     p = argparse.ArgumentParser(description=f"PyTorch {model} training benchmark")
-    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    p.add_argument("--threads", type=int, default=1, help="compute threads: torch.set_num_threads and OpenBLAS threads")
     p.add_argument("--steps", type=int, default=50, help="timed training steps")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps before the timed ones")
     p.add_argument("--batch", type=int, default=default_batch, help="batch size")

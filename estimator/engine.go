@@ -62,7 +62,10 @@ type trainPlan struct {
 	grads [][]*G.Node // [variable][tower]
 	parts [][]any     // scratch: [variable][tower]
 	sums  []any       // per variable, reused every step
-	size  int         // elements over all variables
+	// apply is what the optimizer applies, per variable: sums, or with one
+	// tower of weight 1 that tower's gradients themselves (no copy).
+	apply []any
+	size  int // elements over all variables
 }
 
 func newEngine(fn ModelFn, rep Replication, store *towers.Store, params Params) (*engine, error) {
@@ -475,6 +478,7 @@ func (e *engine) planTraining(b *build) error {
 			p.vars = append(p.vars, v)
 			p.grads = append(p.grads, gs)
 			p.sums = append(p.sums, numeric.NewSlice(v.Dtype(), v.Size()))
+			p.apply = append(p.apply, nil)
 			p.parts = append(p.parts, make([]any, len(b.towers)))
 			p.size += v.Size()
 		}
@@ -523,12 +527,22 @@ func (b *build) loss() (float64, error) {
 //
 // check, when not nil, sees the loss before any update and may abort the
 // step, leaving every variable as it was.
-func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss float64) error) (float64, error) {
+func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss float64) error, started func()) (float64, error) {
 	b, err := e.prepare(Train, batch)
 	if err != nil {
 		return 0, fmt.Errorf("train step %d: %w", e.step(), err)
 	}
-	if err := towers.RunAll(ctx, b.towers, (*towers.Tower).Run); err != nil {
+	run := (*towers.Tower).Run
+	if started != nil {
+		// Tower 0 runs on this goroutine once the others are under way.
+		run = func(t *towers.Tower) error {
+			if t.Index() == 0 {
+				started()
+			}
+			return t.Run()
+		}
+	}
+	if err := towers.RunAll(ctx, b.towers, run); err != nil {
 		return 0, fmt.Errorf("train step %d: %w", e.step(), err)
 	}
 	loss, err := b.loss()
@@ -543,7 +557,9 @@ func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss flo
 	}
 	// Read every gradient before any optimizer writes: train ops see the
 	// same step's values. Variables are summed in parallel, each in tower
-	// order, so the result does not depend on scheduling.
+	// order, so the result does not depend on scheduling. One tower's
+	// gradients (the copies Watch took) are applied as they are.
+	direct := len(b.towers) == 1 && b.weights[0] == 1
 	for _, p := range b.plans {
 		err := parallel.For(len(p.vars), p.size, func(j int) error {
 			v, parts := p.vars[j], p.parts[j]
@@ -556,9 +572,14 @@ func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss flo
 					return fmt.Errorf("%v: gradient of %q: %w", b.towers[i], v.Name(), err)
 				}
 			}
+			if direct {
+				p.apply[j] = parts[0]
+				return nil
+			}
 			if err := towers.SumGradients(p.sums[j], parts, b.weights); err != nil {
 				return fmt.Errorf("gradient of %q: %w", v.Name(), err)
 			}
+			p.apply[j] = p.sums[j]
 			return nil
 		})
 		if err != nil {
@@ -569,13 +590,13 @@ func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss flo
 		if e.rep.ReduceGradients != nil {
 			gs := make([]Gradient, len(p.vars))
 			for j, v := range p.vars {
-				gs[j] = Gradient{Variable: v, Value: p.sums[j]}
+				gs[j] = Gradient{Variable: v, Value: p.apply[j]}
 			}
 			if err := e.rep.ReduceGradients(ctx, gs); err != nil {
 				return 0, fmt.Errorf("reduce gradients: %w", err)
 			}
 		}
-		if err := p.opt.Apply(e.store, p.vars, p.sums); err != nil {
+		if err := p.opt.Apply(e.store, p.vars, p.apply); err != nil {
 			return 0, fmt.Errorf("apply %s: %w", p.opt.Name(), err)
 		}
 	}

@@ -250,7 +250,8 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	// Build the towers for the first batch before the hooks begin: the
 	// model's variables then exist (and are warm-started) when a hook saves
 	// the initial checkpoint.
-	next, stopInput := iter.Pull2(prefetch(ctx, input(ctx)))
+	batches, started := prefetch(ctx, input(ctx), true)
+	next, stopInput := iter.Pull2(batches)
 	defer stopInput()
 	first, firstErr, haveFirst := next()
 	if haveFirst && firstErr == nil {
@@ -297,7 +298,7 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 			fetch = append(fetch, req.Fetch...)
 		}
 		rows, _ := batch.Rows()
-		loss, err := e.eng.trainStep(ctx, batch, check)
+		loss, err := e.eng.trainStep(ctx, batch, check, started)
 		if err != nil {
 			return fmt.Errorf("train: %w", err)
 		}
@@ -370,7 +371,8 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, steps int64) (m
 	e.eng.resetMetrics()
 	var lossSum float64
 	var batches int64
-	for batch, err := range prefetch(ctx, input(ctx)) {
+	readAhead, _ := prefetch(ctx, input(ctx), false)
+	for batch, err := range readAhead {
 		if err != nil {
 			return nil, fmt.Errorf("evaluate: input at batch %d: %w", batches, err)
 		}

@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"sync/atomic"
 	"context"
 	"fmt"
 	"iter"
@@ -199,8 +200,23 @@ func gatherRows[T any](src []T, idx []int, size int) []T {
 // prefetch runs src on its own goroutine, one batch ahead of the consumer,
 // so that the next batch is read and copied while the towers compute the
 // current one. Breaking out of the returned sequence stops the producer.
-func prefetch(ctx context.Context, src iter.Seq2[Batch, error]) iter.Seq2[Batch, error] {
-	return func(yield func(Batch, error) bool) {
+//
+// With gate, the producer reads the next batch only once start has been
+// called (by the step, when its towers are running) or the consumer is
+// done with the current batch: a producer woken the moment a batch is
+// taken is queued just ahead of the towers the step then starts, and with
+// every core running a tower it delays one of them by the whole read,
+// where started behind them it fills the gaps they leave. Without gate it
+// starts as soon as a batch is taken, and start does nothing.
+func prefetch(ctx context.Context, src iter.Seq2[Batch, error], gate bool) (seq iter.Seq2[Batch, error], start func()) {
+	goAhead := make(chan struct{}, 1)
+	var released atomic.Bool
+	start = func() {
+		if gate && released.CompareAndSwap(false, true) {
+			goAhead <- struct{}{}
+		}
+	}
+	seq = func(yield func(Batch, error) bool) {
 		type item struct {
 			b   Batch
 			err error
@@ -220,6 +236,13 @@ func prefetch(ctx context.Context, src iter.Seq2[Batch, error]) iter.Seq2[Batch,
 				if err != nil {
 					return
 				}
+				if gate {
+					select {
+					case <-goAhead:
+					case <-ctx.Done():
+						return
+					}
+				}
 			}
 		}()
 		defer func() {
@@ -229,9 +252,12 @@ func prefetch(ctx context.Context, src iter.Seq2[Batch, error]) iter.Seq2[Batch,
 			<-done
 		}()
 		for it := range ch {
+			released.Store(false)
 			if !yield(it.b, it.err) || it.err != nil {
 				return
 			}
+			start()
 		}
 	}
+	return seq, start
 }

@@ -383,8 +383,10 @@ func (t *Tower) Guard(what string, fn func() error) (err error) {
 	return fn()
 }
 
-// RunAll calls fn once per tower, each on its own goroutine, and waits for
-// all of them. A panic in fn becomes a *PanicError naming the tower. Errors
+// RunAll calls fn once per tower and waits for all of them: for ts[0] on
+// the calling goroutine, once the other towers' goroutines have been
+// started (one goroutine handed to the scheduler fewer per step, and the
+// caller's own core used by a tower). A panic in fn becomes a *PanicError naming the tower. Errors
 // from several towers are joined in tower order. A cancelled ctx is checked
 // before starting.
 func RunAll(ctx context.Context, ts []*Tower, fn func(*Tower) error) error {
@@ -396,11 +398,12 @@ func RunAll(ctx context.Context, ts []*Tower, fn func(*Tower) error) error {
 	}
 	errs := make([]error, len(ts))
 	var wg sync.WaitGroup
-	for i, t := range ts {
+	for i, t := range ts[1:] {
 		wg.Go(func() {
-			errs[i] = t.Guard("run", func() error { return fn(t) })
+			errs[i+1] = t.Guard("run", func() error { return fn(t) })
 		})
 	}
+	errs[0] = ts[0].Guard("run", func() error { return fn(ts[0]) })
 	wg.Wait()
 	return errors.Join(errs...)
 }

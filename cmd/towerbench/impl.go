@@ -87,8 +87,9 @@ func (t *towerflowTrainer) train(ctx context.Context, n int, after func()) error
 func (t *towerflowTrainer) close() error { return t.est.Close() }
 
 // gorgoniaTrainer is the hand-written single-graph gorgonia loop: one
-// graph, G.Grad, a tape machine with dual values, a vanilla SGD solver, and
-// per step Let, RunAll, Step and Reset.
+// graph, G.Grad, a tape machine over the subgraph of the loss and its
+// gradients with dual values, a vanilla SGD solver, and per step Let,
+// RunAll, Step and Reset.
 type gorgoniaTrainer struct {
 	data   *dataset
 	x, y   *G.Node
@@ -113,12 +114,16 @@ func newGorgoniaTrainer(m benchModel, k kit, data *dataset, seed uint64) (tr *go
 	if err != nil {
 		return nil, err
 	}
-	if _, err := G.Grad(loss, vars.all...); err != nil {
+	grads, err := G.Grad(loss, vars.all...)
+	if err != nil {
 		return nil, fmt.Errorf("gradients: %w", err)
 	}
+	// Only the loss and the gradients the solver reads: the whole graph
+	// would also compute gradients with respect to the input batch.
+	prog := g.SubgraphRoots(append(G.Nodes{loss}, grads...)...)
 	tr = &gorgoniaTrainer{
 		data: data, x: x, y: y, vars: vars.all,
-		vm:     G.NewTapeMachine(g, G.BindDualValues(vars.all...)),
+		vm:     G.NewTapeMachine(prog, G.BindDualValues(vars.all...)),
 		solver: G.NewVanillaSolver(G.WithLearnRate(learningRate)),
 	}
 	for i := 0; i < data.nBatches; i++ {
