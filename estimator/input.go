@@ -1,7 +1,6 @@
 package estimator
 
 import (
-	"sync/atomic"
 	"context"
 	"fmt"
 	"iter"
@@ -9,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"sync/atomic"
 
 	"gorgonia.org/tensor"
 
