@@ -9,13 +9,14 @@ Run with Debian's python3 (apt-get install python3-torch):
 
     /usr/bin/python3 bench/torch_mlp.py --threads 1
 
---threads N is every compute thread PyTorch gets: torch.set_num_threads(N)
-for its own kernels, and OPENBLAS_NUM_THREADS=N (unless set) for the BLAS
-its matrix products go to. Debian's PyTorch is built against the generic
-BLAS interface (BLAS_INFO=generic) and runs on OpenBLAS through
-update-alternatives, so set_num_threads alone would leave OpenBLAS a thread
-per core on top of it. Import this module before torch: the variable must be
-set before OpenBLAS loads.
+--threads N is torch.set_num_threads(N), for PyTorch's own kernels;
+--blas-threads M (default N) is OPENBLAS_NUM_THREADS=M, for the BLAS its
+matrix products go to. Debian's PyTorch is built against the generic BLAS
+interface (BLAS_INFO=generic) and runs on OpenBLAS through
+update-alternatives, so set_num_threads alone leaves OpenBLAS a thread per
+core on top of it. Import this module before torch: the variable must be set
+before OpenBLAS loads. An OPENBLAS_NUM_THREADS already in the environment
+wins over both.
 """
 
 import argparse
@@ -25,21 +26,23 @@ import sys
 import time
 
 
-def _threads_from_argv():
+def _blas_threads_from_argv():
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--blas-threads", type=int, default=0)
     known, _ = p.parse_known_args(sys.argv[1:])
-    return known.threads
+    return known.blas_threads or known.threads
 
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", str(_threads_from_argv()))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(_blas_threads_from_argv()))
 
 import torch  # noqa: E402
 
 
 def parse_args(model, default_batch):
     p = argparse.ArgumentParser(description=f"PyTorch {model} training benchmark")
-    p.add_argument("--threads", type=int, default=1, help="compute threads: torch.set_num_threads and OpenBLAS threads")
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    p.add_argument("--blas-threads", type=int, default=0, help="OpenBLAS threads (default: --threads)")
     p.add_argument("--steps", type=int, default=50, help="timed training steps")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps before the timed ones")
     p.add_argument("--batch", type=int, default=default_batch, help="batch size")
@@ -71,6 +74,8 @@ def run(model_name, net, example_shape, outputs, args):
     timed = stamps[args.warmup:]
     steps = [b - a for a, b in zip(timed, timed[1:])]
     total = timed[-1] - timed[0]
+    print(f"# torch threads {torch.get_num_threads()}, "
+          f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}", file=sys.stderr)
     print(f"model={model_name} impl=pytorch towers={args.threads} "
           f"samples_per_sec={args.batch * args.steps / total:.1f} "
           f"step_ms_p50={statistics.median(steps) * 1000:.3f}", flush=True)

@@ -6,14 +6,16 @@
 // This file links -lopenblas itself, so no CGO_LDFLAGS are needed; with
 // OpenBLAS installed elsewhere, point CGO_CFLAGS / CGO_LDFLAGS at it (-L).
 //
-// OpenBLAS is limited to one thread: towers, one per core, are what use the
-// cores; a multi-threaded BLAS under every tower would oversubscribe them.
+// OpenBLAS starts limited to one thread: towers, one per core, are what use
+// the cores; a multi-threaded BLAS under every tower would oversubscribe
+// them. With fewer towers than cores, SetBLASThreads gives each call more.
 
 package towers
 
 /*
 #cgo LDFLAGS: -lopenblas
 void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
 */
 import "C"
 
@@ -26,3 +28,12 @@ func init() {
 	C.openblas_set_num_threads(1)
 	G.Use(netlib.Implementation{})
 }
+
+const blasName = "OpenBLAS"
+
+func setBLASThreads(n int) error {
+	C.openblas_set_num_threads(C.int(n))
+	return nil
+}
+
+func blasThreads() int { return int(C.openblas_get_num_threads()) }

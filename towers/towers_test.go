@@ -316,3 +316,31 @@ func TestSumGradients(t *testing.T) {
 		t.Errorf("dtype mismatch: %v", err)
 	}
 }
+
+func TestSetBLASThreads(t *testing.T) {
+	name, before := towers.BLAS()
+	t.Cleanup(func() {
+		if before > 0 {
+			_ = towers.SetBLASThreads(before)
+		}
+	})
+	openBLAS := name == "OpenBLAS"
+	for _, c := range []struct {
+		n       int
+		wantErr bool
+	}{
+		{n: 0, wantErr: true},
+		{n: 2, wantErr: !openBLAS},
+		{n: 1, wantErr: !openBLAS},
+	} {
+		err := towers.SetBLASThreads(c.n)
+		if (err != nil) != c.wantErr {
+			t.Errorf("%s: SetBLASThreads(%d) = %v, want error %t", name, c.n, err, c.wantErr)
+		}
+		if err == nil {
+			if _, got := towers.BLAS(); got != c.n {
+				t.Errorf("%s: after SetBLASThreads(%d), BLAS() threads = %d", name, c.n, got)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@
 //
 //	go run ./cmd/towerbench -model mlp -towers 1,2
 //	go run -tags openblas ./cmd/towerbench -model cnn   # OpenBLAS, see towers/blas_openblas.go
+//	go run -tags openblas ./cmd/towerbench -towers 1 -blas-threads 2
 //
 // Models (float32, synthetic data from a seeded generator, SGD on the mean
 // squared error against random targets), written with towerflow's layers
@@ -42,7 +43,7 @@ import (
 	"strings"
 	"time"
 
-	G "gorgonia.org/gorgonia"
+	"github.com/towerflow/towerflow/towers"
 )
 
 type config struct {
@@ -52,6 +53,7 @@ type config struct {
 	towers        []int
 	impls         []string
 	ops           string
+	blasThreads   int
 	seed          uint64
 }
 
@@ -65,6 +67,7 @@ func main() {
 	flag.StringVar(&towersFlag, "towers", "1,2", "comma-separated tower counts")
 	flag.StringVar(&implFlag, "impl", "towerflow,gorgonia", "comma-separated implementations: towerflow, gorgonia")
 	flag.StringVar(&cfg.ops, "ops", "layers", "what the models are written with: layers (towerflow's layers package) or gorgonia (gorgonia's own ops)")
+	flag.IntVar(&cfg.blasThreads, "blas-threads", 0, "threads one BLAS call may use (OpenBLAS only, -tags openblas; 0 leaves the default, 1)")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the data and the initial variables")
 	flag.Parse()
 	var err error
@@ -75,7 +78,14 @@ func main() {
 	cfg.impls = strings.Split(implFlag, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	fmt.Fprintf(os.Stderr, "towerbench: BLAS %T, GOMAXPROCS %d, ops %s\n", G.WhichBLAS(), runtime.GOMAXPROCS(0), cfg.ops)
+	if cfg.blasThreads > 0 {
+		if err := towers.SetBLASThreads(cfg.blasThreads); err != nil {
+			fmt.Fprintln(os.Stderr, "towerbench: -blas-threads:", err)
+			os.Exit(2)
+		}
+	}
+	blas, threads := towers.BLAS()
+	fmt.Fprintf(os.Stderr, "towerbench: BLAS %s (%d threads a call), GOMAXPROCS %d, ops %s\n", blas, threads, runtime.GOMAXPROCS(0), cfg.ops)
 	if err := run(ctx, cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "towerbench:", err)
 		os.Exit(1)
