@@ -1,6 +1,7 @@
 package towers
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/towerflow/towerflow/internal/numeric"
@@ -12,17 +13,11 @@ import (
 // []float64 slices of one length; with unit weights the sum is the plain
 // float sum.
 func SumGradients(dst any, parts []any, weights []float64) error {
-	if len(parts) != len(weights) {
-		return fmt.Errorf("sum gradients: %d parts, %d weights", len(parts), len(weights))
-	}
-	numeric.Zero(dst)
-	for i, p := range parts {
-		if p == nil {
-			continue
+	if err := numeric.WeightedSum(dst, parts, weights); err != nil {
+		if pe, ok := errors.AsType[*numeric.PartError](err); ok {
+			return fmt.Errorf("sum gradients: tower %d: %w", pe.Part, pe.Err)
 		}
-		if err := numeric.AddScaled(dst, p, weights[i]); err != nil {
-			return fmt.Errorf("sum gradients: tower %d: %w", i, err)
-		}
+		return fmt.Errorf("sum gradients: %w", err)
 	}
 	return nil
 }

@@ -108,38 +108,78 @@ func Zero(s any) {
 	}
 }
 
-// AddScaled sets dst += w*src element-wise; both are []float32 or both
-// []float64 of one length. With w == 1 no multiply happens, so a sum of
-// gradients with unit weights is exactly the float sum.
-func AddScaled(dst, src any, w float64) error {
-	switch d := dst.(type) {
-	case []float64:
-		if s, ok := src.([]float64); ok && len(s) == len(d) {
-			addScaled(d, s, w)
-			return nil
-		}
-	case []float32:
-		if s, ok := src.([]float32); ok && len(s) == len(d) {
-			addScaled(d, s, w)
-			return nil
-		}
-	default:
-		return fmt.Errorf("add: element type %T is not float32 or float64", dst)
-	}
-	return fmt.Errorf("add: %d×%T into %d×%T", Len(src), src, Len(dst), dst)
+// PartError is WeightedSum's error about one of its parts.
+type PartError struct {
+	Part int
+	Err  error
 }
 
-func addScaled[T Float](dst, src []T, w float64) {
-	if w == 1 {
-		for i, v := range src {
-			dst[i] += v
+func (e *PartError) Error() string { return fmt.Sprintf("part %d: %v", e.Part, e.Err) }
+func (e *PartError) Unwrap() error { return e.Err }
+
+// WeightedSum sets dst = Σ weights[i]·parts[i], adding in part order; nil
+// parts are skipped (all nil gives zeros). dst and the parts are []float32
+// or []float64 slices of one type and length; a weight of 1 multiplies
+// nothing. It goes over the elements in cache-sized chunks, every part per
+// chunk, so each part is read once and dst written once. On an error
+// (naming the part) dst is unchanged.
+func WeightedSum(dst any, parts []any, weights []float64) error {
+	if len(parts) != len(weights) {
+		return fmt.Errorf("weighted sum: %d parts, %d weights", len(parts), len(weights))
+	}
+	switch d := dst.(type) {
+	case []float64:
+		return weightedSum(d, parts, weights)
+	case []float32:
+		return weightedSum(d, parts, weights)
+	}
+	return fmt.Errorf("weighted sum: element type %T is not float32 or float64", dst)
+}
+
+func weightedSum[T Float](dst []T, parts []any, weights []float64) error {
+	ps := make([][]T, len(parts))
+	for i, p := range parts {
+		if p == nil {
+			continue
 		}
-		return
+		s, ok := p.([]T)
+		if !ok || len(s) != len(dst) {
+			return &PartError{Part: i, Err: fmt.Errorf("%d×%T into %d×%T", Len(p), p, len(dst), dst)}
+		}
+		ps[i] = s
 	}
-	tw := T(w)
-	for i, v := range src {
-		dst[i] += tw * v
+	const chunk = 2048
+	for lo := 0; lo < len(dst); lo += chunk {
+		d := dst[lo:min(lo+chunk, len(dst))]
+		first := true
+		for i, p := range ps {
+			if p == nil {
+				continue
+			}
+			s, w := p[lo:lo+len(d)], T(weights[i])
+			switch {
+			case first && weights[i] == 1:
+				copy(d, s)
+			case first:
+				for k, v := range s {
+					d[k] = w * v
+				}
+			case weights[i] == 1:
+				for k, v := range s {
+					d[k] += v
+				}
+			default:
+				for k, v := range s {
+					d[k] += w * v
+				}
+			}
+			first = false
+		}
+		if first {
+			clear(d)
+		}
 	}
+	return nil
 }
 
 // Float64s returns v's elements converted to float64 (a new slice). Numeric

@@ -99,29 +99,42 @@ func TestSliceNil(t *testing.T) {
 	}
 }
 
-func TestAddScaled(t *testing.T) {
+func TestWeightedSum(t *testing.T) {
+	// long crosses WeightedSum's chunks: element i of part k is k·i.
+	long := func(k int) []float64 {
+		s := make([]float64, 5000)
+		for i := range s {
+			s[i] = float64(k * i)
+		}
+		return s
+	}
+	longWant := long(0)
+	for i := range longWant {
+		longWant[i] = 1*float64(i) + 0.5*float64(2*i) // parts 1 and 2
+	}
 	tests := []struct {
 		name    string
 		dst     any
-		src     any
-		w       float64
+		parts   []any
+		weights []float64
 		want    any
 		wantErr []string
 	}{
-		{"float64 weight 1", []float64{1, 2}, []float64{10, 20}, 1, []float64{11, 22}, nil},
-		{"float64 weight 0.5", []float64{1, 2}, []float64{10, 20}, 0.5, []float64{6, 12}, nil},
-		{"float64 weight 0", []float64{1, 2}, []float64{10, 20}, 0, []float64{1, 2}, nil},
-		{"float32 weight 1", []float32{1, 2}, []float32{0.5, 0.25}, 1, []float32{1.5, 2.25}, nil},
-		{"float32 weight 0.5", []float32{1, 2}, []float32{4, 8}, 0.5, []float32{3, 6}, nil},
-		{"empty", []float64{}, []float64{}, 3, []float64{}, nil},
-		{"dtype mismatch", []float64{1, 2}, []float32{1, 2}, 1, []float64{1, 2}, []string{"[]float32", "[]float64"}},
-		{"dtype mismatch float32 dst", []float32{1}, []float64{1}, 1, []float32{1}, []string{"[]float64", "[]float32"}},
-		{"length mismatch", []float64{1, 2}, []float64{1, 2, 3}, 1, []float64{1, 2}, []string{"3×", "2×"}},
-		{"not float", []int{1}, []int{1}, 1, []int{1}, []string{"[]int", "not float32 or float64"}},
+		{"float64 unit weights", []float64{9, 9}, []any{[]float64{1, 2}, []float64{10, 20}}, []float64{1, 1}, []float64{11, 22}, nil},
+		{"float64 weights", []float64{9, 9}, []any{[]float64{1, 2}, []float64{10, 20}}, []float64{0.5, 0.25}, []float64{3, 6}, nil},
+		{"nil part skipped", []float64{9, 9}, []any{nil, []float64{10, 20}}, []float64{1, 0.5}, []float64{5, 10}, nil},
+		{"all nil is zero", []float64{9, 9}, []any{nil, nil}, []float64{1, 1}, []float64{0, 0}, nil},
+		{"float32", []float32{9}, []any{[]float32{0.5}, []float32{0.25}, []float32{4}}, []float64{1, 1, 0.5}, []float32{2.75}, nil},
+		{"chunks", make([]float64, 5000), []any{nil, long(1), long(2)}, []float64{3, 1, 0.5}, longWant, nil},
+		{"empty", []float64{}, []any{[]float64{}}, []float64{3}, []float64{}, nil},
+		{"dtype mismatch", []float64{1, 2}, []any{[]float64{1, 2}, []float32{1, 2}}, []float64{1, 1}, []float64{1, 2}, []string{"part 1", "[]float32", "[]float64"}},
+		{"length mismatch", []float64{1, 2}, []any{[]float64{1, 2, 3}}, []float64{1}, []float64{1, 2}, []string{"part 0", "3×", "2×"}},
+		{"weights", []float64{1}, []any{[]float64{1}}, nil, []float64{1}, []string{"1 parts, 0 weights"}},
+		{"not float", []int{1}, []any{[]int{1}}, []float64{1}, []int{1}, []string{"[]int", "not float32 or float64"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := numeric.AddScaled(tc.dst, tc.src, tc.w)
+			err := numeric.WeightedSum(tc.dst, tc.parts, tc.weights)
 			if tc.wantErr == nil && err != nil {
 				t.Fatal(err)
 			}
@@ -142,16 +155,16 @@ func TestAddScaled(t *testing.T) {
 	}
 }
 
-// TestAddScaledUnitWeightIsPlainSum: with weight 1 no multiply happens, so
-// the result is bit-for-bit the float sum.
-func TestAddScaledUnitWeightIsPlainSum(t *testing.T) {
-	a, b := 0.1, 0.2
-	dst := []float64{a}
-	if err := numeric.AddScaled(dst, []float64{b}, 1); err != nil {
+// TestWeightedSumUnitWeightsArePlainSum: with weight 1 no multiply
+// happens, so the result is bit-for-bit the float sum in part order.
+func TestWeightedSumUnitWeightsArePlainSum(t *testing.T) {
+	a, b, c := 0.1, 0.2, 0.3
+	dst := []float64{0}
+	if err := numeric.WeightedSum(dst, []any{[]float64{a}, []float64{b}, []float64{c}}, []float64{1, 1, 1}); err != nil {
 		t.Fatal(err)
 	}
-	if dst[0] != a+b {
-		t.Errorf("got %v, want %v", dst[0], a+b)
+	if dst[0] != (a+b)+c {
+		t.Errorf("got %v, want %v", dst[0], (a+b)+c)
 	}
 }
 
