@@ -141,22 +141,36 @@ func denseDo[T float](op *denseOp, in []G.Value) (G.Value, error) {
 	out := op.out.get(in[0].Dtype(), s)
 	o := out.Data().([]T)
 	rows, inner, units := s[0], in[0].Shape()[1], s[1]
-	var beta T
-	if op.bias {
+	gemm(false, false, rows, units, inner, x, k, 0, o)
+	switch {
+	case op.bias:
 		b, err := backing[T]("bias", in[2])
 		if err != nil {
 			return nil, err
 		}
-		for r := range rows {
-			copy(o[r*units:(r+1)*units], b)
-		}
-		beta = 1
-	}
-	gemm(false, false, rows, units, inner, x, k, beta, o)
-	if op.act == ReLU {
+		addBias(o, b, op.act == ReLU)
+	case op.act == ReLU:
 		rectify(o, o)
 	}
 	return out, nil
+}
+
+// addBias adds b to every row of o (len(b) columns), rectifying when relu:
+// one pass over the product, where a broadcast copy of the bias before it
+// and a rectifier after it would be two.
+func addBias[T float](o, b []T, relu bool) {
+	for r := 0; r+len(b) <= len(o); r += len(b) {
+		row := o[r : r+len(b)]
+		if relu {
+			for j, v := range row {
+				row[j] = max(v+b[j], 0)
+			}
+			continue
+		}
+		for j, v := range row {
+			row[j] = v + b[j]
+		}
+	}
 }
 
 // biasShape is the shape of the bias input, or nil without one.
@@ -298,7 +312,8 @@ func (op *matMulOp) String() string {
 // colSumOp sums a matrix's rows: (rows, n) → (n).
 type colSumOp struct {
 	gradOp
-	out buffer
+	out  buffer
+	ones buffer // a column of ones: the sums are aᵀ·1, one BLAS call
 }
 
 func (op *colSumOp) Arity() int { return 1 }
@@ -339,14 +354,14 @@ func colSumDo[T float](op *colSumOp, in G.Value) (G.Value, error) {
 	}
 	out := op.out.get(in.Dtype(), s)
 	o := out.Data().([]T)
-	clear(o)
-	n := s[0]
-	for r := 0; r+n <= len(a); r += n {
-		row := a[r : r+n]
-		for j, v := range row {
-			o[j] += v
+	rows := in.Shape()[0]
+	ones := op.ones.get(in.Dtype(), tensor.Shape{rows}).Data().([]T)
+	if len(ones) > 0 && ones[0] != 1 {
+		for i := range ones {
+			ones[i] = 1
 		}
 	}
+	gemvT(rows, s[0], a, ones, o)
 	return out, nil
 }
 

@@ -99,6 +99,21 @@ func gemm[T float](transA, transB bool, m, n, k int, a, b []T, beta T, c []T) {
 	}
 }
 
+// gemvT sets y = aᵀ·x for a row-major m×n matrix a.
+func gemvT[T float](m, n int, a, x, y []T) {
+	if m == 0 {
+		clear(y)
+		return
+	}
+	b := G.WhichBLAS()
+	switch a := any(a).(type) {
+	case []float32:
+		b.Sgemv(blas.Trans, m, n, 1, a, n, any(x).([]float32), 1, 0, any(y).([]float32), 1)
+	case []float64:
+		b.Dgemv(blas.Trans, m, n, 1, a, n, any(x).([]float64), 1, 0, any(y).([]float64), 1)
+	}
+}
+
 // dispatch runs f32 or f64 by dtype: the ops compute in float32 and
 // float64 only.
 func dispatch(op string, dt tensor.Dtype, f32, f64 func() (G.Value, error)) (G.Value, error) {

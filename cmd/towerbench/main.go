@@ -38,6 +38,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,6 +70,7 @@ func main() {
 	flag.StringVar(&cfg.ops, "ops", "layers", "what the models are written with: layers (towerflow's layers package) or gorgonia (gorgonia's own ops)")
 	flag.IntVar(&cfg.blasThreads, "blas-threads", 0, "threads one BLAS call may use (OpenBLAS only, -tags openblas; 0 leaves the default, 1)")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the data and the initial variables")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file (go tool pprof)")
 	flag.Parse()
 	var err error
 	if cfg.towers, err = parseInts(towersFlag); err != nil {
@@ -86,7 +88,25 @@ func main() {
 	}
 	blas, threads := towers.BLAS()
 	fmt.Fprintf(os.Stderr, "towerbench: BLAS %s (%d threads a call), GOMAXPROCS %d, ops %s\n", blas, threads, runtime.GOMAXPROCS(0), cfg.ops)
-	if err := run(ctx, cfg, os.Stdout); err != nil {
+	stopProfile := func() {}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "towerbench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "towerbench:", err)
+			os.Exit(1)
+		}
+		stopProfile = func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
+	}
+	err = run(ctx, cfg, os.Stdout)
+	stopProfile()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "towerbench:", err)
 		os.Exit(1)
 	}
