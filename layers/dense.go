@@ -361,7 +361,7 @@ func colSumDo[T float](op *colSumOp, in G.Value) (G.Value, error) {
 			ones[i] = 1
 		}
 	}
-	gemvT(rows, s[0], a, ones, o)
+	gemv(true, rows, s[0], a, ones, 0, o)
 	return out, nil
 }
 

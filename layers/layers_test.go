@@ -136,6 +136,62 @@ func TestAgainstGorgonia(t *testing.T) {
 			theirs: f(gorgoniaDense, reference.MeanSquaredError),
 		}
 	}
+	convModel := func(c layers.Conv, bias bool, n, ch, h, w, f, kh, kw int) model {
+		sh, sw := max(c.Stride[0], 1), max(c.Stride[1], 1)
+		oh, ow := (h+2*c.Padding[0]-kh)/sh+1, (w+2*c.Padding[1]-kw)/sw+1
+		shapes := []tensor.Shape{{n, ch, h, w}, {f, ch, kh, kw}, {n, f, oh, ow}}
+		if bias {
+			shapes = append(shapes, tensor.Shape{f})
+		}
+		bias3 := func(in []*G.Node) *G.Node {
+			if bias {
+				return in[3]
+			}
+			return nil
+		}
+		return model{
+			name:   fmt.Sprintf("conv %v bias=%t %v⋆%v", c, bias, shapes[0], shapes[1]),
+			shapes: shapes,
+			ours: func(in []*G.Node) (*G.Node, error) {
+				y, err := layers.Conv2D(in[0], in[1], bias3(in), c)
+				if err != nil {
+					return nil, err
+				}
+				return layers.MeanSquaredError(y, in[2])
+			},
+			theirs: func(in []*G.Node) (*G.Node, error) {
+				y, err := reference.Conv2D(in[0], in[1], bias3(in), [2]int{sh, sw}, c.Padding, c.Activation == layers.ReLU)
+				if err != nil {
+					return nil, err
+				}
+				return reference.MeanSquaredError(y, in[2])
+			},
+		}
+	}
+	poolModel := func(n, ch, h, w int, size, stride [2]int) model {
+		if stride == ([2]int{}) {
+			stride = size
+		}
+		oh, ow := (h-size[0])/stride[0]+1, (w-size[1])/stride[1]+1
+		return model{
+			name:   fmt.Sprintf("max pool %v stride %v on (%d, %d, %d, %d)", size, stride, n, ch, h, w),
+			shapes: []tensor.Shape{{n, ch, h, w}, {n, ch, oh, ow}},
+			ours: func(in []*G.Node) (*G.Node, error) {
+				p, err := layers.MaxPool2D(in[0], size, stride)
+				if err != nil {
+					return nil, err
+				}
+				return layers.MeanSquaredError(p, in[1])
+			},
+			theirs: func(in []*G.Node) (*G.Node, error) {
+				p, err := reference.MaxPool2D(in[0], size, stride)
+				if err != nil {
+					return nil, err
+				}
+				return reference.MeanSquaredError(p, in[1])
+			},
+		}
+	}
 	models := []model{
 		denseModel(layers.ReLU, true, 6, 5, 4),
 		denseModel(layers.ReLU, false, 6, 5, 4),
@@ -186,6 +242,54 @@ func TestAgainstGorgonia(t *testing.T) {
 				return reference.MeanSquaredError(r, in[1])
 			},
 		},
+		convModel(layers.Conv{Activation: layers.ReLU, Padding: [2]int{1, 1}}, true, 2, 3, 6, 5, 4, 3, 3),
+		convModel(layers.Conv{Activation: layers.Linear}, false, 2, 1, 5, 5, 2, 3, 2),
+		convModel(layers.Conv{Activation: layers.ReLU, Stride: [2]int{2, 2}, Padding: [2]int{1, 0}}, true, 3, 2, 7, 6, 3, 3, 3),
+		convModel(layers.Conv{Activation: layers.Linear, Stride: [2]int{1, 2}, Padding: [2]int{2, 2}}, true, 1, 2, 4, 5, 2, 2, 3),
+		poolModel(2, 3, 6, 8, [2]int{2, 2}, [2]int{0, 0}),
+		poolModel(1, 2, 7, 5, [2]int{3, 2}, [2]int{2, 1}),
+		{
+			name:   "small cnn",
+			shapes: []tensor.Shape{{4, 3, 8, 8}, {5, 3, 3, 3}, {5}, {5 * 4 * 4, 2}, {2}, {4, 2}},
+			ours: func(in []*G.Node) (*G.Node, error) {
+				c, err := layers.Conv2D(in[0], in[1], in[2], layers.Conv{Padding: [2]int{1, 1}, Activation: layers.ReLU})
+				if err != nil {
+					return nil, err
+				}
+				p, err := layers.MaxPool2D(c, [2]int{2, 2}, [2]int{})
+				if err != nil {
+					return nil, err
+				}
+				flat, err := G.Reshape(p, tensor.Shape{4, 5 * 4 * 4})
+				if err != nil {
+					return nil, err
+				}
+				y, err := layers.Dense(flat, in[3], in[4], layers.Linear)
+				if err != nil {
+					return nil, err
+				}
+				return layers.MeanSquaredError(y, in[5])
+			},
+			theirs: func(in []*G.Node) (*G.Node, error) {
+				c, err := reference.Conv2D(in[0], in[1], in[2], [2]int{1, 1}, [2]int{1, 1}, true)
+				if err != nil {
+					return nil, err
+				}
+				p, err := reference.MaxPool2D(c, [2]int{2, 2}, [2]int{2, 2})
+				if err != nil {
+					return nil, err
+				}
+				flat, err := G.Reshape(p, tensor.Shape{4, 5 * 4 * 4})
+				if err != nil {
+					return nil, err
+				}
+				y, err := reference.Dense(flat, in[3], in[4], false)
+				if err != nil {
+					return nil, err
+				}
+				return reference.MeanSquaredError(y, in[5])
+			},
+		},
 		{
 			name:   "mse of vectors",
 			shapes: []tensor.Shape{{9}, {9}},
@@ -194,9 +298,11 @@ func TestAgainstGorgonia(t *testing.T) {
 		},
 	}
 	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
-		tol := 1e-12
+		// float32 sums of many products (a kernel's gradient) round
+		// differently in another order: a margin, beside the fraction.
+		frac, margin := 1e-12, 1e-12
 		if dt == tensor.Float32 {
-			tol = 2e-5
+			frac, margin = 2e-5, 1e-3
 		}
 		for _, m := range models {
 			t.Run(fmt.Sprintf("%v/%s", dt, m.name), func(t *testing.T) {
@@ -207,7 +313,7 @@ func TestAgainstGorgonia(t *testing.T) {
 					vals := randomValues(rng, dt, m.shapes)
 					want := theirs.run(t, vals)
 					got := ours.run(t, vals)
-					if diff := cmp.Diff(want, got, cmpopts.EquateApprox(tol, tol)); diff != "" {
+					if diff := cmp.Diff(want, got, cmpopts.EquateApprox(frac, margin)); diff != "" {
 						t.Errorf("run %d: loss and gradients (-gorgonia +layers):\n%s", run, diff)
 					}
 				}
@@ -238,6 +344,21 @@ func TestErrors(t *testing.T) {
 		{"nil kernel", func() (*G.Node, error) { return layers.Dense(x, nil, b, layers.Linear) }, []string{"nil"}},
 		{"mse shapes", func() (*G.Node, error) { return layers.MeanSquaredError(x, f32("y", 4, 2)) }, []string{"x", "(4, 3)", "y", "(4, 2)"}},
 		{"rectify int", func() (*G.Node, error) { return layers.Rectify(ints) }, []string{"ints"}},
+		{"conv channels", func() (*G.Node, error) {
+			return layers.Conv2D(f32("im", 2, 3, 8, 8), f32("kc", 4, 2, 3, 3), nil, layers.Conv{})
+		}, []string{"layers.Conv2D", "im", "(2, 3, 8, 8)", "(4, 2, 3, 3)", "3 input channels ≠ 2"}},
+		{"conv kernel too big", func() (*G.Node, error) {
+			return layers.Conv2D(f32("im2", 1, 1, 2, 2), f32("kb", 1, 1, 3, 3), nil, layers.Conv{})
+		}, []string{"does not fit"}},
+		{"conv bias", func() (*G.Node, error) {
+			return layers.Conv2D(f32("im3", 1, 1, 4, 4), f32("k3", 2, 1, 3, 3), f32("b5", 5), layers.Conv{})
+		}, []string{"b5", "(5)", "want (2)"}},
+		{"conv rank", func() (*G.Node, error) { return layers.Conv2D(x, f32("k4", 2, 3, 1, 1), nil, layers.Conv{}) }, []string{"want (N, C, H, W)"}},
+		{"conv stride", func() (*G.Node, error) {
+			return layers.Conv2D(f32("im5", 1, 1, 4, 4), f32("k5", 1, 1, 3, 3), nil, layers.Conv{Stride: [2]int{-1, 1}})
+		}, []string{"no negative"}},
+		{"pool rank", func() (*G.Node, error) { return layers.MaxPool2D(x, [2]int{2, 2}, [2]int{}) }, []string{"layers.MaxPool2D", "want (N, C, H, W)"}},
+		{"pool window", func() (*G.Node, error) { return layers.MaxPool2D(f32("im6", 1, 1, 4, 4), [2]int{5, 2}, [2]int{}) }, []string{"window [5 2]"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := c.do()

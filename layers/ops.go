@@ -99,18 +99,25 @@ func gemm[T float](transA, transB bool, m, n, k int, a, b []T, beta T, c []T) {
 	}
 }
 
-// gemvT sets y = aᵀ·x for a row-major m×n matrix a.
-func gemvT[T float](m, n int, a, x, y []T) {
-	if m == 0 {
-		clear(y)
+// gemv sets y = op(a)·x + beta·y for a row-major m×n matrix a, op a
+// transpose when trans.
+func gemv[T float](trans bool, m, n int, a, x []T, beta T, y []T) {
+	if m == 0 || n == 0 {
+		if beta == 0 {
+			clear(y)
+		}
 		return
+	}
+	t := blas.NoTrans
+	if trans {
+		t = blas.Trans
 	}
 	b := G.WhichBLAS()
 	switch a := any(a).(type) {
 	case []float32:
-		b.Sgemv(blas.Trans, m, n, 1, a, n, any(x).([]float32), 1, 0, any(y).([]float32), 1)
+		b.Sgemv(t, m, n, 1, a, n, any(x).([]float32), 1, float32(beta), any(y).([]float32), 1)
 	case []float64:
-		b.Dgemv(blas.Trans, m, n, 1, a, n, any(x).([]float64), 1, 0, any(y).([]float64), 1)
+		b.Dgemv(t, m, n, 1, a, n, any(x).([]float64), 1, float64(beta), any(y).([]float64), 1)
 	}
 }
 

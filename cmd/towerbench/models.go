@@ -36,17 +36,22 @@ type benchModel struct {
 // the same layers in gorgonia's own ops.
 type kit struct {
 	dense func(x, kernel, bias *G.Node, act layers.Activation) (*G.Node, error)
-	relu  func(x *G.Node) (*G.Node, error)
+	conv  func(x, kernel, bias *G.Node, c layers.Conv) (*G.Node, error)
+	pool  func(x *G.Node, size, stride [2]int) (*G.Node, error)
 	mse   func(pred, labels *G.Node) (*G.Node, error)
 }
 
 var kits = map[string]kit{
-	"layers": {dense: layers.Dense, relu: layers.Rectify, mse: layers.MeanSquaredError},
+	"layers": {dense: layers.Dense, conv: layers.Conv2D, pool: layers.MaxPool2D, mse: layers.MeanSquaredError},
 	"gorgonia": {
 		dense: func(x, kernel, bias *G.Node, act layers.Activation) (*G.Node, error) {
 			return reference.Dense(x, kernel, bias, act == layers.ReLU)
 		},
-		relu: G.Rectify,
+		conv: func(x, kernel, bias *G.Node, c layers.Conv) (*G.Node, error) {
+			stride := [2]int{max(c.Stride[0], 1), max(c.Stride[1], 1)}
+			return reference.Conv2D(x, kernel, bias, stride, c.Padding, c.Activation == layers.ReLU)
+		},
+		pool: reference.MaxPool2D,
 		mse:  reference.MeanSquaredError,
 	},
 }
@@ -89,9 +94,8 @@ func mlpLoss(vars variables, k kit, x, y *G.Node) (*G.Node, error) {
 func cnnLoss(vars variables, k kit, x, y *G.Node) (*G.Node, error) {
 	conv := func(name string, in *G.Node, filters int) *G.Node {
 		w := vars.variable(name+"/kernel", tensor.Shape{filters, in.Shape()[1], 3, 3}, towers.GlorotUniform())
-		c := G.Must(G.Conv2d(in, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
-		r := G.Must(k.relu(c))
-		return G.Must(G.MaxPool2D(r, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+		c := G.Must(k.conv(in, w, nil, layers.Conv{Padding: [2]int{1, 1}, Activation: layers.ReLU}))
+		return G.Must(k.pool(c, [2]int{2, 2}, [2]int{2, 2}))
 	}
 	h := conv("conv1", x, 16)
 	h = conv("conv2", h, 32)
