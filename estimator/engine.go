@@ -534,9 +534,12 @@ func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss flo
 	}
 	run := (*towers.Tower).Run
 	if started != nil {
-		// Tower 0 runs on this goroutine once the others are under way.
+		// The last tower to be started lets the input read ahead: a
+		// producer woken earlier is queued ahead of a tower not yet
+		// running, and delays it by the whole read.
+		last := len(b.towers) - 1
 		run = func(t *towers.Tower) error {
-			if t.Index() == 0 {
+			if t.Index() == last {
 				started()
 			}
 			return t.Run()
