@@ -65,7 +65,7 @@ type trainPlan struct {
 	// apply is what the optimizer applies, per variable: sums, or with one
 	// tower of weight 1 that tower's gradients themselves (no copy).
 	apply []any
-	size  int // elements over all variables
+	sizes []int // elements of each variable
 }
 
 func newEngine(fn ModelFn, rep Replication, store *towers.Store, params Params) (*engine, error) {
@@ -480,7 +480,7 @@ func (e *engine) planTraining(b *build) error {
 			p.sums = append(p.sums, numeric.NewSlice(v.Dtype(), v.Size()))
 			p.apply = append(p.apply, nil)
 			p.parts = append(p.parts, make([]any, len(b.towers)))
-			p.size += v.Size()
+			p.sizes = append(p.sizes, v.Size())
 		}
 		b.plans = append(b.plans, p)
 	}
@@ -559,30 +559,42 @@ func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss flo
 		}
 	}
 	// Read every gradient before any optimizer writes: train ops see the
-	// same step's values. Variables are summed in parallel, each in tower
-	// order, so the result does not depend on scheduling. One tower's
-	// gradients (the copies Watch took) are applied as they are.
+	// same step's values. Gradients are summed in chunks spread over the
+	// cores, each element in tower order, so the result does not depend on
+	// scheduling. One tower's gradients (the copies Watch took) are applied
+	// as they are.
 	direct := len(b.towers) == 1 && b.weights[0] == 1
 	for _, p := range b.plans {
-		err := parallel.For(len(p.vars), p.size, func(j int) error {
-			v, parts := p.vars[j], p.parts[j]
+		for j, v := range p.vars {
+			parts := p.parts[j]
 			for i, g := range p.grads[j] {
 				gv, err := b.value(i, g)
 				if err != nil {
-					return err
+					return 0, err
 				}
 				if parts[i], err = numeric.Slice(gv); err != nil {
-					return fmt.Errorf("%v: gradient of %q: %w", b.towers[i], v.Name(), err)
+					return 0, fmt.Errorf("%v: gradient of %q: %w", b.towers[i], v.Name(), err)
+				}
+				if n := numeric.Len(parts[i]); n != v.Size() {
+					return 0, fmt.Errorf("%v: gradient of %q has %d elements, the variable %d", b.towers[i], v.Name(), n, v.Size())
 				}
 			}
+			p.apply[j] = p.sums[j]
 			if direct {
 				p.apply[j] = parts[0]
-				return nil
 			}
-			if err := towers.SumGradients(p.sums[j], parts, b.weights); err != nil {
-				return fmt.Errorf("gradient of %q: %w", v.Name(), err)
+		}
+		if direct {
+			continue
+		}
+		err := parallel.ForChunks(p.sizes, func(j, lo, hi int) error {
+			parts := make([]any, len(p.parts[j]))
+			for i, part := range p.parts[j] {
+				parts[i] = numeric.Window(part, lo, hi)
 			}
-			p.apply[j] = p.sums[j]
+			if err := towers.SumGradients(numeric.Window(p.sums[j], lo, hi), parts, b.weights); err != nil {
+				return fmt.Errorf("gradient of %q: %w", p.vars[j].Name(), err)
+			}
 			return nil
 		})
 		if err != nil {

@@ -340,20 +340,19 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 		t = it[0]
 	}
 
-	work := 0
-	for _, v := range vars {
-		work += v.Size()
-	}
-	// Variables update independently: spread them over the cores.
-	return parallel.For(len(vars), work, func(i int) error {
-		if noGrad(grads[i]) {
-			return nil
+	sizes := make([]int, len(vars))
+	for i, v := range vars {
+		if !noGrad(grads[i]) {
+			sizes[i] = v.Size()
 		}
+	}
+	// Every element updates independently: spread chunks over the cores.
+	return parallel.ForChunks(sizes, func(i, lo, hi int) error {
 		switch w := vars[i].Data().(type) {
 		case []float32:
-			update(&o.c, w, grads[i].([]float32), typed[float32](slots[i]), t)
+			update(&o.c, w[lo:hi], grads[i].([]float32)[lo:hi], typed[float32](slots[i], lo, hi), t)
 		case []float64:
-			update(&o.c, w, grads[i].([]float64), typed[float64](slots[i]), t)
+			update(&o.c, w[lo:hi], grads[i].([]float64)[lo:hi], typed[float64](slots[i], lo, hi), t)
 		}
 		return nil
 	})
@@ -413,10 +412,10 @@ func checkGrad(v *towers.Variable, g any) error {
 	return nil
 }
 
-func typed[T numeric.Float](slots []any) [][]T {
+func typed[T numeric.Float](slots []any, lo, hi int) [][]T {
 	out := make([][]T, len(slots))
 	for i, s := range slots {
-		out[i] = s.([]T)
+		out[i] = s.([]T)[lo:hi]
 	}
 	return out
 }

@@ -56,6 +56,19 @@ func NewSlice(dt tensor.Dtype, n int) any {
 // Len returns the length of a slice held in an any.
 func Len(s any) int { return reflect.ValueOf(s).Len() }
 
+// Window returns s[lo:hi] for a slice held in an any (nil stays nil).
+func Window(s any, lo, hi int) any {
+	switch s := s.(type) {
+	case nil:
+		return nil
+	case []float32:
+		return s[lo:hi]
+	case []float64:
+		return s[lo:hi]
+	}
+	return reflect.ValueOf(s).Slice(lo, hi).Interface()
+}
+
 // Over returns a new tensor header of the given shape over backing: no copy.
 // A rank-0 shape gives a scalar tensor over backing's single element. Two
 // goroutines may each hold their own header over one backing, which gorgonia

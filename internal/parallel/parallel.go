@@ -45,3 +45,29 @@ func For(n, work int, fn func(int) error) error {
 	}
 	return nil
 }
+
+// Chunk is the most elements ForChunks hands one call: small enough that
+// one large variable is spread over the cores, large enough that a call
+// costs little next to its loop.
+const Chunk = 1 << 14
+
+// ForChunks calls fn(i, lo, hi) for consecutive ranges [lo, hi) of at most
+// Chunk elements covering every item i of sizes[i] elements (an empty item
+// gets no call), spread as For spreads its calls. Calls on one item touch
+// disjoint ranges; elementwise work on an item's elements may run in them
+// concurrently.
+func ForChunks(sizes []int, fn func(i, lo, hi int) error) error {
+	type span struct{ i, lo, hi int }
+	var spans []span
+	total := 0
+	for i, n := range sizes {
+		total += n
+		for lo := 0; lo < n; lo += Chunk {
+			spans = append(spans, span{i, lo, min(lo+Chunk, n)})
+		}
+	}
+	return For(len(spans), total, func(k int) error {
+		s := spans[k]
+		return fn(s.i, s.lo, s.hi)
+	})
+}
