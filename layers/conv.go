@@ -167,6 +167,15 @@ func col2im[T float](g convGeom, cols, x []T) {
 					}
 					src := row[oy*g.ow : (oy+1)*g.ow]
 					dst := plane[iy*g.w : (iy+1)*g.w]
+					if g.sw == 1 {
+						lo := min(max(g.pw-j, 0), g.ow)
+						hi := max(min(g.w+g.pw-j, g.ow), lo)
+						d := dst[lo-g.pw+j : hi-g.pw+j]
+						for k, v := range src[lo:hi] {
+							d[k] += v
+						}
+						continue
+					}
 					for ox, v := range src {
 						if ix := ox*g.sw - g.pw + j; ix >= 0 && ix < g.w {
 							dst[ix] += v

@@ -92,15 +92,23 @@ func maxPoolDo[T float](op *maxPoolOp, in G.Value) (G.Value, error) {
 	for plane := range op.n * op.c {
 		base := plane * op.h * op.w
 		for oy := range op.oh {
+			top := base + oy*op.sh*op.w
 			for ox := range op.ow {
-				best := base + oy*op.sh*op.w + ox*op.sw
-				m := x[best]
+				start := top + ox*op.sw
+				best, m := start, x[start]
 				for i := range op.kh {
-					row := base + (oy*op.sh+i)*op.w + ox*op.sw
-					for j, v := range x[row : row+op.kw] {
+					r := start + i*op.w
+					for j := r; j < r+op.kw; j++ {
+						// Without a branch: which element wins is
+						// unpredictable, and a mispredicted branch per
+						// element cost more than the rest of the loop.
+						v := x[j]
+						var gt int
 						if v > m {
-							m, best = v, row+j
+							gt = 1
 						}
+						best ^= (best ^ j) & -gt
+						m = max(m, v)
 					}
 				}
 				o[k], op.arg[k] = m, int32(best)
