@@ -12,8 +12,15 @@
 //     Tower 0 creates variables; later towers reuse them and prefix their
 //     node names "tower_i/". Each tower reads the masters through its own
 //     tensor header, because gorgonia rewrites operand headers in place.
-//   - RunAll runs towers concurrently, one goroutine each, turning a panic
-//     into an error naming the tower; SumGradients adds tower gradients.
+//     A tower's program leaves out the gradients that symbolic
+//     differentiation made as a by-product and nothing reads (with respect
+//     to the input batch, say).
+//   - RunAll runs towers concurrently, the first on the calling goroutine,
+//     turning a panic into an error naming the tower; SumGradients adds
+//     tower gradients.
+//   - SetBLASThreads and BLAS: the BLAS under the towers (gonum's pure Go
+//     by default, OpenBLAS with the openblas build tag, one thread a call
+//     unless set).
 //
 // The estimator package builds towers from a model function and drives
 // them; most users only meet Tower (in their model function), Device and
