@@ -29,17 +29,8 @@ type Conv struct {
 // the unfolded batch, the product and a transposed copy every run.
 func Conv2D(x, kernel, bias *G.Node, c Conv) (*G.Node, error) {
 	const op = "layers.Conv2D"
-	if x == nil || kernel == nil {
-		return nil, fmt.Errorf("%s: nil input or kernel", op)
-	}
-	if c.Activation != Linear && c.Activation != ReLU {
-		return nil, fmt.Errorf("%s: unknown activation %v", op, c.Activation)
-	}
-	ins := G.Nodes{x, kernel}
-	if bias != nil {
-		ins = append(ins, bias)
-	}
-	if err := checkFloat(op, ins...); err != nil {
+	ins, err := layerInputs(op, x, kernel, bias, c.Activation)
+	if err != nil {
 		return nil, err
 	}
 	geo, err := newConvGeom(x.Shape(), kernel.Shape(), c)
@@ -49,7 +40,7 @@ func Conv2D(x, kernel, bias *G.Node, c Conv) (*G.Node, error) {
 	if bias != nil && !bias.Shape().Eq(tensor.Shape{geo.f}) {
 		return nil, fmt.Errorf("%s(%s, %s): bias %s has shape %v, want (%d)", op, x.Name(), kernel.Name(), bias.Name(), bias.Shape(), geo.f)
 	}
-	out, err := G.ApplyOp(&convOp{geo: geo, act: c.Activation, bias: bias != nil}, ins...)
+	out, err := G.ApplyOp(&convOp{layer: layer{act: c.Activation, bias: bias != nil}, geo: geo}, ins...)
 	if err != nil {
 		return nil, fmt.Errorf("%s(%s, %s): %w", op, x.Name(), kernel.Name(), err)
 	}
@@ -189,29 +180,12 @@ func col2im[T float](g convGeom, cols, x []T) {
 
 // convOp is act(x ⋆ kernel + bias).
 type convOp struct {
-	opBase
+	layer
 	geo  convGeom
-	act  Activation
-	bias bool
-	out  buffer
 	cols buffer
 }
 
-func (op *convOp) Arity() int {
-	if op.bias {
-		return 3
-	}
-	return 2
-}
-
-func (op *convOp) Type() hm.Type {
-	a := hm.TypeVariable('a')
-	t4 := tensorType(4, a)
-	if op.bias {
-		return hm.NewFnType(t4, t4, tensorType(1, a), t4)
-	}
-	return hm.NewFnType(t4, t4, t4)
-}
+func (op *convOp) Type() hm.Type { return op.layerType(4) }
 
 func (op *convOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	if len(in) != op.Arity() {
@@ -235,11 +209,7 @@ func (op *convOp) Do(in ...G.Value) (G.Value, error) {
 
 func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 	g := op.geo
-	x, err := backing[T]("input", in[0])
-	if err != nil {
-		return nil, err
-	}
-	k, err := backing[T]("kernel", in[1])
+	x, k, err := backings[T](in, "input", "kernel")
 	if err != nil {
 		return nil, err
 	}
@@ -278,14 +248,6 @@ func (op *convOp) String() string {
 	return fmt.Sprintf("Conv2D{%v, %v, bias=%t}", op.geo, op.act, op.bias)
 }
 
-func (op *convOp) DiffWRT(n int) []bool {
-	d := make([]bool, n)
-	for i := range d {
-		d[i] = true
-	}
-	return d
-}
-
 // SymDiff: with dz = grad ⊙ act′(z), the kernel's gradient sums dz_n ·
 // im2col(x_n)ᵀ over images, the bias's sums dz over images and positions,
 // and the input's folds kernelᵀ·dz_n back (col2im).
@@ -293,215 +255,85 @@ func (op *convOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	if len(in) != op.Arity() {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
-	dz := grad
-	if op.act == ReLU {
-		var err error
-		if dz, err = G.ApplyOp(&reluGradOp{dims: 4}, output, grad); err != nil {
-			return nil, fmt.Errorf("%v: relu gradient: %w", op, err)
-		}
-	}
-	dx, err := G.ApplyOp(&convInputGradOp{geo: op.geo}, in[1], dz)
-	if err != nil {
-		return nil, fmt.Errorf("%v: input gradient: %w", op, err)
-	}
-	dk, err := G.ApplyOp(&convKernelGradOp{geo: op.geo}, in[0], dz)
-	if err != nil {
-		return nil, fmt.Errorf("%v: kernel gradient: %w", op, err)
-	}
-	grads := G.Nodes{dx, dk}
-	if op.bias {
-		db, err := G.ApplyOp(&channelSumOp{}, dz)
-		if err != nil {
-			return nil, fmt.Errorf("%v: bias gradient: %w", op, err)
-		}
-		grads = append(grads, db)
-	}
-	return grads, nil
+	return layerGrads(op, op.act, 4, op.bias, output, grad,
+		func(dz *G.Node) (*G.Node, error) { return G.ApplyOp(&convGradOp{geo: op.geo, input: true}, in[1], dz) },
+		func(dz *G.Node) (*G.Node, error) { return G.ApplyOp(&convGradOp{geo: op.geo}, in[0], dz) })
 }
 
-// convKernelGradOp is Σ_n dz_n · im2col(x_n)ᵀ, reshaped as the kernel:
-// inputs x and dz.
-type convKernelGradOp struct {
+// convGradOp is a gradient of a convolution: with input kernel false,
+// Σ_n dz_n · im2col(x_n)ᵀ shaped as the kernel (inputs x and dz); with
+// input true, col2im(kernelᵀ·dz_n) for every image (inputs kernel and dz).
+type convGradOp struct {
 	gradOp
-	geo  convGeom
-	out  buffer
-	cols buffer
+	geo   convGeom
+	input bool
+	out   buffer
+	cols  buffer
 }
 
-func (op *convKernelGradOp) Arity() int { return 2 }
+func (op *convGradOp) Arity() int { return 2 }
 
-func (op *convKernelGradOp) Type() hm.Type {
+func (op *convGradOp) Type() hm.Type {
 	t4 := tensorType(4, hm.TypeVariable('a'))
 	return hm.NewFnType(t4, t4, t4)
 }
 
-func (op *convKernelGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
-	return op.geo.kernel(), nil
+// shapes returns the shapes of the first input and of the result.
+func (op *convGradOp) shapes() (first, result tensor.Shape) {
+	if op.input {
+		return op.geo.kernel(), op.geo.in()
+	}
+	return op.geo.in(), op.geo.kernel()
 }
 
-func (op *convKernelGradOp) Do(in ...G.Value) (G.Value, error) {
+func (op *convGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	_, r := op.shapes()
+	return r, nil
+}
+
+func (op *convGradOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 2 {
 		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
 	}
-	if err := op.geo.check([]tensor.Shape{in[0].Shape(), in[1].Shape()}, op.geo.in(), op.geo.out()); err != nil {
+	first, _ := op.shapes()
+	if err := op.geo.check([]tensor.Shape{in[0].Shape(), in[1].Shape()}, first, op.geo.out()); err != nil {
 		return nil, err
 	}
 	return dispatch(op.String(), in[0].Dtype(),
-		func() (G.Value, error) { return convKernelGradDo[float32](op, in) },
-		func() (G.Value, error) { return convKernelGradDo[float64](op, in) })
+		func() (G.Value, error) { return convGradDo[float32](op, in) },
+		func() (G.Value, error) { return convGradDo[float64](op, in) })
 }
 
-func convKernelGradDo[T float](op *convKernelGradOp, in []G.Value) (G.Value, error) {
+func convGradDo[T float](op *convGradOp, in []G.Value) (G.Value, error) {
 	g := op.geo
-	x, err := backing[T]("input", in[0])
+	a, dz, err := backings[T](in, "input 0", "gradient")
 	if err != nil {
 		return nil, err
 	}
-	dz, err := backing[T]("gradient", in[1])
-	if err != nil {
-		return nil, err
-	}
-	out := op.out.get(in[0].Dtype(), g.kernel())
-	o := out.Data().([]T)
-	if g.n == 0 {
-		clear(o)
-	}
-	cols := op.cols.get(in[0].Dtype(), tensor.Shape{g.ckk(), g.ohw()}).Data().([]T)
-	inSize, outSize := g.c*g.h*g.w, g.f*g.ohw()
-	for n := range g.n {
-		im2col(g, x[n*inSize:(n+1)*inSize], cols)
-		var beta T
-		if n > 0 {
-			beta = 1
-		}
-		gemm(false, true, g.f, g.ckk(), g.ohw(), dz[n*outSize:(n+1)*outSize], cols, beta, o)
-	}
-	return out, nil
-}
-
-func (op *convKernelGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
-func (op *convKernelGradOp) Hashcode() uint32      { return hashOf(op) }
-func (op *convKernelGradOp) String() string        { return fmt.Sprintf("Conv2DKernelGrad{%v}", op.geo) }
-
-// convInputGradOp is col2im(kernelᵀ·dz_n) for every image: inputs kernel
-// and dz.
-type convInputGradOp struct {
-	gradOp
-	geo  convGeom
-	out  buffer
-	cols buffer
-}
-
-func (op *convInputGradOp) Arity() int { return 2 }
-
-func (op *convInputGradOp) Type() hm.Type {
-	t4 := tensorType(4, hm.TypeVariable('a'))
-	return hm.NewFnType(t4, t4, t4)
-}
-
-func (op *convInputGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
-	return op.geo.in(), nil
-}
-
-func (op *convInputGradOp) Do(in ...G.Value) (G.Value, error) {
-	if len(in) != 2 {
-		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
-	}
-	if err := op.geo.check([]tensor.Shape{in[0].Shape(), in[1].Shape()}, op.geo.kernel(), op.geo.out()); err != nil {
-		return nil, err
-	}
-	return dispatch(op.String(), in[0].Dtype(),
-		func() (G.Value, error) { return convInputGradDo[float32](op, in) },
-		func() (G.Value, error) { return convInputGradDo[float64](op, in) })
-}
-
-func convInputGradDo[T float](op *convInputGradOp, in []G.Value) (G.Value, error) {
-	g := op.geo
-	k, err := backing[T]("kernel", in[0])
-	if err != nil {
-		return nil, err
-	}
-	dz, err := backing[T]("gradient", in[1])
-	if err != nil {
-		return nil, err
-	}
-	out := op.out.get(in[0].Dtype(), g.in())
+	_, shape := op.shapes()
+	out := op.out.get(in[0].Dtype(), shape)
 	o := out.Data().([]T)
 	clear(o)
 	cols := op.cols.get(in[0].Dtype(), tensor.Shape{g.ckk(), g.ohw()}).Data().([]T)
 	inSize, outSize := g.c*g.h*g.w, g.f*g.ohw()
 	for n := range g.n {
-		gemm(true, false, g.ckk(), g.ohw(), g.f, k, dz[n*outSize:(n+1)*outSize], 0, cols)
-		col2im(g, cols, o[n*inSize:(n+1)*inSize])
-	}
-	return out, nil
-}
-
-func (op *convInputGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
-func (op *convInputGradOp) Hashcode() uint32      { return hashOf(op) }
-func (op *convInputGradOp) String() string        { return fmt.Sprintf("Conv2DInputGrad{%v}", op.geo) }
-
-// channelSumOp sums (N, F, H, W) over all but F: the bias gradient of a
-// convolution.
-type channelSumOp struct {
-	gradOp
-	out  buffer
-	ones buffer
-}
-
-func (op *channelSumOp) Arity() int { return 1 }
-
-func (op *channelSumOp) Type() hm.Type {
-	a := hm.TypeVariable('a')
-	return hm.NewFnType(tensorType(4, a), tensorType(1, a))
-}
-
-func (op *channelSumOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapeOf("channel sum", in, 0)
-	if err != nil {
-		return nil, err
-	}
-	if len(s) != 4 {
-		return nil, fmt.Errorf("channel sum: shape %v, want (N, F, H, W)", s)
-	}
-	return tensor.Shape{s[1]}, nil
-}
-
-func (op *channelSumOp) Do(in ...G.Value) (G.Value, error) {
-	if len(in) != 1 {
-		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(in))
-	}
-	return dispatch(op.String(), in[0].Dtype(),
-		func() (G.Value, error) { return channelSumDo[float32](op, in[0]) },
-		func() (G.Value, error) { return channelSumDo[float64](op, in[0]) })
-}
-
-func channelSumDo[T float](op *channelSumOp, in G.Value) (G.Value, error) {
-	s, err := op.InferShape(in.Shape())
-	if err != nil {
-		return nil, err
-	}
-	a, err := backing[T]("input", in)
-	if err != nil {
-		return nil, err
-	}
-	sh := in.Shape()
-	f, hw := sh[1], sh[2]*sh[3]
-	out := op.out.get(in.Dtype(), s)
-	o := out.Data().([]T)
-	ones := op.ones.get(in.Dtype(), tensor.Shape{hw}).Data().([]T)
-	if len(ones) > 0 && ones[0] != 1 {
-		for i := range ones {
-			ones[i] = 1
+		dzn := dz[n*outSize : (n+1)*outSize]
+		if op.input { // a is the kernel
+			gemm(true, false, g.ckk(), g.ohw(), g.f, a, dzn, 0, cols)
+			col2im(g, cols, o[n*inSize:(n+1)*inSize])
+			continue
 		}
-	}
-	clear(o)
-	for n := range sh[0] {
-		gemv(false, f, hw, a[n*f*hw:(n+1)*f*hw], ones, 1, o)
+		im2col(g, a[n*inSize:(n+1)*inSize], cols) // a is x
+		gemm(false, true, g.f, g.ckk(), g.ohw(), dzn, cols, 1, o)
 	}
 	return out, nil
 }
 
-func (op *channelSumOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "ChannelSum") }
-func (op *channelSumOp) Hashcode() uint32      { return hashOf(op) }
-func (op *channelSumOp) String() string        { return "ChannelSum" }
+func (op *convGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
+func (op *convGradOp) Hashcode() uint32      { return hashOf(op) }
+func (op *convGradOp) String() string {
+	if op.input {
+		return fmt.Sprintf("Conv2DInputGrad{%v}", op.geo)
+	}
+	return fmt.Sprintf("Conv2DKernelGrad{%v}", op.geo)
+}

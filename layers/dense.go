@@ -35,20 +35,11 @@ func (a Activation) String() string {
 // this package too.
 func Dense(x, kernel, bias *G.Node, act Activation) (*G.Node, error) {
 	const op = "layers.Dense"
-	if x == nil || kernel == nil {
-		return nil, fmt.Errorf("%s: nil input or kernel", op)
-	}
-	if act != Linear && act != ReLU {
-		return nil, fmt.Errorf("%s: unknown activation %v", op, act)
-	}
-	ins := G.Nodes{x, kernel}
-	if bias != nil {
-		ins = append(ins, bias)
-	}
-	if err := checkFloat(op, ins...); err != nil {
+	ins, err := layerInputs(op, x, kernel, bias, act)
+	if err != nil {
 		return nil, err
 	}
-	d := &denseOp{act: act, bias: bias != nil}
+	d := &denseOp{layer: layer{act: act, bias: bias != nil}}
 	shapes := make([]G.DimSizer, len(ins))
 	for i, n := range ins {
 		shapes[i] = n.Shape()
@@ -63,28 +54,56 @@ func Dense(x, kernel, bias *G.Node, act Activation) (*G.Node, error) {
 	return out, nil
 }
 
-// denseOp is act(x·kernel + bias).
-type denseOp struct {
-	opBase
+// layerInputs checks a layer's inputs and returns them as the op's: x,
+// kernel and the bias unless it is nil.
+func layerInputs(op string, x, kernel, bias *G.Node, act Activation) (G.Nodes, error) {
+	if x == nil || kernel == nil {
+		return nil, fmt.Errorf("%s: nil input or kernel", op)
+	}
+	if act != Linear && act != ReLU {
+		return nil, fmt.Errorf("%s: unknown activation %v", op, act)
+	}
+	ins := G.Nodes{x, kernel}
+	if bias != nil {
+		ins = append(ins, bias)
+	}
+	if err := checkFloat(op, ins...); err != nil {
+		return nil, err
+	}
+	return ins, nil
+}
+
+// layer is what the ops of Dense and Conv2D share: an activation, an
+// optional bias (a third input) and the output they keep.
+type layer struct {
+	forwardOp
 	act  Activation
 	bias bool
 	out  buffer
 }
 
-func (op *denseOp) Arity() int {
+func (op *layer) Arity() int {
 	if op.bias {
 		return 3
 	}
 	return 2
 }
 
-func (op *denseOp) Type() hm.Type {
+// layerType is the type of a layer whose input and output have dims
+// dimensions: (x, kernel[, bias]) → output.
+func (op *layer) layerType(dims int) hm.Type {
 	a := hm.TypeVariable('a')
+	t := tensorType(dims, a)
 	if op.bias {
-		return hm.NewFnType(tensorType(2, a), tensorType(2, a), tensorType(1, a), tensorType(2, a))
+		return hm.NewFnType(t, t, tensorType(1, a), t)
 	}
-	return hm.NewFnType(tensorType(2, a), tensorType(2, a), tensorType(2, a))
+	return hm.NewFnType(t, t, t)
 }
+
+// denseOp is act(x·kernel + bias).
+type denseOp struct{ layer }
+
+func (op *denseOp) Type() hm.Type { return op.layerType(2) }
 
 func (op *denseOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	x, err := shapeOf("dense", in, 0)
@@ -130,11 +149,7 @@ func denseDo[T float](op *denseOp, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%v: %w", op, err)
 	}
-	x, err := backing[T]("input", in[0])
-	if err != nil {
-		return nil, err
-	}
-	k, err := backing[T]("kernel", in[1])
+	x, k, err := backings[T](in, "input", "kernel")
 	if err != nil {
 		return nil, err
 	}
@@ -187,42 +202,45 @@ func (op *denseOp) String() string {
 	return fmt.Sprintf("Dense{%v, bias=%t}", op.act, op.bias)
 }
 
-func (op *denseOp) DiffWRT(n int) []bool {
-	d := make([]bool, n)
-	for i := range d {
-		d[i] = true
-	}
-	return d
-}
-
 // SymDiff: with dz = grad ⊙ act′(z) (z = x·kernel + bias), the gradients are
 // dz·kernelᵀ, xᵀ·dz and the column sums of dz.
 func (op *denseOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	if len(in) != op.Arity() {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
+	return layerGrads(op, op.act, 2, op.bias, output, grad,
+		func(dz *G.Node) (*G.Node, error) { return G.ApplyOp(&matMulOp{transB: true}, dz, in[1]) },
+		func(dz *G.Node) (*G.Node, error) { return G.ApplyOp(&matMulOp{transA: true}, in[0], dz) })
+}
+
+// layerGrads returns the gradients of a layer act(z), z = x∘kernel + bias,
+// of dims dimensions, given its output and the gradient grad flowing into
+// it: with dz = grad ⊙ act′(z), the gradients with respect to x and the
+// kernel that dx and dk make of dz, and with a bias the sums of dz over
+// every axis but 1.
+func layerGrads(op fmt.Stringer, act Activation, dims int, bias bool, output, grad *G.Node, dx, dk func(dz *G.Node) (*G.Node, error)) (G.Nodes, error) {
 	dz := grad
-	if op.act == ReLU {
+	if act == ReLU {
 		var err error
-		if dz, err = G.ApplyOp(&reluGradOp{}, output, grad); err != nil {
+		if dz, err = G.ApplyOp(&reluGradOp{dims: dims}, output, grad); err != nil {
 			return nil, fmt.Errorf("%v: relu gradient: %w", op, err)
 		}
 	}
-	dx, err := G.ApplyOp(&matMulOp{transB: true}, dz, in[1])
+	gx, err := dx(dz)
 	if err != nil {
 		return nil, fmt.Errorf("%v: input gradient: %w", op, err)
 	}
-	dk, err := G.ApplyOp(&matMulOp{transA: true}, in[0], dz)
+	gk, err := dk(dz)
 	if err != nil {
 		return nil, fmt.Errorf("%v: kernel gradient: %w", op, err)
 	}
-	grads := G.Nodes{dx, dk}
-	if op.bias {
-		db, err := G.ApplyOp(&colSumOp{}, dz)
+	grads := G.Nodes{gx, gk}
+	if bias {
+		gb, err := G.ApplyOp(&sumOp{dims: dims}, dz)
 		if err != nil {
 			return nil, fmt.Errorf("%v: bias gradient: %w", op, err)
 		}
-		grads = append(grads, db)
+		grads = append(grads, gb)
 	}
 	return grads, nil
 }
@@ -290,11 +308,7 @@ func matMulDo[T float](op *matMulOp, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := backing[T]("a", in[0])
-	if err != nil {
-		return nil, err
-	}
-	b, err := backing[T]("b", in[1])
+	a, b, err := backings[T](in, "a", "b")
 	if err != nil {
 		return nil, err
 	}
@@ -309,41 +323,45 @@ func (op *matMulOp) String() string {
 	return fmt.Sprintf("MatMul{transA=%t, transB=%t}", op.transA, op.transB)
 }
 
-// colSumOp sums a matrix's rows: (rows, n) → (n).
-type colSumOp struct {
+// sumOp sums over every axis but 1: (N, F, ...) → (F). For a matrix these
+// are its column sums (a dense layer's bias gradient), for (N, F, H, W) the
+// sums over images and positions (a convolution's). Each is a product with
+// a vector of ones, in BLAS.
+type sumOp struct {
 	gradOp
+	dims int
 	out  buffer
-	ones buffer // a column of ones: the sums are aᵀ·1, one BLAS call
+	ones buffer
 }
 
-func (op *colSumOp) Arity() int { return 1 }
+func (op *sumOp) Arity() int { return 1 }
 
-func (op *colSumOp) Type() hm.Type {
+func (op *sumOp) Type() hm.Type {
 	a := hm.TypeVariable('a')
-	return hm.NewFnType(tensorType(2, a), tensorType(1, a))
+	return hm.NewFnType(tensorType(op.dims, a), tensorType(1, a))
 }
 
-func (op *colSumOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapeOf("colsum", in, 0)
+func (op *sumOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	s, err := shapeOf("sum", in, 0)
 	if err != nil {
 		return nil, err
 	}
-	if len(s) != 2 {
-		return nil, fmt.Errorf("colsum: shape %v, want a matrix", s)
+	if len(s) != op.dims || len(s) < 2 {
+		return nil, fmt.Errorf("sum: shape %v, want %d dimensions", s, op.dims)
 	}
 	return tensor.Shape{s[1]}, nil
 }
 
-func (op *colSumOp) Do(in ...G.Value) (G.Value, error) {
+func (op *sumOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 1 {
 		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(in))
 	}
 	return dispatch(op.String(), in[0].Dtype(),
-		func() (G.Value, error) { return colSumDo[float32](op, in[0]) },
-		func() (G.Value, error) { return colSumDo[float64](op, in[0]) })
+		func() (G.Value, error) { return sumDo[float32](op, in[0]) },
+		func() (G.Value, error) { return sumDo[float64](op, in[0]) })
 }
 
-func colSumDo[T float](op *colSumOp, in G.Value) (G.Value, error) {
+func sumDo[T float](op *sumOp, in G.Value) (G.Value, error) {
 	s, err := op.InferShape(in.Shape())
 	if err != nil {
 		return nil, err
@@ -352,19 +370,27 @@ func colSumDo[T float](op *colSumOp, in G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	sh := in.Shape()
+	n, f, rest := sh[0], sh[1], sh[2:].TotalSize()
 	out := op.out.get(in.Dtype(), s)
 	o := out.Data().([]T)
-	rows := in.Shape()[0]
-	ones := op.ones.get(in.Dtype(), tensor.Shape{rows}).Data().([]T)
+	ones := op.ones.get(in.Dtype(), tensor.Shape{max(n, rest)}).Data().([]T)
 	if len(ones) > 0 && ones[0] != 1 {
 		for i := range ones {
 			ones[i] = 1
 		}
 	}
-	gemv(true, rows, s[0], a, ones, 0, o)
+	if len(sh) == 2 {
+		gemv(true, n, f, a, ones[:n], 0, o) // aᵀ·1
+		return out, nil
+	}
+	clear(o)
+	for i := range n {
+		gemv(false, f, rest, a[i*f*rest:(i+1)*f*rest], ones[:rest], 1, o)
+	}
 	return out, nil
 }
 
-func (op *colSumOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "ColSum") }
-func (op *colSumOp) Hashcode() uint32      { return hashOf(op) }
-func (op *colSumOp) String() string        { return "ColSum" }
+func (op *sumOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
+func (op *sumOp) Hashcode() uint32      { return hashOf(op) }
+func (op *sumOp) String() string        { return fmt.Sprintf("Sum{%d}", op.dims) }

@@ -32,7 +32,7 @@ func MeanSquaredError(pred, labels *G.Node) (*G.Node, error) {
 
 // mseOp is mean((pred − labels)²).
 type mseOp struct {
-	opBase
+	forwardOp
 	dims int
 }
 
@@ -60,20 +60,24 @@ func (op *mseOp) Do(in ...G.Value) (G.Value, error) {
 		func() (G.Value, error) { return mseDo[float64](in) })
 }
 
+// predsAndLabels returns the elements of in[0] and in[1], which must have
+// one shape.
+func predsAndLabels[T float](op string, in []G.Value) (shape tensor.Shape, p, l []T, err error) {
+	if shape, err = sameShapes(op, in[0].Shape(), in[1].Shape()); err != nil {
+		return nil, nil, nil, err
+	}
+	if p, l, err = backings[T](in, "predictions", "labels"); err != nil {
+		return nil, nil, nil, err
+	}
+	return shape, p, l[:len(p)], nil
+}
+
 func mseDo[T float](in []G.Value) (G.Value, error) {
-	if _, err := sameShapes("mse", in[0].Shape(), in[1].Shape()); err != nil {
-		return nil, err
-	}
-	p, err := backing[T]("predictions", in[0])
-	if err != nil {
-		return nil, err
-	}
-	l, err := backing[T]("labels", in[1])
+	_, p, l, err := predsAndLabels[T]("mse", in)
 	if err != nil {
 		return nil, err
 	}
 	var sum float64
-	l = l[:len(p)]
 	for i, v := range p {
 		d := float64(v - l[i])
 		sum += d * d
@@ -105,8 +109,6 @@ func sameShapes(op string, in ...G.DimSizer) (tensor.Shape, error) {
 func (op *mseOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
 func (op *mseOp) Hashcode() uint32      { return hashOf(op) }
 func (op *mseOp) String() string        { return fmt.Sprintf("MSE{%d}", op.dims) }
-
-func (op *mseOp) DiffWRT(n int) []bool { return []bool{true, true} }
 
 // SymDiff: d/dpred = 2·grad·(pred − labels)/n, d/dlabels its negation.
 func (op *mseOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
@@ -154,15 +156,7 @@ func (op *mseGradOp) Do(in ...G.Value) (G.Value, error) {
 }
 
 func mseGradDo[T float](op *mseGradOp, in []G.Value) (G.Value, error) {
-	s, err := op.InferShape(in[0].Shape(), in[1].Shape())
-	if err != nil {
-		return nil, err
-	}
-	p, err := backing[T]("predictions", in[0])
-	if err != nil {
-		return nil, err
-	}
-	l, err := backing[T]("labels", in[1])
+	s, p, l, err := predsAndLabels[T]("mse gradient", in)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +170,6 @@ func mseGradDo[T float](op *mseGradOp, in []G.Value) (G.Value, error) {
 	}
 	out := op.out.get(in[0].Dtype(), s)
 	o := out.Data().([]T)
-	l = l[:len(p)]
 	for i, v := range p {
 		o[i] = scale * (v - l[i])
 	}

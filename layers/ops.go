@@ -51,6 +51,20 @@ func backing[T float](what string, v G.Value) ([]T, error) {
 	return d, nil
 }
 
+// backings returns the elements of in[0] and in[1] as backing does, naming
+// them a and b in errors.
+func backings[T float](in []G.Value, a, b string) ([]T, []T, error) {
+	x, err := backing[T](a, in[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	y, err := backing[T](b, in[1])
+	if err != nil {
+		return nil, nil, err
+	}
+	return x, y, nil
+}
+
 // scalar returns the value of a scalar (or one-element) v.
 func scalar[T float](what string, v G.Value) (T, error) {
 	switch s := v.(type) {
@@ -156,6 +170,18 @@ type opBase struct{}
 func (opBase) ReturnsPtr() bool     { return false }
 func (opBase) CallsExtern() bool    { return false }
 func (opBase) OverwritesInput() int { return -1 }
+
+// forwardOp is the part of SDOp a layer's op answers: it is differentiable
+// with respect to every input.
+type forwardOp struct{ opBase }
+
+func (forwardOp) DiffWRT(n int) []bool {
+	d := make([]bool, n)
+	for i := range d {
+		d[i] = true
+	}
+	return d
+}
 
 // hashOf is Hashcode from WriteHash.
 func hashOf(op interface{ WriteHash(hash.Hash) }) uint32 {

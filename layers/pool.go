@@ -45,7 +45,7 @@ func MaxPool2D(x *G.Node, size, stride [2]int) (*G.Node, error) {
 // maxPoolOp is the windowed maximum; arg holds, for every output element,
 // the index in x of the element it was taken from, for the gradient.
 type maxPoolOp struct {
-	opBase
+	forwardOp
 	n, c, h, w int
 	kh, kw     int
 	sh, sw     int
@@ -124,8 +124,6 @@ func (op *maxPoolOp) Hashcode() uint32      { return hashOf(op) }
 func (op *maxPoolOp) String() string {
 	return fmt.Sprintf("MaxPool2D{%v, window (%d, %d), stride (%d, %d)}", op.in(), op.kh, op.kw, op.sh, op.sw)
 }
-
-func (op *maxPoolOp) DiffWRT(int) []bool { return []bool{true} }
 
 func (op *maxPoolOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	d, err := G.ApplyOp(&maxPoolGradOp{fwd: op}, output, grad)

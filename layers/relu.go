@@ -37,7 +37,7 @@ func rectify[T float](dst, src []T) {
 
 // reluOp is max(x, 0).
 type reluOp struct {
-	opBase
+	forwardOp
 	dims int
 	out  buffer
 }
@@ -83,8 +83,6 @@ func (op *reluOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
 func (op *reluOp) Hashcode() uint32      { return hashOf(op) }
 func (op *reluOp) String() string        { return fmt.Sprintf("ReLU{%d}", op.dims) }
 
-func (op *reluOp) DiffWRT(n int) []bool { return []bool{true} }
-
 func (op *reluOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	d, err := G.ApplyOp(&reluGradOp{dims: op.dims}, output, grad)
 	if err != nil {
@@ -97,18 +95,14 @@ func (op *reluOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 // of the rectifier from its output (y > 0 exactly where x > 0).
 type reluGradOp struct {
 	gradOp
-	dims int // of y; 0 is read as 2 (Dense's output)
+	dims int // of y
 	out  buffer
 }
 
 func (op *reluGradOp) Arity() int { return 2 }
 
 func (op *reluGradOp) Type() hm.Type {
-	dims := op.dims
-	if dims == 0 {
-		dims = 2
-	}
-	t := tensorType(dims, hm.TypeVariable('a'))
+	t := tensorType(op.dims, hm.TypeVariable('a'))
 	return hm.NewFnType(t, t, t)
 }
 
@@ -141,11 +135,7 @@ func reluGradDo[T float](op *reluGradOp, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	y, err := backing[T]("output", in[0])
-	if err != nil {
-		return nil, err
-	}
-	g, err := backing[T]("gradient", in[1])
+	y, g, err := backings[T](in, "output", "gradient")
 	if err != nil {
 		return nil, err
 	}
