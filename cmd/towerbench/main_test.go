@@ -13,13 +13,15 @@ var (
 	ratioLine = regexp.MustCompile(`^ratio (towerflow/gorgonia towers=1|towers=\d+/towers=1): \d+(\.\d+)?$`)
 )
 
-// TestRun trains every model with every implementation for two steps on
-// tiny batches and checks the output's format, not its speeds.
+// TestRun trains every model with every implementation, written with both
+// kits of layers, for two steps on tiny batches and checks the output's
+// format, not its speeds.
 func TestRun(t *testing.T) {
-	for _, model := range []string{"mlp", "cnn"} {
-		t.Run(model, func(t *testing.T) {
+	for _, c := range []struct{ model, ops string }{{"mlp", "layers"}, {"cnn", "layers"}, {"mlp", "gorgonia"}, {"cnn", "gorgonia"}} {
+		model := c.model
+		t.Run(model+"/"+c.ops, func(t *testing.T) {
 			var out strings.Builder
-			cfg := config{model: model, batch: 4, steps: 2, warmup: 1, towers: []int{1, 2}, impls: []string{"towerflow", "gorgonia"}, seed: 1}
+			cfg := config{model: model, batch: 4, steps: 2, warmup: 1, towers: []int{1, 2}, impls: []string{"towerflow", "gorgonia"}, ops: c.ops, seed: 1}
 			if err := run(context.Background(), cfg, &out); err != nil {
 				t.Fatal(err)
 			}
@@ -52,6 +54,7 @@ func TestRunErrors(t *testing.T) {
 		{model: "rnn", steps: 1, towers: []int{1}, impls: []string{"towerflow"}},
 		{model: "mlp", batch: 4, steps: 1, towers: []int{1}, impls: []string{"tensorflow"}},
 		{model: "mlp", batch: 4, steps: 0, towers: []int{1}, impls: []string{"towerflow"}},
+		{model: "mlp", batch: 4, steps: 1, towers: []int{1}, impls: []string{"towerflow"}, ops: "keras"},
 	} {
 		if err := run(context.Background(), cfg, &strings.Builder{}); err == nil {
 			t.Errorf("run(%+v) = nil error, want one", cfg)
