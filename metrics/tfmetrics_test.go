@@ -171,7 +171,7 @@ func TestKnownValuesTF(t *testing.T) {
 			newMetric: NewRecall,
 			batches:   [][]*tensor.Dense{ts(f(0, 0), f(1, 0))},
 			want:      0,
-			wantState: []float64{0, 2 - 2},
+			wantState: []float64{0, 0},
 		},
 		{name: "true positives", newMetric: NewTruePositives, batches: [][]*tensor.Dense{ts(binLabels, binPreds)}, want: 2, wantState: []float64{2}},
 		{name: "false positives", newMetric: NewFalsePositives, batches: [][]*tensor.Dense{ts(binLabels, binPreds)}, want: 2, wantState: []float64{2}},
