@@ -18,6 +18,7 @@ import (
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/sharding"
@@ -633,7 +634,7 @@ func TestEvaluateInputErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			est := newEstimator(t, estimator.ModelFn(lineModel))
 			_, err := est.Evaluate(context.Background(), tc.input)
-			checkErr(t, err, tc.want...)
+			wanterr.Mentions(t, err, tc.want...)
 			if tc.is != nil && !errors.Is(err, tc.is) {
 				t.Errorf("error %v does not wrap %v", err, tc.is)
 			}
@@ -654,18 +655,6 @@ func TestEvaluateInputErrors(t *testing.T) {
 				t.Errorf("Predict yielded %d times, want one error", n)
 			}
 		})
-	}
-}
-
-func checkErr(t *testing.T, err error, want ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want one mentioning %q", want)
-	}
-	for _, w := range want {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not mention %q", err, w)
-		}
 	}
 }
 
@@ -767,7 +756,7 @@ func TestEvaluatePredictModelErrors(t *testing.T) {
 				if err == nil {
 					t.Fatalf("no error; scores %v", scores)
 				}
-				checkErr(t, err, append([]string{"evaluate"}, tc.want...)...)
+				wanterr.Mentions(t, err, append([]string{"evaluate"}, tc.want...)...)
 			case estimator.Predict:
 				n := 0
 				for p, err := range est.Predict(context.Background(), lineInput(t, xs(6), 3, false)) {
@@ -777,7 +766,7 @@ func TestEvaluatePredictModelErrors(t *testing.T) {
 					if err == nil {
 						t.Fatalf("no error; prediction %v", p)
 					}
-					checkErr(t, err, append([]string{"predict"}, tc.want...)...)
+					wanterr.Mentions(t, err, append([]string{"predict"}, tc.want...)...)
 				}
 				if n == 0 {
 					t.Fatal("Predict yielded nothing, want an error")
@@ -845,7 +834,7 @@ func TestNilExportOutputIsAnError(t *testing.T) {
 					break
 				}
 			}()
-			checkErr(t, got, append([]string{"tower 0", "predict mode"}, tc.want...)...)
+			wanterr.Mentions(t, got, append([]string{"tower 0", "predict mode"}, tc.want...)...)
 		})
 	}
 }

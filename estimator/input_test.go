@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/sharding"
 )
 
@@ -257,11 +257,7 @@ func TestFromTensorsErrors(t *testing.T) {
 			if in != nil {
 				t.Errorf("got an input function with error %v", err)
 			}
-			for _, w := range append([]string{"input from tensors"}, tc.want...) {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			wanterr.Mentions(t, err, append([]string{"input from tensors"}, tc.want...)...)
 		})
 	}
 }
@@ -350,11 +346,7 @@ func TestBatchRows(t *testing.T) {
 			if err == nil {
 				t.Fatalf("rows %d, want an error", got)
 			}
-			for _, w := range tc.wantErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			wanterr.Mentions(t, err, tc.wantErr...)
 		})
 	}
 }

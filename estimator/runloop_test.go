@@ -23,6 +23,7 @@ import (
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/estimator/optimizers"
+	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -633,7 +634,7 @@ func TestTrainAndEvaluateErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("no error; result %v", got)
 			}
-			checkErr(t, err, tc.want...)
+			wanterr.Mentions(t, err, tc.want...)
 			if est.GlobalStep() != tc.wantSteps {
 				t.Errorf("global step %d, want %d", est.GlobalStep(), tc.wantSteps)
 			}
@@ -907,7 +908,7 @@ func TestWarmStartErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			checkErr(t, err, tc.want...)
+			wanterr.Mentions(t, err, tc.want...)
 		})
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/towerflow/towerflow/examples/linear/linreg"
 	"github.com/towerflow/towerflow/export"
 	"github.com/towerflow/towerflow/internal/exportdir"
+	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -542,11 +543,7 @@ func TestLoadErrors(t *testing.T) {
 				t.Fatalf("Load succeeded, want an error with %q", tc.want)
 			}
 			t.Log(err)
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
+			wanterr.Mentions(t, err, tc.want...)
 		})
 	}
 	// The untouched copy loads.
@@ -583,11 +580,7 @@ func TestRunErrors(t *testing.T) {
 				t.Fatalf("error %v, want one wrapping %v", err, tc.is)
 			}
 			t.Log(err)
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
+			wanterr.Mentions(t, err, tc.want...)
 		})
 	}
 	if _, err := p.Run(ctx, sig, map[string]*tensor.Dense{"x": x(3, 1)}); err != nil {

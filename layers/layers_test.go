@@ -3,7 +3,6 @@ package layers_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/reference"
+	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/layers"
 )
 
@@ -362,14 +362,7 @@ func TestErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := c.do()
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not say %q", err, w)
-				}
-			}
+			wanterr.Mentions(t, err, c.want...)
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -226,14 +227,7 @@ func TestWeights(t *testing.T) {
 	for _, e := range errs {
 		t.Run(e.name, func(t *testing.T) {
 			err := e.do()
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range e.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			wanterr.Mentions(t, err, e.want...)
 		})
 	}
 	// A failed SetWeights writes nothing.

@@ -19,6 +19,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator/checkpoint"
+	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -166,20 +167,18 @@ func TestInspectErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := inspect(&bytes.Buffer{}, tc.args)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			_, isUsage := err.(*usageError)
-			if isUsage != tc.wantUsage {
-				t.Errorf("usage error %v, want %v: %v", isUsage, tc.wantUsage, err)
-			}
-			for _, w := range tc.wantIn {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
+			checkCommandError(t, inspect(&bytes.Buffer{}, tc.args), tc.wantUsage, tc.wantIn...)
 		})
+	}
+}
+
+// checkCommandError checks that err is a command's error mentioning want,
+// and a usage error exactly when wantUsage.
+func checkCommandError(t *testing.T, err error, wantUsage bool, want ...string) {
+	t.Helper()
+	wanterr.Mentions(t, err, want...)
+	if _, isUsage := err.(*usageError); isUsage != wantUsage {
+		t.Errorf("usage error %v, want %v: %v", isUsage, wantUsage, err)
 	}
 }
 
@@ -383,20 +382,11 @@ func TestPlotErrors(t *testing.T) {
 			if tc.args == nil || len(tc.args) > 0 {
 				args = append(args, dir)
 			}
-			err := plotHistory(&bytes.Buffer{}, args)
-			if err == nil {
-				t.Fatal("no error")
+			want := make([]string, len(tc.wantIn))
+			for i, w := range tc.wantIn {
+				want[i] = strings.ReplaceAll(w, "DIR", dir)
 			}
-			_, isUsage := err.(*usageError)
-			if isUsage != tc.wantUsage {
-				t.Errorf("usage error %v, want %v: %v", isUsage, tc.wantUsage, err)
-			}
-			for _, w := range tc.wantIn {
-				w = strings.ReplaceAll(w, "DIR", dir)
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
+			checkCommandError(t, plotHistory(&bytes.Buffer{}, args), tc.wantUsage, want...)
 		})
 	}
 }

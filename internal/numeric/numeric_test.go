@@ -1,7 +1,6 @@
 package numeric_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -9,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/internal/wanterr"
 )
 
 func matrix(rows, cols int, vals ...float64) *tensor.Dense {
@@ -139,14 +139,7 @@ func TestWeightedSum(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.wantErr != nil {
-				if err == nil {
-					t.Fatal("no error")
-				}
-				for _, w := range tc.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q does not mention %q", err, w)
-					}
-				}
+				wanterr.Mentions(t, err, tc.wantErr...)
 			}
 			if diff := cmp.Diff(tc.want, tc.dst); diff != "" {
 				t.Errorf("dst (-want +got):\n%s", diff)
@@ -249,14 +242,7 @@ func TestSetFloat64s(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.wantErr != nil {
-				if err == nil {
-					t.Fatal("no error")
-				}
-				for _, w := range tc.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q does not mention %q", err, w)
-					}
-				}
+				wanterr.Mentions(t, err, tc.wantErr...)
 			}
 			if diff := cmp.Diff(tc.want, tc.dst); diff != "" {
 				t.Errorf("dst (-want +got):\n%s", diff)
