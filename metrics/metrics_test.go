@@ -901,51 +901,57 @@ func TestBound(t *testing.T) {
 			"auc(curve=PR,thresholds=11)", []*G.Node{labels, preds, w},
 		},
 	}
+	vals := map[*G.Node]*tensor.Dense{
+		labels: vec([]float64{1, 0, 1, 0}),
+		preds:  vec([]float64{1, 0, 0, 0.5}),
+		w:      vec([]float64{1, 1, 1, 1}),
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.b.Kind(); got != tc.wantKind {
-				t.Errorf("Kind() = %q, want %q", got, tc.wantKind)
-			}
-			if len(tc.b.Inputs) != len(tc.wantInputs) {
-				t.Fatalf("len(Inputs) = %d, want %d", len(tc.b.Inputs), len(tc.wantInputs))
-			}
-			for i := range tc.wantInputs {
-				if tc.b.Inputs[i] != tc.wantInputs[i] {
-					t.Errorf("Inputs[%d] = %v, want %v", i, tc.b.Inputs[i].Name(), tc.wantInputs[i].Name())
-				}
-			}
-			m1, m2 := tc.b.New(), tc.b.New()
-			m1.State()[0] = 1
-			if m2.State()[0] != 0 {
-				t.Error("two New() metrics share their state")
-			}
-			// Bound.Update reads the input nodes' values.
-			vals := map[*G.Node]*tensor.Dense{
-				labels: vec([]float64{1, 0, 1, 0}),
-				preds:  vec([]float64{1, 0, 0, 0.5}),
-				w:      vec([]float64{1, 1, 1, 1}),
-			}
-			for _, n := range tc.b.Inputs {
-				if err := G.Let(n, vals[n]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			m := tc.b.New()
-			if err := tc.b.Update(m); err != nil {
-				t.Fatalf("Bound.Update: %v", err)
-			}
-			direct := tc.b.New()
-			in := make([]*tensor.Dense, len(tc.b.Inputs))
-			for i, n := range tc.b.Inputs {
-				in[i] = vals[n]
-			}
-			if err := direct.Update(in); err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(direct.State(), m.State()); d != "" {
-				t.Errorf("Bound.Update state != Update state (-direct +bound):\n%s", d)
-			}
+			checkBound(t, tc.b, tc.wantKind, tc.wantInputs, vals)
 		})
+	}
+}
+
+// checkBound checks a bound metric: no error, its kind and input nodes,
+// that two New metrics have their own state, and that Bound.Update, reading
+// the input nodes' values (set from vals), updates as Update on the values
+// does.
+func checkBound(t *testing.T, b Bound, wantKind string, wantInputs []*G.Node, vals map[*G.Node]*tensor.Dense) {
+	t.Helper()
+	if b.Err != nil {
+		t.Fatalf("Bound.Err = %v", b.Err)
+	}
+	if got := b.Kind(); got != wantKind {
+		t.Errorf("Kind() = %q, want %q", got, wantKind)
+	}
+	if d := cmp.Diff(wantInputs, b.Inputs, cmp.Comparer(func(a, b *G.Node) bool { return a == b })); d != "" {
+		t.Errorf("Inputs mismatch (-want +got):\n%s", d)
+	}
+	m1, m2 := b.New(), b.New()
+	m1.State()[0] = 1
+	if m2.State()[0] != 0 {
+		t.Error("two New() metrics share their state")
+	}
+	for _, n := range b.Inputs {
+		if err := G.Let(n, vals[n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := b.New()
+	if err := b.Update(m); err != nil {
+		t.Fatalf("Bound.Update: %v", err)
+	}
+	direct := b.New()
+	in := make([]*tensor.Dense, len(b.Inputs))
+	for i, n := range b.Inputs {
+		in[i] = vals[n]
+	}
+	if err := direct.Update(in); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(direct.State(), m.State()); d != "" {
+		t.Errorf("Bound.Update state != Update state (-direct +bound):\n%s", d)
 	}
 }
 

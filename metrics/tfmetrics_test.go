@@ -693,40 +693,7 @@ func TestBoundTF(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.b.Err != nil {
-				t.Fatalf("Bound.Err = %v", tc.b.Err)
-			}
-			if got := tc.b.Kind(); got != tc.wantKind {
-				t.Errorf("Kind() = %q, want %q", got, tc.wantKind)
-			}
-			if d := cmp.Diff(tc.wantInputs, tc.b.Inputs, cmp.Comparer(func(a, b *G.Node) bool { return a == b })); d != "" {
-				t.Errorf("Inputs mismatch (-want +got):\n%s", d)
-			}
-			m1, m2 := tc.b.New(), tc.b.New()
-			m1.State()[0] = 1
-			if m2.State()[0] != 0 {
-				t.Error("two New() metrics share their state")
-			}
-			for _, n := range tc.b.Inputs {
-				if err := G.Let(n, vals[n]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			m := tc.b.New()
-			if err := tc.b.Update(m); err != nil {
-				t.Fatalf("Bound.Update: %v", err)
-			}
-			direct := tc.b.New()
-			in := make([]*tensor.Dense, len(tc.b.Inputs))
-			for i, n := range tc.b.Inputs {
-				in[i] = vals[n]
-			}
-			if err := direct.Update(in); err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(direct.State(), m.State()); d != "" {
-				t.Errorf("Bound.Update state != Update state (-direct +bound):\n%s", d)
-			}
+			checkBound(t, tc.b, tc.wantKind, tc.wantInputs, vals)
 		})
 	}
 }
