@@ -359,7 +359,7 @@ func updatePointer(dir, name string, keep int) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(dir, PointerFile, append(b, '\n')); err != nil {
+	if err := fsutil.ReplaceFile(dir, PointerFile, tmpPointerPat, append(b, '\n')); err != nil {
 		return fmt.Errorf("pointer file: %w", err)
 	}
 	if keep == 0 {
@@ -492,30 +492,4 @@ func asideOf(n string) string {
 		return n[:i]
 	}
 	return n
-}
-
-// writeFileAtomic replaces dir/name with data: temporary file, fsync,
-// rename, directory fsync.
-func writeFileAtomic(dir, name string, data []byte) error {
-	f, err := os.CreateTemp(dir, tmpPointerPat)
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // fails harmlessly once renamed
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return fsutil.SyncDir(dir)
 }

@@ -1,10 +1,12 @@
 // Package fsutil holds the durable-write steps checkpoints and exports share:
-// create a file and fsync it, fsync a directory after renames in it.
+// create a file and fsync it, replace a file atomically, fsync a directory
+// after renames in it.
 package fsutil
 
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 )
 
@@ -14,6 +16,30 @@ func WriteFileSync(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
+	return writeSyncClose(f, data)
+}
+
+// ReplaceFile replaces dir/name with data atomically: a temporary file
+// named by pattern (as os.CreateTemp takes it), written and fsynced,
+// renamed over name, then the directory fsynced.
+func ReplaceFile(dir, name, pattern string, data []byte) error {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // fails harmlessly once renamed
+	if err := writeSyncClose(f, data); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
+
+// writeSyncClose writes data to f, fsyncs and closes it.
+func writeSyncClose(f *os.File, data []byte) error {
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return err
