@@ -39,6 +39,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,6 +72,7 @@ func main() {
 	flag.IntVar(&cfg.blasThreads, "blas-threads", 0, "threads one BLAS call may use (OpenBLAS only, -tags openblas; 0 leaves the default, 1)")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the data and the initial variables")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file (go tool pprof)")
+	traceFile := flag.String("trace", "", "write a runtime execution trace of the runs to this file (go tool trace)")
 	flag.Parse()
 	var err error
 	if cfg.towers, err = parseInts(towersFlag); err != nil {
@@ -104,7 +106,24 @@ func main() {
 			f.Close()
 		}
 	}
+	stopTrace := func() {}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "towerbench:", err)
+			os.Exit(1)
+		}
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintln(os.Stderr, "towerbench:", err)
+			os.Exit(1)
+		}
+		stopTrace = func() {
+			trace.Stop()
+			f.Close()
+		}
+	}
 	err = run(ctx, cfg, os.Stdout)
+	stopTrace()
 	stopProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "towerbench:", err)
