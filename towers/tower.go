@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -33,13 +35,20 @@ type Tower struct {
 	inOrder  []string
 	feeds    map[string]*tensor.Dense
 	watched  map[*G.Node]*G.Value
+	// watchOrder is watched's keys in the order Watch saw them.
+	watchOrder []*G.Node
 	// byGrad holds the nodes Gradients added to the graph besides the
 	// gradients asked for: among them are gradients nobody wants (with
 	// respect to inputs, labels, comparison masks), which Compile leaves
 	// out of the program.
 	byGrad map[*G.Node]bool
+	prog   *program // runs the graph; nil when vm does
 	vm     G.VM
 }
+
+// tapeOnly makes Compile always use gorgonia's tape machine; tests set it
+// to check that both ways of running a graph agree.
+var tapeOnly bool
 
 // New returns an empty tower with index index on device over store. first
 // is tower 0 of the same build, or nil when this is tower 0.
@@ -262,15 +271,14 @@ func (t *Tower) Watch(n *G.Node) error {
 	if n.Graph() != t.g {
 		return fmt.Errorf("%v: node %v is not in this tower's graph", t, n.Name())
 	}
-	if t.vm != nil {
+	if t.vm != nil || t.prog != nil {
 		return fmt.Errorf("%v: watch %v after compile", t, n.Name())
 	}
 	if _, ok := t.watched[n]; ok || n.IsVar() {
 		return nil
 	}
-	v := new(G.Value)
-	G.Read(n, v)
-	t.watched[n] = v
+	t.watched[n] = new(G.Value)
+	t.watchOrder = append(t.watchOrder, n)
 	return nil
 }
 
@@ -279,6 +287,13 @@ func (t *Tower) Watch(n *G.Node) error {
 // value. It stays valid until the next Run.
 func (t *Tower) Value(n *G.Node) (G.Value, error) {
 	if p, ok := t.watched[n]; ok {
+		if t.prog != nil {
+			v, _ := t.prog.value(n)
+			if v == nil {
+				return nil, fmt.Errorf("%v: node %v has no value: has the tower run?", t, n.Name())
+			}
+			return v, nil
+		}
 		if *p == nil {
 			return nil, fmt.Errorf("%v: node %v has no value: has the tower run?", t, n.Name())
 		}
@@ -290,12 +305,29 @@ func (t *Tower) Value(n *G.Node) (G.Value, error) {
 	return nil, fmt.Errorf("%v: node %v was not watched before compile", t, n.Name())
 }
 
-// Compile builds the tower's VM once; later runs reuse it. Gradients that
+// Compile orders the tower's graph once for every later Run. Gradients that
 // symbolic differentiation made as a by-product and nothing uses (with
 // respect to the inputs, say: as large as a layer's matrix product) are
-// left out of the program, so a run computes only what is read.
+// left out, so a run computes only what is read.
+//
+// A tower runs its ops itself, each in turn on the goroutine that calls
+// Run (see program). A graph holding what only gorgonia's machines can run
+// (G.Read or G.Set statements, nodes on a GPU) goes to gorgonia's tape
+// machine instead, which gives the same values.
 func (t *Tower) Compile() (err error) {
 	defer t.recoverInto(&err, "compile")
+	if !tapeOnly {
+		roots, _ := t.liveRoots()
+		p, perr := newProgram(t.g, roots, t.watchOrder)
+		if perr == nil {
+			t.prog = p
+			return nil
+		}
+		slog.Debug("towers: running the graph on gorgonia's tape machine", "tower", t.String(), "reason", perr)
+	}
+	for _, n := range t.watchOrder {
+		G.Read(n, t.watched[n])
+	}
 	g := t.g
 	if roots, pruned := t.liveRoots(); pruned {
 		g = t.g.SubgraphRoots(roots...)
@@ -320,14 +352,16 @@ func (t *Tower) liveRoots() (roots G.Nodes, pruned bool) {
 	return roots, pruned
 }
 
-// Run feeds the inputs and runs the graph once. Node values stay readable
-// until the next Run.
+// Run feeds the inputs and runs the graph once, on the calling goroutine.
+// Node values stay readable until the next Run.
 func (t *Tower) Run() (err error) {
-	if t.vm == nil {
+	if t.vm == nil && t.prog == nil {
 		return fmt.Errorf("%v: run before compile", t)
 	}
 	defer t.recoverInto(&err, "run")
-	t.vm.Reset()
+	if t.vm != nil {
+		t.vm.Reset()
+	}
 	for _, name := range t.inOrder {
 		v, ok := t.feeds[name]
 		if !ok {
@@ -337,13 +371,18 @@ func (t *Tower) Run() (err error) {
 			return fmt.Errorf("%v: feed %q: %w", t, name, err)
 		}
 	}
-	if err := t.vm.RunAll(); err != nil {
+	if t.prog != nil {
+		err = t.prog.run()
+	} else {
+		err = t.vm.RunAll()
+	}
+	if err != nil {
 		return fmt.Errorf("%v: run: %w", t, err)
 	}
 	return nil
 }
 
-// Close releases the VM.
+// Close releases the VM, if the tower has one.
 func (t *Tower) Close() error {
 	if t.vm == nil {
 		return nil
@@ -403,6 +442,7 @@ func RunAll(ctx context.Context, ts []*Tower, fn func(*Tower) error) error {
 			errs[i+1] = t.Guard("run", func() error { return fn(t) })
 		})
 	}
+	runtime.Gosched()
 	errs[0] = ts[0].Guard("run", func() error { return fn(ts[0]) })
 	wg.Wait()
 	return errors.Join(errs...)
