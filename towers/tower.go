@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"runtime/debug"
+	"runtime/trace"
 	"slices"
-	"sync"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/parallel"
 )
 
 // Tower is one replica of a model: its own gorgonia graph and VM, built on
@@ -422,28 +423,21 @@ func (t *Tower) Guard(what string, fn func() error) (err error) {
 	return fn()
 }
 
-// RunAll calls fn once per tower and waits for all of them: for ts[0] on
-// the calling goroutine, once the other towers' goroutines have been
-// started (one goroutine handed to the scheduler fewer per step, and the
-// caller's own core used by a tower). A panic in fn becomes a *PanicError naming the tower. Errors
-// from several towers are joined in tower order. A cancelled ctx is checked
+// RunAll calls fn once per tower, all at the same time, and waits for all
+// of them: ts[0] on the calling goroutine, the others on the goroutines of
+// internal/parallel's team, which are already running between the steps
+// of a training loop, so that no tower waits for the scheduler to start
+// it. A panic in fn becomes a *PanicError naming the tower. Errors from
+// several towers are joined in tower order. A cancelled ctx is checked
 // before starting.
 func RunAll(ctx context.Context, ts []*Tower, fn func(*Tower) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(ts) == 1 {
-		return ts[0].Guard("run", func() error { return fn(ts[0]) })
-	}
 	errs := make([]error, len(ts))
-	var wg sync.WaitGroup
-	for i, t := range ts[1:] {
-		wg.Go(func() {
-			errs[i+1] = t.Guard("run", func() error { return fn(t) })
-		})
-	}
-	runtime.Gosched()
-	errs[0] = ts[0].Guard("run", func() error { return fn(ts[0]) })
-	wg.Wait()
+	parallel.Gang(len(ts), func(i int) {
+		defer trace.StartRegion(ctx, "tower").End()
+		errs[i] = ts[i].Guard("run", func() error { return fn(ts[i]) })
+	})
 	return errors.Join(errs...)
 }

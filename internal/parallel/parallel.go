@@ -1,6 +1,13 @@
-// Package parallel spreads independent per-variable work (summing tower
-// gradients, applying an optimizer) over the cores when there is enough of
-// it to pay for the goroutines.
+// Package parallel spreads work over the cores: the towers of a step
+// (Gang) and independent per-variable work (For, ForChunks: summing tower
+// gradients, applying an optimizer) when there is enough of it to pay for
+// the hand-off.
+//
+// The goroutines doing it are a team started once and kept: an idle member
+// spins for SpinFor, then parks. Handing work to a goroutine already
+// running costs a store; waking one goes through the Go scheduler, which
+// can leave it waiting for milliseconds while the processors are inside
+// BLAS (cgo) calls.
 package parallel
 
 import (
@@ -8,6 +15,25 @@ import (
 	"sync"
 	"sync/atomic"
 )
+
+// Gang calls fn(0..n-1) each on its own goroutine, all at the same time,
+// fn(0) on the calling one, and returns when every call has returned. The
+// others run on the shared team when it is free, else on new goroutines
+// (a Gang inside a Gang, or two at once).
+func Gang(n int, fn func(i int)) {
+	if n < 1 {
+		return
+	}
+	if shared.run(n, fn) {
+		return
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < n; i++ {
+		wg.Go(func() { fn(i) })
+	}
+	fn(0)
+	wg.Wait()
+}
 
 // MinWork is the number of elements below which one goroutine beats
 // spreading the work.
@@ -29,15 +55,11 @@ func For(n, work int, fn func(int) error) error {
 	}
 	errs := make([]error, n)
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for j := int(next.Add(1) - 1); j < n; j = int(next.Add(1) - 1) {
-				errs[j] = fn(j)
-			}
-		})
-	}
-	wg.Wait()
+	Gang(workers, func(int) {
+		for j := int(next.Add(1) - 1); j < n; j = int(next.Add(1) - 1) {
+			errs[j] = fn(j)
+		}
+	})
 	for _, err := range errs {
 		if err != nil {
 			return err
