@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime/trace"
 	"slices"
 	"strings"
 
@@ -528,7 +529,9 @@ func (b *build) loss() (float64, error) {
 // check, when not nil, sees the loss before any update and may abort the
 // step, leaving every variable as it was.
 func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss float64) error, started func()) (float64, error) {
+	region := trace.StartRegion(ctx, "prepare")
 	b, err := e.prepare(Train, batch)
+	region.End()
 	if err != nil {
 		return 0, fmt.Errorf("train step %d: %w", e.step(), err)
 	}
@@ -564,6 +567,8 @@ func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss flo
 	// scheduling. One tower's gradients (the copies Watch took) are applied
 	// as they are.
 	direct := len(b.towers) == 1 && b.weights[0] == 1
+	region = trace.StartRegion(ctx, "sum gradients")
+	defer func() { region.End() }()
 	for _, p := range b.plans {
 		for j, v := range p.vars {
 			parts := p.parts[j]
@@ -601,6 +606,8 @@ func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss flo
 			return 0, err
 		}
 	}
+	region.End()
+	region = trace.StartRegion(ctx, "apply")
 	for _, p := range b.plans {
 		if e.rep.ReduceGradients != nil {
 			gs := make([]Gradient, len(p.vars))

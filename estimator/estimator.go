@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
+	"runtime/trace"
 	"time"
 
 	"gorgonia.org/tensor"
@@ -281,7 +282,11 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	}
 	t0 := time.Now()
 	requests := make([][]string, len(hooks))
-	for batch, err, ok := first, firstErr, haveFirst; ok; batch, err, ok = next() {
+	nextBatch := func() (Batch, error, bool) {
+		defer trace.StartRegion(ctx, "wait for input").End()
+		return next()
+	}
+	for batch, err, ok := first, firstErr, haveFirst; ok; batch, err, ok = nextBatch() {
 		if err != nil {
 			return fmt.Errorf("train: input at step %d: %w", e.eng.step(), err)
 		}

@@ -426,9 +426,8 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, t int64) {
 	lr := T(c.lr)
 	switch c.kind {
 	case kindSGD:
-		for i, gi := range g {
-			w[i] -= lr * gi
-		}
+		numeric.Axpy(-lr, g, w) // w - lr·g, bit for bit
+
 	case kindMomentum:
 		mom := T(c.momentum)
 		acc := slots[0]

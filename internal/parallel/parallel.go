@@ -19,20 +19,32 @@ import (
 // Gang calls fn(0..n-1) each on its own goroutine, all at the same time,
 // fn(0) on the calling one, and returns when every call has returned. The
 // others run on the shared team when it is free, else on new goroutines
-// (a Gang inside a Gang, or two at once).
+// (a Gang inside a Gang, or two at once). A panic in any call is raised
+// again on the calling goroutine once all have returned.
 func Gang(n int, fn func(i int)) {
 	if n < 1 {
 		return
 	}
-	if shared.run(n, fn) {
-		return
+	var first atomic.Pointer[any]
+	call := func(i int) {
+		defer func() {
+			if r := recover(); r != nil {
+				first.CompareAndSwap(nil, &r)
+			}
+		}()
+		fn(i)
 	}
-	var wg sync.WaitGroup
-	for i := 1; i < n; i++ {
-		wg.Go(func() { fn(i) })
+	if !shared.run(n, call) {
+		var wg sync.WaitGroup
+		for i := 1; i < n; i++ {
+			wg.Go(func() { call(i) })
+		}
+		call(0)
+		wg.Wait()
 	}
-	fn(0)
-	wg.Wait()
+	if r := first.Load(); r != nil {
+		panic(*r)
+	}
 }
 
 // MinWork is the number of elements below which one goroutine beats

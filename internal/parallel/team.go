@@ -19,10 +19,8 @@ const SpinFor = 500 * time.Microsecond
 // team is a set of goroutines, started once, that run the pieces of one
 // job at a time alongside the goroutine that hands them the job.
 type team struct {
-	busy sync.Mutex // held by the goroutine whose job the team runs
-
-	mu      sync.Mutex // guards workers (growth)
-	workers []*worker
+	busy    sync.Mutex // held by the goroutine whose job the team runs
+	workers []*worker  // grown under busy
 
 	gen     atomic.Uint64 // job number; a change means a new job
 	job     func()        // the current job: every worker calls it once
@@ -38,10 +36,8 @@ type worker struct {
 
 var shared = &team{done: make(chan struct{}, 1)}
 
-// grow starts workers until there are n.
+// grow starts workers until there are n. The caller holds busy.
 func (t *team) grow(n int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	for len(t.workers) < n {
 		w := &worker{wake: make(chan struct{}, 1)}
 		t.workers = append(t.workers, w)
