@@ -9,11 +9,16 @@ import (
 
 // SpinFor is how long an idle worker of the team keeps checking for new
 // work, yielding its processor between checks, before it parks. A
-// training step hands the team work every few hundred microseconds (the
-// towers, then the gradient sums, then the update); a worker still
-// spinning takes the next piece at once, where waking a parked goroutine
-// waits on the Go scheduler, which can take milliseconds when the other
-// processors are inside long BLAS (cgo) calls.
+// training step with several towers hands the team work every few hundred
+// microseconds (the towers, then the gradient sums, then the update); a
+// worker still spinning takes the next piece at once, where waking a
+// parked goroutine waits on the Go scheduler, which can take milliseconds
+// when the other processors are inside long BLAS (cgo) calls.
+//
+// Workers spin only while jobs come that often: when the last job came
+// more than SpinFor after the one before (one tower, whose step is one
+// job every few milliseconds), they park at once and leave the processor
+// to whatever else runs, BLAS threads of its own among them.
 const SpinFor = 500 * time.Microsecond
 
 // team is a set of goroutines, started once, that run the pieces of one
@@ -27,6 +32,8 @@ type team struct {
 	pending atomic.Int64  // workers yet to return from job
 	done    chan struct{} // receives when pending reaches 0 while the owner parks
 	waiting atomic.Bool   // the owner is parked on done
+	spin    atomic.Int64  // how long workers spin for the next job, in ns
+	lastEnd time.Time     // when the last job ended; under busy
 }
 
 type worker struct {
@@ -66,7 +73,7 @@ func (t *team) await(w *worker, seen uint64) uint64 {
 		if g := t.gen.Load(); g != seen {
 			return g
 		}
-		if i%64 == 63 && time.Since(start) > SpinFor {
+		if spin := time.Duration(t.spin.Load()); spin == 0 || (i%64 == 63 && time.Since(start) > spin) {
 			w.parked.Store(true)
 			if g := t.gen.Load(); g != seen { // a job posted before parked was seen
 				w.parked.Store(false)
@@ -90,6 +97,13 @@ func (t *team) run(n int, fn func(i int)) bool {
 		return false
 	}
 	defer t.busy.Unlock()
+	now := time.Now()
+	if now.Sub(t.lastEnd) < SpinFor {
+		t.spin.Store(int64(SpinFor))
+	} else {
+		t.spin.Store(0)
+	}
+	defer func() { t.lastEnd = time.Now() }()
 	t.grow(n - 1)
 	// Every worker sees the job; those beyond n-1 (the team grew for an
 	// earlier, larger job) return at once.
