@@ -20,8 +20,8 @@ import (
 	"iter"
 	"log/slog"
 	"reflect"
-	"sync"
 	"runtime/trace"
+	"sync"
 	"time"
 
 	"gorgonia.org/tensor"
@@ -329,6 +329,9 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 			}
 			stop = stop || s
 		}
+		if batch.Release != nil {
+			batch.Release()
+		}
 		if stop {
 			break
 		}
@@ -387,6 +390,9 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, steps int64) (m
 		loss, err := e.eng.evalStep(ctx, batch)
 		if err != nil {
 			return nil, fmt.Errorf("evaluate: batch %d: %w", batches, err)
+		}
+		if batch.Release != nil {
+			batch.Release()
 		}
 		lossSum += loss
 		batches++

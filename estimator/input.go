@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"gorgonia.org/tensor"
@@ -23,6 +24,12 @@ type Batch struct {
 	Features map[string]*tensor.Dense
 	Labels   map[string]*tensor.Dense
 	Sparse   map[string]sharding.SparseCOO
+	// Release, when not nil, gives the batch's memory back to the input
+	// that made it, for a later batch; nothing may read the batch after.
+	// Train and Evaluate call it once a step and its hooks are done with
+	// the batch. FromTensors sets it, so that its batches are copied into
+	// a few buffers in turn rather than into new memory every step.
+	Release func()
 }
 
 // Rows returns the batch's row count, checking that every feature, label and
@@ -93,7 +100,9 @@ type TensorInput struct {
 
 // FromTensors makes an input function over in-memory tensors, like
 // TensorFlow's numpy_input_fn: every features and labels tensor holds all
-// examples along dimension 0; labels may be nil. Batches are copies.
+// examples along dimension 0; labels may be nil. Batches are copies, made
+// into the memory of released batches (see Batch.Release) when there is
+// one of the same size.
 func FromTensors(features, labels map[string]*tensor.Dense, cfg TensorInput) (InputFn, error) {
 	whole := Batch{Features: features, Labels: labels}
 	rows, err := whole.Rows()
@@ -125,6 +134,7 @@ func FromTensors(features, labels map[string]*tensor.Dense, cfg TensorInput) (In
 		return func(yield func(Batch, error) bool) {
 			rng := rand.New(rand.NewPCG(cfg.Seed, 0x70776572666c6f77))
 			order := make([]int, rows)
+			var free recycler
 			for e := 0; epochs == Forever || e < epochs; e++ {
 				for i := range order {
 					order[i] = i
@@ -138,10 +148,12 @@ func FromTensors(features, labels map[string]*tensor.Dense, cfg TensorInput) (In
 						return
 					}
 					idx := order[start:min(start+cfg.BatchSize, rows)]
-					b := Batch{Features: gather(src["features"], idx)}
+					b := free.take(len(idx))
+					b.Features = gather(b.Features, src["features"], idx)
 					if labels != nil {
-						b.Labels = gather(src["labels"], idx)
+						b.Labels = gather(b.Labels, src["labels"], idx)
 					}
+					b.Release = free.releaser(b)
 					if !yield(b, nil) {
 						return
 					}
@@ -160,41 +172,87 @@ type rowSource struct {
 	rowSize int
 }
 
-func gather(src map[string]rowSource, idx []int) map[string]*tensor.Dense {
-	out := make(map[string]*tensor.Dense, len(src))
+// gather copies rows idx of every source into dst's tensor of that name,
+// or a new one when dst has none, and returns the tensors.
+func gather(dst map[string]*tensor.Dense, src map[string]rowSource, idx []int) map[string]*tensor.Dense {
+	if dst == nil {
+		dst = make(map[string]*tensor.Dense, len(src))
+	}
 	for k, s := range src {
-		var dst any
-		switch d := s.data.Interface().(type) {
+		n := len(idx) * s.rowSize
+		var buf any
+		if d, ok := dst[k]; ok {
+			buf = d.Data()
+		} else {
+			buf = reflect.MakeSlice(s.data.Type(), n, n).Interface()
+			shape := s.shape.Clone()
+			shape[0] = len(idx)
+			dst[k] = numeric.Over(shape, buf)
+		}
+		switch d := buf.(type) {
 		case []float32:
-			dst = gatherRows(d, idx, s.rowSize)
+			gatherRows(d, s.data.Interface().([]float32), idx, s.rowSize)
 		case []float64:
-			dst = gatherRows(d, idx, s.rowSize)
+			gatherRows(d, s.data.Interface().([]float64), idx, s.rowSize)
 		case []int64:
-			dst = gatherRows(d, idx, s.rowSize)
+			gatherRows(d, s.data.Interface().([]int64), idx, s.rowSize)
 		case []int:
-			dst = gatherRows(d, idx, s.rowSize)
+			gatherRows(d, s.data.Interface().([]int), idx, s.rowSize)
 		default:
-			n := len(idx) * s.rowSize
-			v := reflect.MakeSlice(s.data.Type(), n, n)
+			v := reflect.ValueOf(buf)
 			for i, r := range idx {
 				reflect.Copy(v.Slice(i*s.rowSize, (i+1)*s.rowSize), s.data.Slice(r*s.rowSize, (r+1)*s.rowSize))
 			}
-			dst = v.Interface()
 		}
-		shape := s.shape.Clone()
-		shape[0] = len(idx)
-		out[k] = numeric.Over(shape, dst)
 	}
-	return out
+	return dst
 }
 
-// gatherRows copies rows idx of src, each of size elements, into a new slice.
-func gatherRows[T any](src []T, idx []int, size int) []T {
-	dst := make([]T, len(idx)*size)
+// gatherRows copies rows idx of src, each of size elements, into dst.
+func gatherRows[T any](dst, src []T, idx []int, size int) {
 	for i, r := range idx {
 		copy(dst[i*size:(i+1)*size], src[r*size:(r+1)*size])
 	}
-	return dst
+}
+
+// recycler keeps released batches of one input for reuse. Released
+// batches come back from the consumer's goroutine, taken ones go out on
+// the producer's.
+type recycler struct {
+	mu   sync.Mutex
+	free []Batch
+}
+
+// take returns a released batch of rows rows, its Release cleared, or an
+// empty Batch when there is none.
+func (r *recycler) take(rows int) Batch {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, b := range r.free {
+		if n, err := b.Rows(); err == nil && n == rows {
+			r.free = slices.Delete(r.free, i, i+1)
+			b.Release = nil
+			return b
+		}
+	}
+	return Batch{}
+}
+
+// releaser returns b's Release: the first call hands b back (a batch given
+// back twice would be handed out twice, two batches sharing memory); later
+// ones do nothing. At most a few batches are kept: the consumer holds one,
+// the read-ahead one or two.
+func (r *recycler) releaser(b Batch) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if len(r.free) < 4 {
+				r.free = append(r.free, b)
+			}
+		})
+	}
 }
 
 // prefetch runs src on its own goroutine, one batch ahead of the consumer,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"testing"
 
@@ -151,6 +152,85 @@ func TestFromTensorsBatchesAreCopies(t *testing.T) {
 	}
 	if x, y := feats["x"].Data().([]float64)[0], labels["y"].Data().([]float64)[0]; x != 0 || y != 0 {
 		t.Errorf("writing a batch changed the source: x[0]=%v y[0]=%v", x, y)
+	}
+}
+
+// TestFromTensorsReusesReleasedBatches: a released batch's memory is used
+// again for a later batch of the same size, and the batches still hold
+// the right rows; without Release every batch is new memory; releasing a
+// batch twice gives its memory back once.
+func TestFromTensorsReusesReleasedBatches(t *testing.T) {
+	tests := []struct {
+		name     string
+		releases int // Release calls per batch
+		want     int // distinct backings of feature x over the 9 batches
+	}{
+		{"not released", 0, 9},
+		{"released", 1, 2}, // one for the batches of 3 rows, one for the last of each epoch
+		{"released twice", 2, 2},
+	}
+	feats, labels := rowData(7)
+	in, err := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: 3, Epochs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIDs := [][]int{{0, 1, 2}, {3, 4, 5}, {6}, {0, 1, 2}, {3, 4, 5}, {6}, {0, 1, 2}, {3, 4, 5}, {6}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var ids [][]int
+			backings := map[*float64]bool{}
+			for b, err := range in(context.Background()) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, batchIDs(t, b, true))
+				backings[&b.Features["x"].Data().([]float64)[0]] = true
+				for range tc.releases {
+					b.Release()
+				}
+			}
+			if diff := cmp.Diff(wantIDs, ids); diff != "" {
+				t.Errorf("rows (-want +got):\n%s", diff)
+			}
+			if got := len(backings); got != tc.want {
+				t.Errorf("%d distinct backings, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFromTensorsReleaseTwiceSharesNothing: batches held at the same time
+// never share memory, even after a batch was released twice.
+func TestFromTensorsReleaseTwiceSharesNothing(t *testing.T) {
+	feats, labels := rowData(8)
+	in, err := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: 2, Epochs: estimator.Forever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, stop := iter.Pull2(in(context.Background()))
+	defer stop()
+	take := func() estimator.Batch {
+		b, err, ok := next()
+		if err != nil || !ok {
+			t.Fatalf("next batch: %v, %v", err, ok)
+		}
+		return b
+	}
+	held := take()
+	released := take()
+	released.Release()
+	released.Release()
+	a, b := take(), take()
+	live := map[*float64]string{}
+	for name, batch := range map[string]estimator.Batch{"held": held, "first after": a, "second after": b} {
+		p := &batch.Features["x"].Data().([]float64)[0]
+		if other, dup := live[p]; dup {
+			t.Errorf("batches %q and %q share feature x's memory", name, other)
+		}
+		live[p] = name
+	}
+	for _, batch := range []estimator.Batch{held, a, b} {
+		batchIDs(t, batch, true)
 	}
 }
 
