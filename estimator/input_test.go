@@ -430,3 +430,69 @@ func TestBatchRows(t *testing.T) {
 		})
 	}
 }
+
+// releaseCounting wraps in: each batch's Release counts into released[i]
+// (i: the batch's index), after FromTensors' own.
+func releaseCounting(in estimator.InputFn, released *[]int) estimator.InputFn {
+	return func(ctx context.Context) iter.Seq2[estimator.Batch, error] {
+		return func(yield func(estimator.Batch, error) bool) {
+			i := 0
+			for b, err := range in(ctx) {
+				if err == nil {
+					inner, k := b.Release, i
+					*released = append(*released, 0)
+					b.Release = func() {
+						(*released)[k]++
+						inner()
+					}
+				}
+				i++
+				if !yield(b, err) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// TestTrainAndEvaluateReleaseBatches: Train and Evaluate release every batch
+// they consume exactly once, Train only after the step's hooks have run.
+func TestTrainAndEvaluateReleaseBatches(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		towers int
+		run    func(t *testing.T, est *estimator.Estimator, in estimator.InputFn, atHook func(step int64))
+	}{
+		{"train", 1, func(t *testing.T, est *estimator.Estimator, in estimator.InputFn, atHook func(int64)) {
+			if err := est.Train(context.Background(), in, estimator.OnStep(func(step int64, _ float64) { atHook(step) })); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"train, 2 towers", 2, func(t *testing.T, est *estimator.Estimator, in estimator.InputFn, atHook func(int64)) {
+			if err := est.Train(context.Background(), in, estimator.OnStep(func(step int64, _ float64) { atHook(step) })); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"evaluate", 1, func(t *testing.T, est *estimator.Estimator, in estimator.InputFn, _ func(int64)) {
+			if _, err := est.Evaluate(context.Background(), in); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			est := newEstimator(t, replicated(lineModel, c.towers))
+			var released []int
+			in := releaseCounting(lineInput(t, xs(10), 4, true), &released)
+			var atHooks []int
+			c.run(t, est, in, func(step int64) { atHooks = append(atHooks, released[step-1]) })
+			if diff := cmp.Diff([]int{1, 1, 1}, released); diff != "" {
+				t.Errorf("releases per batch (-want +got):\n%s", diff)
+			}
+			if len(atHooks) > 0 {
+				if diff := cmp.Diff([]int{0, 0, 0}, atHooks); diff != "" {
+					t.Errorf("releases of the step's batch when its hook ran (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
