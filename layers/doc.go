@@ -12,8 +12,8 @@
 //
 //   - each op keeps its output (and its scratch: a convolution's unfolded
 //     image, a pooling's argmax) from run to run instead of allocating it
-//     again. gorgonia's tape machine allocates every intermediate afresh on
-//     each run: megabytes a step for a 512×512 layer, over a hundred for a
+//     again. gorgonia's ops allocate their result afresh on each run:
+//     megabytes a step for a 512×512 layer, over a hundred for a
 //     small convolutional network, and with several towers in one process,
 //     garbage collection that stalls them all;
 //   - bias, activation and their gradients are fused loops over the

@@ -8,16 +8,23 @@
 //     creation order, with get-or-create, seeded initializers, placement of
 //     masters on devices, and weights by name or as one flat vector for
 //     exchanging them between workers.
-//   - Tower: one gorgonia graph and VM built on one device over the store.
-//     Tower 0 creates variables; later towers reuse them and prefix their
-//     node names "tower_i/". Each tower reads the masters through its own
-//     tensor header, because gorgonia rewrites operand headers in place.
-//     A tower's program leaves out the gradients that symbolic
-//     differentiation made as a by-product and nothing reads (with respect
-//     to the input batch, say).
-//   - RunAll runs towers concurrently, the first on the calling goroutine,
-//     turning a panic into an error naming the tower; SumGradients adds
-//     tower gradients.
+//   - Tower: one gorgonia graph built on one device over the store, and
+//     the program that runs it. Tower 0 creates variables; later towers
+//     reuse them and prefix their node names "tower_i/". Each tower reads
+//     the masters through its own tensor header, because gorgonia rewrites
+//     operand headers in place. A tower's program leaves out the gradients
+//     that symbolic differentiation made as a by-product and nothing reads
+//     (with respect to the input batch, say), and runs the ops itself on
+//     the goroutine that calls Run: gorgonia's tape machine starts a
+//     goroutine and locks a thread on every run, and with BLAS calls
+//     holding both cores those goroutines wait on the Go scheduler (a graph
+//     with G.Read or G.Set statements, or GPU nodes, still goes to the
+//     tape machine).
+//   - RunAll runs towers at the same time, the first on the calling
+//     goroutine and the others on internal/parallel's team of goroutines,
+//     which are already running between the steps of a training loop;
+//     a panic becomes an error naming the tower. SumGradients adds tower
+//     gradients.
 //   - SetBLASThreads and BLAS: the BLAS under the towers (gonum's pure Go
 //     by default, OpenBLAS with the openblas build tag, one thread a call
 //     unless set).

@@ -290,31 +290,55 @@ func TestProgramErrorsNameTheNode(t *testing.T) {
 	}
 }
 
-// TestProgramLeavesStatementsToTheTapeMachine: a graph holding a G.Read of
-// the model's own runs on gorgonia's tape machine, which fills it.
+// TestProgramLeavesStatementsToTheTapeMachine: a graph holding a statement
+// of the model's own (G.Read, G.Set) runs on gorgonia's tape machine. What
+// G.Read read is checked; what G.Set does is gorgonia's affair.
 func TestProgramLeavesStatementsToTheTapeMachine(t *testing.T) {
-	tw := New(0, CPU(0), NewStore(), nil)
-	x := input(t, tw, "x", 2)
-	w := tw.MustVariable("w", tensor.Float64, tensor.Shape{2}, Constant(3))
-	y := G.Must(G.HadamardProd(x, w))
-	var read G.Value
-	G.Read(y, &read)
-	if err := tw.Compile(); err != nil {
-		t.Fatal(err)
-	}
-	if tw.prog != nil || tw.vm == nil {
-		t.Fatal("a graph with G.Read was not given to the tape machine")
-	}
-	if err := tw.Feed("x", tensor.New(tensor.WithShape(2), tensor.WithBacking([]float64{1, 2}))); err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Run(); err != nil {
-		t.Fatal(err)
-	}
-	if read == nil {
-		t.Fatal("G.Read's value is nil after the run")
-	}
-	if diff := cmp.Diff([]float64{3, 6}, read.Data()); diff != "" {
-		t.Errorf("G.Read (-want +got):\n%s", diff)
+	for _, c := range []struct {
+		name string
+		// build adds the statement to y = x ⊙ w and returns what it
+		// produced after a run, or nil.
+		build func(tw *Tower, y *G.Node) func() G.Value
+		want  []float64
+	}{
+		{"G.Read", func(_ *Tower, y *G.Node) func() G.Value {
+			var read G.Value
+			G.Read(y, &read)
+			return func() G.Value { return read }
+		}, []float64{3, 6}},
+		{"G.Set", func(tw *Tower, y *G.Node) func() G.Value {
+			v := tw.MustVariable("v", tensor.Float64, tensor.Shape{2}, Constant(0))
+			G.Set(v, y)
+			return nil
+		}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tw := New(0, CPU(0), NewStore(), nil)
+			x := input(t, tw, "x", 2)
+			w := tw.MustVariable("w", tensor.Float64, tensor.Shape{2}, Constant(3))
+			got := c.build(tw, G.Must(G.HadamardProd(x, w)))
+			if err := tw.Compile(); err != nil {
+				t.Fatal(err)
+			}
+			if tw.prog != nil || tw.vm == nil {
+				t.Fatal("the graph was not given to the tape machine")
+			}
+			if err := tw.Feed("x", tensor.New(tensor.WithShape(2), tensor.WithBacking([]float64{1, 2}))); err != nil {
+				t.Fatal(err)
+			}
+			if err := tw.Run(); err != nil {
+				t.Fatal(err)
+			}
+			if got == nil {
+				return
+			}
+			v := got()
+			if v == nil {
+				t.Fatal("no value after the run")
+			}
+			if diff := cmp.Diff(c.want, v.Data()); diff != "" {
+				t.Errorf("after the run (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
