@@ -90,37 +90,15 @@ func main() {
 	}
 	blas, threads := towers.BLAS()
 	fmt.Fprintf(os.Stderr, "towerbench: BLAS %s (%d threads a call), GOMAXPROCS %d, ops %s\n", blas, threads, runtime.GOMAXPROCS(0), cfg.ops)
-	stopProfile := func() {}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "towerbench:", err)
-			os.Exit(1)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, "towerbench:", err)
-			os.Exit(1)
-		}
-		stopProfile = func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}
+	stopProfile, err := record(*cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "towerbench: -cpuprofile:", err)
+		os.Exit(1)
 	}
-	stopTrace := func() {}
-	if *traceFile != "" {
-		f, err := os.Create(*traceFile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "towerbench:", err)
-			os.Exit(1)
-		}
-		if err := trace.Start(f); err != nil {
-			fmt.Fprintln(os.Stderr, "towerbench:", err)
-			os.Exit(1)
-		}
-		stopTrace = func() {
-			trace.Stop()
-			f.Close()
-		}
+	stopTrace, err := record(*traceFile, trace.Start, trace.Stop)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "towerbench: -trace:", err)
+		os.Exit(1)
 	}
 	err = run(ctx, cfg, os.Stdout)
 	stopTrace()
@@ -129,6 +107,29 @@ func main() {
 		fmt.Fprintln(os.Stderr, "towerbench:", err)
 		os.Exit(1)
 	}
+}
+
+// record creates the file at path and starts writing to it with start (a
+// CPU profile, an execution trace); the returned func stops and closes it.
+// An empty path records nothing.
+func record(path string, start func(io.Writer) error, stop func()) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		stop()
+		if err := f.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "towerbench:", err)
+		}
+	}, nil
 }
 
 func parseInts(s string) ([]int, error) {
