@@ -34,7 +34,8 @@ type engine struct {
 	defaultOpt optimizers.Optimizer
 	globalStep *towers.Variable
 	builds     map[string]*build
-	last       *build // the towers of the latest step, for fetches
+	splits     splitCache // how recent batches were split, to split them once
+	last       *build     // the towers of the latest step, for fetches
 	// lastPredict is the towers of the latest predict step.
 	lastPredict *build
 	uses        int64 // steps prepared so far
@@ -177,14 +178,28 @@ func signature(mode Mode, shards []Batch) string {
 
 // prepare splits the batch, gets or builds the towers for it and feeds them.
 func (e *engine) prepare(mode Mode, batch Batch) (*build, error) {
-	shards, rows, err := e.shards(mode, batch)
-	if err != nil {
-		return nil, err
+	var shards []Batch
+	var feeds [][]feed
+	var rows []int
+	var key string
+	if s, ok := e.splits.lookup(mode, batch); ok {
+		shards, feeds, rows, key = s.shards, s.feeds, s.rows, s.key
+	} else {
+		var err error
+		if shards, rows, err = e.shards(mode, batch); err != nil {
+			return nil, err
+		}
+		key = signature(mode, shards)
+		if cacheable(batch) {
+			feeds = e.splits.add(mode, batch, shards, rows, key).feeds
+		} else {
+			feeds = feedsOf(shards)
+		}
 	}
-	key := signature(mode, shards)
 	b, ok := e.builds[key]
 	if !ok {
 		e.evict()
+		var err error
 		if b, err = e.build(mode, shards); err != nil {
 			return nil, err
 		}
@@ -201,14 +216,9 @@ func (e *engine) prepare(mode Mode, batch Batch) (*build, error) {
 	b.rows = rows
 	b.weights = e.towerWeights(rows)
 	for i, t := range b.towers {
-		for _, part := range []struct {
-			prefix string
-			m      map[string]*tensor.Dense
-		}{{"features/", shards[i].Features}, {"labels/", shards[i].Labels}} {
-			for k, v := range part.m {
-				if err := t.Feed(part.prefix+k, v); err != nil {
-					return nil, err
-				}
+		for _, f := range feeds[i] {
+			if err := t.Feed(f.name, f.v); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -593,11 +603,7 @@ func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss flo
 			continue
 		}
 		err := parallel.ForChunks(p.sizes, func(j, lo, hi int) error {
-			parts := make([]any, len(p.parts[j]))
-			for i, part := range p.parts[j] {
-				parts[i] = numeric.Window(part, lo, hi)
-			}
-			if err := towers.SumGradients(numeric.Window(p.sums[j], lo, hi), parts, b.weights); err != nil {
+			if err := towers.SumGradientsRange(p.sums[j], p.parts[j], b.weights, lo, hi); err != nil {
 				return fmt.Errorf("gradient of %q: %w", p.vars[j].Name(), err)
 			}
 			return nil

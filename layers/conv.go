@@ -223,8 +223,8 @@ func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 		}
 	}
 	out := op.out.get(in[0].Dtype(), g.out())
-	o := out.Data().([]T)
-	cols := op.cols.get(in[0].Dtype(), tensor.Shape{g.ckk(), g.ohw()}).Data().([]T)
+	o := data[T](out)
+	cols := data[T](op.cols.get(in[0].Dtype(), tensor.Shape{g.ckk(), g.ohw()}))
 	inSize, outSize, ohw := g.c*g.h*g.w, g.f*g.ohw(), g.ohw()
 	for n := range g.n {
 		im2col(g, x[n*inSize:(n+1)*inSize], cols)
@@ -312,9 +312,9 @@ func convGradDo[T float](op *convGradOp, in []G.Value) (G.Value, error) {
 	}
 	_, shape := op.shapes()
 	out := op.out.get(in[0].Dtype(), shape)
-	o := out.Data().([]T)
+	o := data[T](out)
 	clear(o)
-	cols := op.cols.get(in[0].Dtype(), tensor.Shape{g.ckk(), g.ohw()}).Data().([]T)
+	cols := data[T](op.cols.get(in[0].Dtype(), tensor.Shape{g.ckk(), g.ohw()}))
 	inSize, outSize := g.c*g.h*g.w, g.f*g.ohw()
 	for n := range g.n {
 		dzn := dz[n*outSize : (n+1)*outSize]

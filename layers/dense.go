@@ -154,7 +154,7 @@ func denseDo[T float](op *denseOp, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	out := op.out.get(in[0].Dtype(), s)
-	o := out.Data().([]T)
+	o := data[T](out)
 	rows, inner, units := s[0], in[0].Shape()[1], s[1]
 	gemm(false, false, rows, units, inner, x, k, 0, o)
 	switch {
@@ -313,7 +313,7 @@ func matMulDo[T float](op *matMulOp, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	out := op.out.get(in[0].Dtype(), tensor.Shape{m, n})
-	gemm(op.transA, op.transB, m, n, k, a, b, 0, out.Data().([]T))
+	gemm(op.transA, op.transB, m, n, k, a, b, 0, data[T](out))
 	return out, nil
 }
 
@@ -373,8 +373,8 @@ func sumDo[T float](op *sumOp, in G.Value) (G.Value, error) {
 	sh := in.Shape()
 	n, f, rest := sh[0], sh[1], sh[2:].TotalSize()
 	out := op.out.get(in.Dtype(), s)
-	o := out.Data().([]T)
-	ones := op.ones.get(in.Dtype(), tensor.Shape{max(n, rest)}).Data().([]T)
+	o := data[T](out)
+	ones := data[T](op.ones.get(in.Dtype(), tensor.Shape{max(n, rest)}))
 	if len(ones) > 0 && ones[0] != 1 {
 		for i := range ones {
 			ones[i] = 1

@@ -169,7 +169,7 @@ func mseGradDo[T float](op *mseGradOp, in []G.Value) (G.Value, error) {
 		return newScalar(scale * (p[0] - l[0])), nil
 	}
 	out := op.out.get(in[0].Dtype(), s)
-	o := out.Data().([]T)
+	o := data[T](out)
 	for i, v := range p {
 		o[i] = scale * (v - l[i])
 	}

@@ -38,7 +38,19 @@ func (b *buffer) get(dt tensor.Dtype, shape tensor.Shape) *tensor.Dense {
 
 // backing returns v's elements as a []T, row-major: the backing itself for
 // a contiguous tensor, a copy for a view.
+// data returns the elements of d, one of an op's own buffers (contiguous,
+// of element type T), without the allocation of d.Data().
+func data[T float](d *tensor.Dense) []T {
+	if s, ok := numeric.Floats[T](d); ok {
+		return s
+	}
+	return d.Data().([]T)
+}
+
 func backing[T float](what string, v G.Value) ([]T, error) {
+	if s, ok := numeric.Floats[T](v); ok {
+		return s, nil
+	}
 	s, err := numeric.Slice(v)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)

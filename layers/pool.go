@@ -84,7 +84,7 @@ func maxPoolDo[T float](op *maxPoolOp, in G.Value) (G.Value, error) {
 		return nil, err
 	}
 	out := op.out.get(in.Dtype(), op.res())
-	o := out.Data().([]T)
+	o := data[T](out)
 	if len(op.arg) != len(o) {
 		op.arg = make([]int32, len(o))
 	}
@@ -172,7 +172,7 @@ func maxPoolGradDo[T float](op *maxPoolGradOp, in G.Value) (G.Value, error) {
 		return nil, fmt.Errorf("%v: the forward op has not run", op)
 	}
 	out := op.out.get(in.Dtype(), op.fwd.in())
-	o := out.Data().([]T)
+	o := data[T](out)
 	clear(o)
 	for k, v := range g {
 		o[op.fwd.arg[k]] += v

@@ -75,7 +75,7 @@ func reluDo[T float](op *reluOp, in G.Value) (G.Value, error) {
 		return newScalar(max(x[0], 0)), nil
 	}
 	out := op.out.get(in.Dtype(), in.Shape())
-	rectify(out.Data().([]T), x)
+	rectify(data[T](out), x)
 	return out, nil
 }
 
@@ -145,7 +145,7 @@ func reluGradDo[T float](op *reluGradOp, in []G.Value) (G.Value, error) {
 		return newScalar(o[0]), nil
 	}
 	out := op.out.get(in[0].Dtype(), s)
-	mask(out.Data().([]T), y, g)
+	mask(data[T](out), y, g)
 	return out, nil
 }
 

@@ -13,7 +13,19 @@ import (
 // []float64 slices of one length; with unit weights the sum is the plain
 // float sum.
 func SumGradients(dst any, parts []any, weights []float64) error {
-	if err := numeric.WeightedSum(dst, parts, weights); err != nil {
+	return sumGradients(numeric.WeightedSum(dst, parts, weights))
+}
+
+// SumGradientsRange is SumGradients over elements [lo, hi) only, so that
+// goroutines can each sum their own range of one gradient; it allocates
+// nothing for up to 8 towers.
+func SumGradientsRange(dst any, parts []any, weights []float64, lo, hi int) error {
+	return sumGradients(numeric.WeightedSumRange(dst, parts, weights, lo, hi))
+}
+
+// sumGradients names the tower of a part that failed.
+func sumGradients(err error) error {
+	if err != nil {
 		if pe, ok := errors.AsType[*numeric.PartError](err); ok {
 			return fmt.Errorf("sum gradients: tower %d: %w", pe.Part, pe.Err)
 		}

@@ -135,8 +135,12 @@ func (p *program) run() error {
 			return fmt.Errorf("node %v (%v): the op returned no value", n.Name(), n.Op())
 		}
 		// UnsafeLet checks the value's shape and dtype against the node's.
-		if err := G.UnsafeLet(n, v); err != nil {
-			return fmt.Errorf("node %v (%v): %w", n.Name(), n.Op(), err)
+		// An op that keeps its output (package layers) returns the value
+		// already bound, of the shape already checked.
+		if !sameDense(n.Value(), v) {
+			if err := G.UnsafeLet(n, v); err != nil {
+				return fmt.Errorf("node %v (%v): %w", n.Name(), n.Op(), err)
+			}
 		}
 		p.vals[i] = v
 	}
@@ -196,6 +200,14 @@ func span(v G.Value) (lo, hi uintptr) {
 	}
 	lo = v.Uintptr()
 	return lo, lo + v.MemSize()
+}
+
+// sameDense reports whether a and b are the same *tensor.Dense. (Values of
+// other types are not compared: not every Value type is comparable.)
+func sameDense(a, b G.Value) bool {
+	da, ok := a.(*tensor.Dense)
+	db, ok2 := b.(*tensor.Dense)
+	return ok && ok2 && da == db
 }
 
 // value returns n's value in the last run, and whether n is in the

@@ -180,6 +180,9 @@ func (t *Tower) Input(name string, dt tensor.Dtype, shape tensor.Shape) (*G.Node
 // must not be used by another running tower (gorgonia rewrites operand
 // headers in place): give each tower its own header.
 func (t *Tower) Feed(name string, v *tensor.Dense) error {
+	if old, ok := t.feeds[name]; ok && old == v && v != nil {
+		return nil // checked when first fed; a training loop feeds the same shard headers again
+	}
 	n, ok := t.inputs[name]
 	if !ok {
 		return fmt.Errorf("%v: no input %q", t, name)

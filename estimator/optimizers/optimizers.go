@@ -255,6 +255,9 @@ func (o *optimizer) err() error {
 }
 
 // slotNames returns the per-variable slot suffixes of the optimizer's kind.
+// maxSlots is the most slots an optimizer keeps per variable (Adam's two).
+const maxSlots = 2
+
 func (o *optimizer) slotNames() []string {
 	switch o.c.kind {
 	case kindMomentum:
@@ -346,16 +349,33 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 			sizes[i] = v.Size()
 		}
 	}
+	ws := make([]any, len(vars))
+	for i, v := range vars {
+		if !noGrad(grads[i]) {
+			ws[i] = v.Data()
+		}
+	}
 	// Every element updates independently: spread chunks over the cores.
 	return parallel.ForChunks(sizes, func(i, lo, hi int) error {
-		switch w := vars[i].Data().(type) {
+		switch w := ws[i].(type) {
 		case []float32:
-			update(&o.c, w[lo:hi], grads[i].([]float32)[lo:hi], typed[float32](slots[i], lo, hi), t)
+			updateRange(&o.c, w, grads[i].([]float32), slots[i], lo, hi, t)
 		case []float64:
-			update(&o.c, w[lo:hi], grads[i].([]float64)[lo:hi], typed[float64](slots[i], lo, hi), t)
+			updateRange(&o.c, w, grads[i].([]float64), slots[i], lo, hi, t)
 		}
 		return nil
 	})
+}
+
+// updateRange applies update to elements [lo, hi) of w, g and the slots,
+// allocating nothing.
+func updateRange[T numeric.Float](c *config, w, g []T, slots []any, lo, hi int, t int64) {
+	var buf [maxSlots][]T
+	s := buf[:len(slots)]
+	for k, slot := range slots {
+		s[k] = slot.([]T)[lo:hi]
+	}
+	update(c, w[lo:hi], g[lo:hi], s, t)
 }
 
 // iterations gets or creates the scalar int64 step counter "<Name>/iterations".
@@ -410,14 +430,6 @@ func checkGrad(v *towers.Variable, g any) error {
 			ErrMismatch, v.Name(), v.Dtype(), v.Size(), v.Shape(), g, n)
 	}
 	return nil
-}
-
-func typed[T numeric.Float](slots []any, lo, hi int) [][]T {
-	out := make([][]T, len(slots))
-	for i, s := range slots {
-		out[i] = s.([]T)[lo:hi]
-	}
-	return out
 }
 
 // update applies one step to w from g, in T arithmetic. slots are the

@@ -49,6 +49,25 @@ func Slice(v G.Value) (any, error) {
 	return s.Interface(), nil
 }
 
+// Floats returns the elements of v, a contiguous *tensor.Dense of element
+// type T, without a copy or an allocation (Slice goes through reflection,
+// which allocates); ok is false for any other value.
+func Floats[T Float](v G.Value) (s []T, ok bool) {
+	d, isDense := v.(*tensor.Dense)
+	if !isDense || d.IsMaterializable() || !d.DataOrder().IsContiguous() {
+		return nil, false
+	}
+	var data any
+	switch d.Dtype() {
+	case tensor.Float32:
+		data = d.Float32s()
+	case tensor.Float64:
+		data = d.Float64s()
+	}
+	s, ok = data.([]T)
+	return s, ok
+}
+
 // NewSlice returns a zero slice of n elements of dtype dt.
 func NewSlice(dt tensor.Dtype, n int) any {
 	return reflect.MakeSlice(reflect.SliceOf(dt.Type), n, n).Interface()
@@ -56,19 +75,6 @@ func NewSlice(dt tensor.Dtype, n int) any {
 
 // Len returns the length of a slice held in an any.
 func Len(s any) int { return reflect.ValueOf(s).Len() }
-
-// Window returns s[lo:hi] for a slice held in an any (nil stays nil).
-func Window(s any, lo, hi int) any {
-	switch s := s.(type) {
-	case nil:
-		return nil
-	case []float32:
-		return s[lo:hi]
-	case []float64:
-		return s[lo:hi]
-	}
-	return reflect.ValueOf(s).Slice(lo, hi).Interface()
-}
 
 // Over returns a new tensor header of the given shape over backing: no copy.
 // A rank-0 shape gives a scalar tensor over backing's single element. Two
@@ -138,39 +144,58 @@ func (e *PartError) Unwrap() error { return e.Err }
 // chunk, so each part is read once and dst written once. On an error
 // (naming the part) dst is unchanged.
 func WeightedSum(dst any, parts []any, weights []float64) error {
+	n := 0
+	switch d := dst.(type) {
+	case []float64:
+		n = len(d)
+	case []float32:
+		n = len(d)
+	}
+	return WeightedSumRange(dst, parts, weights, 0, n)
+}
+
+// WeightedSumRange is WeightedSum over elements [lo, hi) of dst and the
+// parts, leaving the others alone. Goroutines may sum disjoint ranges of
+// one dst at once; nothing is allocated for up to 8 parts.
+func WeightedSumRange(dst any, parts []any, weights []float64, lo, hi int) error {
 	if len(parts) != len(weights) {
 		return fmt.Errorf("weighted sum: %d parts, %d weights", len(parts), len(weights))
 	}
 	switch d := dst.(type) {
 	case []float64:
-		return weightedSum(d, parts, weights)
+		return weightedSum(d, parts, weights, lo, hi)
 	case []float32:
-		return weightedSum(d, parts, weights)
+		return weightedSum(d, parts, weights, lo, hi)
 	}
 	return fmt.Errorf("weighted sum: element type %T is not float32 or float64", dst)
 }
 
-func weightedSum[T Float](dst []T, parts []any, weights []float64) error {
-	ps := make([][]T, len(parts))
+func weightedSum[T Float](dst []T, parts []any, weights []float64, lo, hi int) error {
+	if lo < 0 || hi > len(dst) || lo > hi {
+		return fmt.Errorf("weighted sum: range [%d, %d) of %d elements", lo, hi, len(dst))
+	}
+	var buf [8][]T
+	ps := buf[:0]
 	for i, p := range parts {
 		if p == nil {
+			ps = append(ps, nil)
 			continue
 		}
 		s, ok := p.([]T)
 		if !ok || len(s) != len(dst) {
 			return &PartError{Part: i, Err: fmt.Errorf("%d×%T into %d×%T", Len(p), p, len(dst), dst)}
 		}
-		ps[i] = s
+		ps = append(ps, s)
 	}
 	const chunk = 2048
-	for lo := 0; lo < len(dst); lo += chunk {
-		d := dst[lo:min(lo+chunk, len(dst))]
+	for c := lo; c < hi; c += chunk {
+		d := dst[c:min(c+chunk, hi)]
 		first := true
 		for i, p := range ps {
 			if p == nil {
 				continue
 			}
-			s := p[lo : lo+len(d)]
+			s := p[c : c+len(d)]
 			if first {
 				copy(d, s)
 				if weights[i] != 1 {

@@ -403,3 +403,44 @@ func TestAxpyIsPlainGo(t *testing.T) {
 		}
 	}
 }
+
+// TestFloats: Floats gives a contiguous dense tensor's own elements, with
+// no copy and no allocation, and refuses anything else.
+func TestFloats(t *testing.T) {
+	f32 := tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, 2, 3, 4}))
+	f64 := tensor.New(tensor.WithShape(3), tensor.WithBacking([]float64{1, 2, 3}))
+	view, err := tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 2, 3, 4})).Slice(nil, tensor.S(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ints := tensor.New(tensor.WithShape(2), tensor.WithBacking([]int{1, 2}))
+	for _, c := range []struct {
+		name   string
+		v      G.Value
+		want32 []float32
+		want64 []float64
+	}{
+		{"float32", f32, []float32{1, 2, 3, 4}, nil},
+		{"float64", f64, nil, []float64{1, 2, 3}},
+		{"view", view, nil, nil},
+		{"ints", ints, nil, nil},
+		{"scalar value", G.NewF64(2), nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s32, ok32 := numeric.Floats[float32](c.v)
+			s64, ok64 := numeric.Floats[float64](c.v)
+			if diff := cmp.Diff([]any{c.want32 != nil, c.want32, c.want64 != nil, c.want64}, []any{ok32, s32, ok64, s64}); diff != "" {
+				t.Errorf("Floats (-want +got):\n%s", diff)
+			}
+			if ok32 {
+				s32[0] = 9
+				if got := c.v.Data().([]float32)[0]; got != 9 {
+					t.Errorf("writing the slice did not write the tensor: %v", got)
+				}
+			}
+			if allocs := testing.AllocsPerRun(10, func() { numeric.Floats[float32](c.v) }); allocs != 0 {
+				t.Errorf("%v allocations", allocs)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ package parallel
 
 import (
 	"runtime"
+	"sort"
 	"sync"
 	"sync/atomic"
 )
@@ -65,19 +66,22 @@ func For(n, work int, fn func(int) error) error {
 		}
 		return nil
 	}
-	errs := make([]error, n)
+	// The error of the lowest index that failed, without a slot per index.
+	var mu sync.Mutex
+	lowest, lowestErr := n, error(nil)
 	var next atomic.Int64
 	Gang(workers, func(int) {
 		for j := int(next.Add(1) - 1); j < n; j = int(next.Add(1) - 1) {
-			errs[j] = fn(j)
+			if err := fn(j); err != nil {
+				mu.Lock()
+				if j < lowest {
+					lowest, lowestErr = j, err
+				}
+				mu.Unlock()
+			}
 		}
 	})
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return lowestErr
 }
 
 // Chunk is the most elements ForChunks hands one call: small enough that
@@ -91,17 +95,18 @@ const Chunk = 1 << 14
 // disjoint ranges; elementwise work on an item's elements may run in them
 // concurrently.
 func ForChunks(sizes []int, fn func(i, lo, hi int) error) error {
-	type span struct{ i, lo, hi int }
-	var spans []span
+	// first[i] is the number of item i's first chunk; chunk k is chunk
+	// k-first[i] of the item whose range holds k. Nothing is allocated per
+	// chunk: the work per step stays the same however large the items.
+	first := make([]int, len(sizes)+1)
 	total := 0
 	for i, n := range sizes {
 		total += n
-		for lo := 0; lo < n; lo += Chunk {
-			spans = append(spans, span{i, lo, min(lo+Chunk, n)})
-		}
+		first[i+1] = first[i] + (n+Chunk-1)/Chunk
 	}
-	return For(len(spans), total, func(k int) error {
-		s := spans[k]
-		return fn(s.i, s.lo, s.hi)
+	return For(first[len(sizes)], total, func(k int) error {
+		i := sort.Search(len(sizes), func(i int) bool { return first[i+1] > k })
+		lo := (k - first[i]) * Chunk
+		return fn(i, lo, min(lo+Chunk, sizes[i]))
 	})
 }
