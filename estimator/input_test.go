@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -431,22 +432,44 @@ func TestBatchRows(t *testing.T) {
 	}
 }
 
-// releaseCounting wraps in: each batch's Release counts into released[i]
-// (i: the batch's index), after FromTensors' own.
-func releaseCounting(in estimator.InputFn, released *[]int) estimator.InputFn {
+// releaseLog counts Release calls per batch: batches are made on the
+// input's goroutine and released on the consumer's.
+type releaseLog struct {
+	mu     sync.Mutex
+	counts []int
+}
+
+func (l *releaseLog) count(k int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.counts[k]
+}
+
+func (l *releaseLog) all() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.counts)
+}
+
+// releaseCounting wraps in: each batch's Release also counts into log (by
+// the batch's index), after FromTensors' own.
+func releaseCounting(in estimator.InputFn, log *releaseLog) estimator.InputFn {
 	return func(ctx context.Context) iter.Seq2[estimator.Batch, error] {
 		return func(yield func(estimator.Batch, error) bool) {
-			i := 0
 			for b, err := range in(ctx) {
 				if err == nil {
-					inner, k := b.Release, i
-					*released = append(*released, 0)
+					log.mu.Lock()
+					k := len(log.counts)
+					log.counts = append(log.counts, 0)
+					log.mu.Unlock()
+					inner := b.Release
 					b.Release = func() {
-						(*released)[k]++
+						log.mu.Lock()
+						log.counts[k]++
+						log.mu.Unlock()
 						inner()
 					}
 				}
-				i++
 				if !yield(b, err) {
 					return
 				}
@@ -481,11 +504,11 @@ func TestTrainAndEvaluateReleaseBatches(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			est := newEstimator(t, replicated(lineModel, c.towers))
-			var released []int
-			in := releaseCounting(lineInput(t, xs(10), 4, true), &released)
+			var log releaseLog
+			in := releaseCounting(lineInput(t, xs(10), 4, true), &log)
 			var atHooks []int
-			c.run(t, est, in, func(step int64) { atHooks = append(atHooks, released[step-1]) })
-			if diff := cmp.Diff([]int{1, 1, 1}, released); diff != "" {
+			c.run(t, est, in, func(step int64) { atHooks = append(atHooks, log.count(int(step-1))) })
+			if diff := cmp.Diff([]int{1, 1, 1}, log.all()); diff != "" {
 				t.Errorf("releases per batch (-want +got):\n%s", diff)
 			}
 			if len(atHooks) > 0 {
