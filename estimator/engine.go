@@ -574,8 +574,9 @@ func (e *engine) trainStep(ctx context.Context, batch Batch, check func(loss flo
 	// Read every gradient before any optimizer writes: train ops see the
 	// same step's values. Gradients are summed in chunks spread over the
 	// cores, each element in tower order, so the result does not depend on
-	// scheduling. One tower's gradients (the copies Watch took) are applied
-	// as they are.
+	// scheduling. One tower's gradients are applied as they are: the
+	// values its ops computed (never a variable's or an input's memory:
+	// the tower copies a watched value that shares it).
 	direct := len(b.towers) == 1 && b.weights[0] == 1
 	region = trace.StartRegion(ctx, "sum gradients")
 	defer func() { region.End() }()

@@ -15,10 +15,10 @@ import (
 	"github.com/towerflow/towerflow/internal/parallel"
 )
 
-// Tower is one replica of a model: its own gorgonia graph and VM, built on
-// one device over the shared variables of a Store. Model code asks the tower
-// for variables and builds ops on Graph(); the engine feeds inputs and runs
-// the tower.
+// Tower is one replica of a model: its own gorgonia graph and the program
+// that runs it, built on one device over the shared variables of a Store.
+// Model code asks the tower for variables and builds ops on Graph(); the
+// engine feeds inputs and runs the tower.
 //
 // Tower 0 of a build creates variables; a later tower of the same build may
 // only reuse variables tower 0 asked for, with the same shape and dtype.
@@ -263,11 +263,12 @@ func (t *Tower) ancestors(n *G.Node) map[int64]bool {
 	return seen
 }
 
-// Watch arranges for n's value to be copied out at the moment the graph
-// computes it, so that Value can read it after Run. gorgonia's VM reuses the
-// memory of a node whose last use has passed, so reading an intermediate
-// node's Value() after a run may see another node's data. Call Watch before
-// Compile; watching a node twice is harmless.
+// Watch keeps n in the program and its value readable by Value after Run,
+// even if nothing else uses n. A tower's own program gives each node its
+// own value (copying one that shares memory with an input, variable or
+// constant); on gorgonia's tape machine, which reuses the memory of a node
+// whose last use has passed, the value is copied out as it is computed.
+// Call Watch before Compile; watching a node twice is harmless.
 func (t *Tower) Watch(n *G.Node) error {
 	if n == nil {
 		return fmt.Errorf("%v: watch a nil node", t)
@@ -286,9 +287,9 @@ func (t *Tower) Watch(n *G.Node) error {
 	return nil
 }
 
-// Value returns the value n had in the last Run: for a watched node the
-// copy taken when it was computed, for an input or variable its bound
-// value. It stays valid until the next Run.
+// Value returns the value n had in the last Run: for a watched node what
+// Watch kept, for an input or variable its bound value. It stays valid
+// until the next Run.
 func (t *Tower) Value(n *G.Node) (G.Value, error) {
 	if p, ok := t.watched[n]; ok {
 		if t.prog != nil {

@@ -254,10 +254,10 @@ func (o *optimizer) err() error {
 	return fmt.Errorf("%w: %s", ErrConfig, strings.Join(msgs, "; "))
 }
 
-// slotNames returns the per-variable slot suffixes of the optimizer's kind.
 // maxSlots is the most slots an optimizer keeps per variable (Adam's two).
 const maxSlots = 2
 
+// slotNames returns the per-variable slot suffixes of the optimizer's kind.
 func (o *optimizer) slotNames() []string {
 	switch o.c.kind {
 	case kindMomentum:
@@ -344,14 +344,10 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 	}
 
 	sizes := make([]int, len(vars))
+	ws := make([]any, len(vars)) // read once here, not per chunk: Data allocates
 	for i, v := range vars {
 		if !noGrad(grads[i]) {
 			sizes[i] = v.Size()
-		}
-	}
-	ws := make([]any, len(vars))
-	for i, v := range vars {
-		if !noGrad(grads[i]) {
 			ws[i] = v.Data()
 		}
 	}
@@ -439,7 +435,6 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, t int64) {
 	switch c.kind {
 	case kindSGD:
 		numeric.Axpy(-lr, g, w) // w - lr·g, bit for bit
-
 	case kindMomentum:
 		mom := T(c.momentum)
 		acc := slots[0]
