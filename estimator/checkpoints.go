@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/towerflow/towerflow/estimator/checkpoint"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -35,7 +36,7 @@ func (e *Estimator) restoreLatest() error {
 	if path == e.ckpt {
 		return nil
 	}
-	if err := r.Restore(e.store); err != nil {
+	if err := r.Restore(e.store()); err != nil {
 		return fmt.Errorf("restore %s: %w", path, err)
 	}
 	e.ckpt = path
@@ -65,7 +66,7 @@ type CheckpointSaver struct {
 }
 
 func (h *CheckpointSaver) step() int64 {
-	v, err := h.store.Lookup(GlobalStepName)
+	v, err := h.store.Lookup(model.GlobalStepName)
 	if err != nil {
 		return 0
 	}
@@ -127,7 +128,7 @@ func (e *Estimator) RestoreCheckpoint(path string) error {
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := r.Restore(e.store); err != nil {
+	if err := r.Restore(e.store()); err != nil {
 		return fmt.Errorf("restore %s: %w", r.Path(), err)
 	}
 	return nil

@@ -1,15 +1,13 @@
-// Package estimator trains, evaluates and predicts with a model function,
-// in the style of TensorFlow's tf.estimator.
+// Package estimator is towerflow's run loop, in the style of TensorFlow's
+// tf.estimator: Train, Evaluate, Predict, TrainAndEvaluate and Export over
+// input functions, with hooks, checkpoints and history in a model
+// directory, and warm start.
 //
-// A model function (ModelFn) builds a model on one tower for a Mode and
-// returns a Spec: loss, predictions, eval metrics, export outputs and train
-// ops. An Estimator runs a Model — a ModelFn on one device, or one wrapped by
-// replicate.ModelFn to run one tower per device — over input functions that
-// yield batches. It owns the variable store (towers.Store), whose masters
-// survive every graph the Estimator builds, and the global step.
-//
-// Graphs are built once per mode and input signature and reused: a step only
-// feeds values and runs the towers, concurrently, one goroutine each.
+// An Estimator runs a replicate.Model (a model.Fn with its replication:
+// one tower per device, or one device) through the replicate package's
+// Engine, which builds, feeds and combines the towers; the Estimator does
+// not know how towers are built. The engine's variable store
+// (towers.Store), whose masters survive every graph, holds the global step.
 //
 // Estimator methods are safe for concurrent use; they run one at a time.
 package estimator
@@ -17,6 +15,7 @@ package estimator
 import (
 	"context"
 	"fmt"
+	"io"
 	"iter"
 	"log/slog"
 	"reflect"
@@ -28,10 +27,13 @@ import (
 
 	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
 
-// RunConfig configures an Estimator.
+// RunConfig configures an Estimator; its zero value trains in memory with
+// seed 0 and logs nothing.
 type RunConfig struct {
 	// ModelDir is the run's home: checkpoints and history files. Train,
 	// Evaluate and Predict first restore its latest checkpoint. Empty keeps
@@ -54,10 +56,15 @@ type RunConfig struct {
 	// (default 100; negative disables), and writes the loss to the model
 	// directory's train history.
 	LogEvery int
-	// Logger receives progress; nil means slog.Default().
+	// Logger receives progress, checkpoint and export messages; nil means
+	// none. The Estimator logs nowhere else.
 	Logger *slog.Logger
+	// ProgressBar, when not nil, gets a progress bar of training steps in
+	// place of the log lines every LogEvery steps (for an interactive
+	// terminal: the examples pass os.Stderr when it is one).
+	ProgressBar io.Writer
 	// Params are handed to every model function call.
-	Params Params
+	Params model.Params
 	// WarmStart initialises a run whose model directory has no checkpoint
 	// from another run's checkpoint, once the model has created its
 	// variables.
@@ -79,30 +86,25 @@ type WarmStart struct {
 
 // Estimator trains, evaluates and predicts with one model.
 type Estimator struct {
-	mu    sync.Mutex
-	cfg   RunConfig
-	log   *slog.Logger
-	store *towers.Store
-	eng   *engine
-	ckpt  string // the checkpoint the store last saved or restored
+	mu   sync.Mutex
+	cfg  RunConfig
+	log  *slog.Logger
+	eng  *replicate.Engine
+	ckpt string // the checkpoint the store last saved or restored
 }
 
-// New returns an Estimator for model. An invalid model (for example a
-// replication with loss reduction NONE) is an error here.
-func New(model Model, cfg RunConfig) (*Estimator, error) {
-	if model == nil {
+// New returns an Estimator for m. An invalid model (a replication with
+// loss reduction NONE, a GPU device in a build without a GPU backend) is an
+// error here.
+func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
+	if m == nil {
 		return nil, fmt.Errorf("new estimator: nil model")
 	}
-	rep, err := model.Replication()
-	if err != nil {
-		return nil, fmt.Errorf("new estimator: %w", err)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	placement := rep.Placement
-	if placement == nil {
-		placement = towers.AutoPlacement(rep.Devices)
-	}
-	store := towers.NewStore(towers.WithSeed(cfg.Seed), towers.WithPlacement(placement))
-	eng, err := newEngine(model.Fn(), rep, store, cfg.Params)
+	eng, err := replicate.NewEngine(m, replicate.EngineConfig{Seed: cfg.Seed, Params: cfg.Params, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("new estimator: %w", err)
 	}
@@ -112,16 +114,12 @@ func New(model Model, cfg RunConfig) (*Estimator, error) {
 	if cfg.ModelDir != "" && cfg.SaveCheckpointsSteps == 0 && cfg.SaveCheckpointsEvery == 0 {
 		cfg.SaveCheckpointsEvery = 10 * time.Minute
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	e := &Estimator{cfg: cfg, log: log, store: store, eng: eng}
+	e := &Estimator{cfg: cfg, log: log, eng: eng}
 	if cfg.WarmStart != nil {
 		if cfg.WarmStart.From == "" {
 			return nil, fmt.Errorf("new estimator: warm start without a checkpoint to start from")
 		}
-		eng.onBuild = e.warmStart
+		eng.OnBuild(e.warmStart)
 	}
 	return e, nil
 }
@@ -130,45 +128,47 @@ func New(model Model, cfg RunConfig) (*Estimator, error) {
 // store holds the run's own checkpoint (restoring loaded it).
 func (e *Estimator) warmStart() error {
 	if e.ckpt != "" {
-		e.eng.onBuild = nil // restored the run's own checkpoint
+		e.eng.OnBuild(nil) // restored the run's own checkpoint
 		return nil
 	}
 	ws := e.cfg.WarmStart
-	if err := checkpoint.WarmStart(e.store, ws.From, ws.Pattern, ws.Rename); err != nil {
+	if err := checkpoint.WarmStart(e.store(), ws.From, ws.Pattern, ws.Rename); err != nil {
 		return fmt.Errorf("warm start from %s: %w", ws.From, err)
 	}
-	e.eng.onBuild = nil
+	e.eng.OnBuild(nil)
 	e.log.Info("warm started", "from", ws.From, "pattern", ws.Pattern)
 	return nil
 }
 
+func (e *Estimator) store() *towers.Store { return e.eng.Store() }
+
 // Store returns the variable store: master values by name, weights by name
 // and as one flat vector.
-func (e *Estimator) Store() *towers.Store { return e.store }
+func (e *Estimator) Store() *towers.Store { return e.store() }
 
 // GlobalStep returns the number of training steps taken.
 func (e *Estimator) GlobalStep() int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.eng.step()
+	return e.eng.Step()
 }
 
 // VariableNames returns every variable name in creation order, optimizer
 // slots and the global step included.
-func (e *Estimator) VariableNames() []string { return e.store.Names() }
+func (e *Estimator) VariableNames() []string { return e.store().Names() }
 
 // VariableValue returns a copy of the named variable's value.
 func (e *Estimator) VariableValue(name string) (*tensor.Dense, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.store.Value(name)
+	return e.store().Value(name)
 }
 
 // Close releases the graphs and VMs the Estimator built.
 func (e *Estimator) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.eng.close()
+	return e.eng.Close()
 }
 
 // TrainOption limits a Train call.
@@ -202,7 +202,8 @@ func OnStep(fn func(step int64, loss float64)) TrainOption {
 // Train runs training steps over input until it ends, the step limit is
 // reached, a hook asks to stop, or ctx is done (then it returns ctx's error;
 // every finished step stays applied). Hooks run around every step; End runs
-// on every hook however the run ends.
+// on every hook however the run ends. A run reads as begin (restore, build
+// the towers, begin the hooks), steps, end (the hooks' End).
 func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOption) (err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -216,10 +217,61 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	if input == nil {
 		return fmt.Errorf("train: nil input function")
 	}
-	if err := e.restoreLatest(); err != nil {
-		return fmt.Errorf("train: %w", err)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r, err := e.beginTrain(ctx, input, o)
+	if r == nil || err != nil {
+		return err
 	}
-	start := e.eng.step()
+	defer func() { err = r.end(ctx, err) }()
+	for batch, err, ok := r.first, r.firstErr, r.haveFirst; ok; batch, err, ok = r.nextBatch(ctx) {
+		if err != nil {
+			return fmt.Errorf("train: input at step %d: %w", e.eng.Step(), err)
+		}
+		stop, err := r.step(ctx, batch)
+		if err != nil {
+			return err
+		}
+		if stop {
+			break
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("train: stopped at step %d: %w", e.eng.Step(), err)
+	}
+	e.log.Debug("train done", "steps", e.eng.Step()-r.info.StartStep, "global_step", e.eng.Step(), "seconds", time.Since(r.t0).Seconds())
+	return nil
+}
+
+// trainRun is one Train call under way.
+type trainRun struct {
+	e        *Estimator
+	hooks    []Hook
+	begun    int // hooks whose Begin ran
+	checkers []LossChecker
+	requests [][]string // per hook, what it fetches this step
+	info     RunInfo
+	limit    int64 // the step to stop at, -1: none
+	t0       time.Time
+
+	next      func() (Batch, error, bool)
+	stopInput func()
+	started   func()
+	first     Batch
+	firstErr  error
+	haveFirst bool
+}
+
+// beginTrain restores the latest checkpoint, works out the step limit,
+// starts reading the input, builds the towers for the first batch (the
+// model's variables then exist, and are warm-started, when a hook saves
+// the initial checkpoint) and begins the hooks. A nil run with a nil error
+// means there is nothing to do: the model is at its limit already.
+func (e *Estimator) beginTrain(ctx context.Context, input InputFn, o trainOptions) (*trainRun, error) {
+	if err := e.restoreLatest(); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	start := e.eng.Step()
 	limit := int64(-1)
 	if o.steps > 0 {
 		limit = start + o.steps
@@ -228,119 +280,118 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 		limit = o.maxSteps
 	}
 	if limit >= 0 && start >= limit {
-		return nil
+		return nil, nil
 	}
-	hooks := append(e.defaultHooks(), o.hooks...)
+	r := &trainRun{e: e, limit: limit, hooks: append(e.defaultHooks(), o.hooks...)}
 	if e.cfg.ModelDir != "" {
-		hooks = append(hooks, &CheckpointSaver{
+		r.hooks = append(r.hooks, &CheckpointSaver{
 			Dir: e.cfg.ModelDir, EverySteps: e.cfg.SaveCheckpointsSteps, Every: e.cfg.SaveCheckpointsEvery,
 			Keep: e.cfg.KeepCheckpointMax, saved: func(path string, _ int64) { e.ckpt = path },
 		})
 	}
-	info := RunInfo{Store: e.store, ModelDir: e.cfg.ModelDir, Logger: e.log, StartStep: start, LastStep: limit}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	begun := 0
-	defer func() {
-		for _, h := range hooks[:begun] {
-			if herr := h.End(ctx, info, err); herr != nil && err == nil {
-				err = fmt.Errorf("train: end hook: %w", herr)
-			}
-		}
-	}()
-	// Build the towers for the first batch before the hooks begin: the
-	// model's variables then exist (and are warm-started) when a hook saves
-	// the initial checkpoint.
-	batches, started := prefetch(ctx, input(ctx), true)
-	next, stopInput := iter.Pull2(batches)
-	defer stopInput()
-	first, firstErr, haveFirst := next()
-	if haveFirst && firstErr == nil {
-		if _, err := e.eng.prepare(Train, first); err != nil {
-			return fmt.Errorf("train: %w", err)
+	r.info = RunInfo{Store: e.store(), ModelDir: e.cfg.ModelDir, Logger: e.log, StartStep: start, LastStep: limit}
+	var batches iter.Seq2[Batch, error]
+	batches, r.started = prefetch(ctx, input(ctx), true)
+	r.next, r.stopInput = iter.Pull2(batches)
+	r.first, r.firstErr, r.haveFirst = r.next()
+	if r.haveFirst && r.firstErr == nil {
+		if err := e.eng.Build(model.Train, r.first); err != nil {
+			r.stopInput()
+			return nil, fmt.Errorf("train: %w", err)
 		}
 	}
-	for _, h := range hooks {
-		if err := h.Begin(ctx, info); err != nil {
-			return fmt.Errorf("train: begin hook: %w", err)
+	for _, h := range r.hooks {
+		if err := h.Begin(ctx, r.info); err != nil {
+			return nil, r.end(ctx, fmt.Errorf("train: begin hook: %w", err))
 		}
-		begun++
-	}
-	var checkers []LossChecker
-	for _, h := range hooks {
+		r.begun++
 		if c, ok := h.(LossChecker); ok {
-			checkers = append(checkers, c)
+			r.checkers = append(r.checkers, c)
 		}
 	}
-	check := func(loss float64) error {
-		for _, c := range checkers {
-			if err := c.CheckLoss(e.eng.step(), loss); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	t0 := time.Now()
-	requests := make([][]string, len(hooks))
-	nextBatch := func() (Batch, error, bool) {
-		defer trace.StartRegion(ctx, "wait for input").End()
-		return next()
-	}
-	for batch, err, ok := first, firstErr, haveFirst; ok; batch, err, ok = nextBatch() {
-		if err != nil {
-			return fmt.Errorf("train: input at step %d: %w", e.eng.step(), err)
-		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("train: stopped at step %d: %w", e.eng.step(), err)
-		}
-		var fetch []string
-		for i, h := range hooks {
-			req, err := h.BeforeStep(ctx, e.eng.step())
-			if err != nil {
-				return fmt.Errorf("train: before step %d: %w", e.eng.step(), err)
-			}
-			requests[i] = req.Fetch
-			fetch = append(fetch, req.Fetch...)
-		}
-		rows, _ := batch.Rows()
-		loss, err := e.eng.trainStep(ctx, batch, check, started)
-		if err != nil {
-			return fmt.Errorf("train: %w", err)
-		}
-		res := StepResult{Step: e.eng.step(), Loss: loss, Examples: rows}
-		var values map[string]*tensor.Dense
-		if len(fetch) > 0 {
-			if values, err = e.eng.fetch(fetch); err != nil {
-				return fmt.Errorf("train: step %d: %w", res.Step, err)
-			}
-		}
-		stop := limit >= 0 && res.Step >= limit
-		for i, h := range hooks {
-			res.Values = nil
-			if len(requests[i]) > 0 {
-				res.Values = make(map[string]*tensor.Dense, len(requests[i]))
-				for _, name := range requests[i] {
-					res.Values[name] = values[name]
-				}
-			}
-			s, err := h.AfterStep(ctx, res)
-			if err != nil {
-				return fmt.Errorf("train: after step %d: %w", res.Step, err)
-			}
-			stop = stop || s
-		}
-		if batch.Release != nil {
-			batch.Release()
-		}
-		if stop {
-			break
+	r.requests = make([][]string, len(r.hooks))
+	r.t0 = time.Now()
+	return r, nil
+}
+
+// nextBatch waits for the next batch of the input.
+func (r *trainRun) nextBatch(ctx context.Context) (Batch, error, bool) {
+	defer trace.StartRegion(ctx, "wait for input").End()
+	return r.next()
+}
+
+// checkLoss asks every LossChecker hook about a step's loss before the
+// update.
+func (r *trainRun) checkLoss(loss float64) error {
+	for _, c := range r.checkers {
+		if err := c.CheckLoss(r.e.eng.Step(), loss); err != nil {
+			return err
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("train: stopped at step %d: %w", e.eng.step(), err)
-	}
-	e.log.Debug("train done", "steps", e.eng.step()-start, "global_step", e.eng.step(), "seconds", time.Since(t0).Seconds())
 	return nil
+}
+
+// step runs one training step with its hooks: BeforeStep, the engine's
+// step, the fetches, AfterStep; then the batch is released. It reports
+// whether the run should stop.
+func (r *trainRun) step(ctx context.Context, batch Batch) (stop bool, err error) {
+	e := r.e
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("train: stopped at step %d: %w", e.eng.Step(), err)
+	}
+	var fetch []string
+	for i, h := range r.hooks {
+		req, err := h.BeforeStep(ctx, e.eng.Step())
+		if err != nil {
+			return false, fmt.Errorf("train: before step %d: %w", e.eng.Step(), err)
+		}
+		r.requests[i] = req.Fetch
+		fetch = append(fetch, req.Fetch...)
+	}
+	rows, _ := batch.Rows()
+	loss, err := e.eng.TrainStep(ctx, batch, replicate.StepHooks{CheckLoss: r.checkLoss, Started: r.started})
+	if err != nil {
+		return false, fmt.Errorf("train: %w", err)
+	}
+	res := StepResult{Step: e.eng.Step(), Loss: loss, Examples: rows}
+	var values map[string]*tensor.Dense
+	if len(fetch) > 0 {
+		if values, err = e.eng.Fetch(fetch); err != nil {
+			return false, fmt.Errorf("train: step %d: %w", res.Step, err)
+		}
+	}
+	stop = r.limit >= 0 && res.Step >= r.limit
+	for i, h := range r.hooks {
+		res.Values = nil
+		if len(r.requests[i]) > 0 {
+			res.Values = make(map[string]*tensor.Dense, len(r.requests[i]))
+			for _, name := range r.requests[i] {
+				res.Values[name] = values[name]
+			}
+		}
+		s, err := h.AfterStep(ctx, res)
+		if err != nil {
+			return false, fmt.Errorf("train: after step %d: %w", res.Step, err)
+		}
+		stop = stop || s
+	}
+	if batch.Release != nil {
+		batch.Release()
+	}
+	return stop, nil
+}
+
+// end stops reading the input and runs End on every hook that began,
+// however the run ended; the first End error becomes the run's error when
+// it had none.
+func (r *trainRun) end(ctx context.Context, err error) error {
+	r.stopInput()
+	for _, h := range r.hooks[:r.begun] {
+		if herr := h.End(ctx, r.info, err); herr != nil && err == nil {
+			err = fmt.Errorf("train: end hook: %w", herr)
+		}
+	}
+	return err
 }
 
 // EvalOption limits an Evaluate call.
@@ -376,7 +427,7 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, steps int64) (m
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	e.eng.resetMetrics()
+	e.eng.ResetMetrics()
 	var lossSum float64
 	var batches int64
 	readAhead, _ := prefetch(ctx, input(ctx), false)
@@ -387,7 +438,7 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, steps int64) (m
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("evaluate: %w", err)
 		}
-		loss, err := e.eng.evalStep(ctx, batch)
+		loss, err := e.eng.EvalStep(ctx, batch)
 		if err != nil {
 			return nil, fmt.Errorf("evaluate: batch %d: %w", batches, err)
 		}
@@ -406,14 +457,14 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, steps int64) (m
 	if batches == 0 {
 		return nil, fmt.Errorf("evaluate: input yielded no batches")
 	}
-	out, err := e.eng.metricResults()
+	out, err := e.eng.Metrics()
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
 	out["loss"] = lossSum / float64(batches)
-	out[GlobalStepName] = float64(e.eng.step())
+	out[model.GlobalStepName] = float64(e.eng.Step())
 	if e.cfg.ModelDir != "" {
-		rec := EvalRecord{Step: e.eng.step(), Time: time.Now().UTC(), Metrics: map[string]float64{}}
+		rec := EvalRecord{Step: e.eng.Step(), Time: time.Now().UTC(), Metrics: map[string]float64{}}
 		for k, v := range out {
 			if finite(v) {
 				rec.Metrics[k] = v
@@ -458,13 +509,10 @@ func (e *Estimator) Predict(ctx context.Context, input InputFn) iter.Seq2[Predic
 	}
 }
 
-// BatchOutput is one predict batch's results.
-type BatchOutput struct {
-	// Predictions by name, batch along dimension 0.
-	Predictions map[string]*tensor.Dense
-	// ExportOutputs by signature key, then output name.
-	ExportOutputs map[string]map[string]*tensor.Dense
-}
+// BatchOutput is one predict batch's results: predictions by name and
+// export outputs by signature key, then output name, each with the batch
+// along dimension 0.
+type BatchOutput = replicate.Outputs
 
 // PredictBatches is Predict a batch at a time, with the export outputs.
 // The Estimator is locked only while a batch is computed, so the loop body
@@ -490,13 +538,13 @@ func (e *Estimator) PredictBatches(ctx context.Context, input InputFn) iter.Seq2
 				yield(BatchOutput{}, fmt.Errorf("predict: input at batch %d: %w", n, err))
 				return
 			}
-			preds, outs, err := e.predictStep(ctx, batch)
+			out, err := e.predictStep(ctx, batch)
 			if err != nil {
 				yield(BatchOutput{}, fmt.Errorf("predict: batch %d: %w", n, err))
 				return
 			}
 			n++
-			if !yield(BatchOutput{Predictions: preds, ExportOutputs: outs}, nil) {
+			if !yield(out, nil) {
 				return
 			}
 		}
@@ -521,10 +569,10 @@ func (e *Estimator) locked(fn func() error) error {
 }
 
 // predictStep runs one predict batch with the Estimator locked.
-func (e *Estimator) predictStep(ctx context.Context, b Batch) (preds map[string]*tensor.Dense, outs map[string]map[string]*tensor.Dense, err error) {
+func (e *Estimator) predictStep(ctx context.Context, b Batch) (out BatchOutput, err error) {
 	err = e.locked(func() error {
-		preds, outs, err = e.eng.predictStep(ctx, b)
+		out, err = e.eng.PredictStep(ctx, b)
 		return err
 	})
-	return preds, outs, err
+	return out, err
 }

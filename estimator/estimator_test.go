@@ -20,6 +20,7 @@ import (
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/sharding"
 	"github.com/towerflow/towerflow/towers"
@@ -38,7 +39,7 @@ var relApprox = cmpopts.EquateApprox(1e-12, 1e-12)
 // with eval metrics "mae" (mean |y - label|) and "mean_y", and three export
 // signatures: the default a regression of y, "classify" with only scores
 // (y), and "predict" with flat and pair.
-func lineModel(t *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+func lineModel(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 	x, ok := f["x"]
 	if !ok {
 		return nil, fmt.Errorf("no feature x")
@@ -48,15 +49,15 @@ func lineModel(t *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, _ 
 	y := G.Must(G.Add(G.Must(G.Mul(x, w)), b))
 	flat := G.Must(G.Reshape(y, tensor.Shape{x.Shape()[0]}))
 	pair := G.Must(G.Concat(1, y, x))
-	spec := &estimator.Spec{
+	spec := &model.Spec{
 		Predictions: map[string]*G.Node{"y": y, "flat": flat, "pair": pair},
-		ExportOutputs: map[string]estimator.ExportOutput{
-			estimator.DefaultServingSignature: estimator.RegressionOutput{Value: y},
-			"classify":                        estimator.ClassificationOutput{Scores: y},
-			"predict":                         estimator.PredictOutput{Outputs: map[string]*G.Node{"flat": flat, "pair": pair}},
+		ExportOutputs: map[string]model.ExportOutput{
+			model.DefaultServingSignature: model.RegressionOutput{Value: y},
+			"classify":                    model.ClassificationOutput{Scores: y},
+			"predict":                     model.PredictOutput{Outputs: map[string]*G.Node{"flat": flat, "pair": pair}},
 		},
 	}
-	if mode == estimator.Predict {
+	if mode == model.Predict {
 		return spec, nil
 	}
 	diff := G.Must(G.Sub(y, l["y"]))
@@ -65,7 +66,7 @@ func lineModel(t *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, _ 
 		"mae":    metrics.Mean(G.Must(G.Abs(diff))),
 		"mean_y": metrics.Mean(y),
 	}
-	spec.TrainOps = []estimator.TrainOp{{Optimizer: optimizers.SGD(0.01)}}
+	spec.TrainOps = []model.TrainOp{{Optimizer: optimizers.SGD(0.01)}}
 	return spec, nil
 }
 
@@ -79,8 +80,8 @@ func cpuDevices(n int) []towers.Device {
 
 // replicated is lineModel (or fn) on n CPU towers with BatchMean, so that
 // its losses equal one device's.
-func replicated(fn estimator.ModelFn, n int) estimator.Model {
-	return replicate.ModelFn(fn, replicate.Devices(cpuDevices(n)...), replicate.Reduction(replicate.BatchMean))
+func replicated(fn model.Fn, n int) estimator.Model {
+	return replicate.ModelFn(fn, replicate.Config{Devices: cpuDevices(n), Reduction: replicate.BatchMean})
 }
 
 func newEstimator(t *testing.T, model estimator.Model) *estimator.Estimator {
@@ -141,7 +142,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			est := newEstimator(t, estimator.ModelFn(lineModel))
+			est := newEstimator(t, replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 			in := lineInput(t, xs(4), tc.batch, true)
 			for i := range 2 { // metrics start from zero on every call
 				got, err := est.Evaluate(context.Background(), in, tc.opts...)
@@ -159,7 +160,7 @@ func TestEvaluate(t *testing.T) {
 // TestEvaluateReportsGlobalStep: global_step is the step after training,
 // and evaluation does not change variables or the step.
 func TestEvaluateReportsGlobalStep(t *testing.T) {
-	est := newEstimator(t, estimator.ModelFn(lineModel))
+	est := newEstimator(t, replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	in := lineInput(t, xs(4), 2, true)
 	if err := est.Train(context.Background(), in, estimator.Steps(2)); err != nil {
 		t.Fatal(err)
@@ -226,7 +227,7 @@ func TestTrainStepLimits(t *testing.T) {
 		{"input ends before Steps", twoBatches, []estimator.TrainOption{estimator.Steps(10)}, 12, 2},
 		{"no limit: until the input ends", twoBatches, nil, 14, 2},
 	}
-	est := newEstimator(t, estimator.ModelFn(lineModel))
+	est := newEstimator(t, replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	for _, c := range calls {
 		before := variables(t, est)
 		var steps []int64
@@ -310,10 +311,10 @@ func TestPredict(t *testing.T) {
 		batch  int
 		labels bool
 	}{
-		{"one device", estimator.ModelFn(lineModel), 5, 2, false},
-		{"one device, labels ignored", estimator.ModelFn(lineModel), 5, 2, true},
-		{"one device, one batch", estimator.ModelFn(lineModel), 3, 10, false},
-		{"one device, batches of one row", estimator.ModelFn(lineModel), 3, 1, false},
+		{"one device", replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), 5, 2, false},
+		{"one device, labels ignored", replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), 5, 2, true},
+		{"one device, one batch", replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), 3, 10, false},
+		{"one device, batches of one row", replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), 3, 1, false},
 		{"two towers", replicated(lineModel, 2), 5, 2, false},
 		// 7 rows in batches of 3: the last batch has 1 row for 3 towers.
 		{"three towers, final batch of one row", replicated(lineModel, 3), 7, 3, false},
@@ -332,7 +333,7 @@ func TestPredict(t *testing.T) {
 }
 
 func TestPredictStopsWhenConsumerStops(t *testing.T) {
-	est := newEstimator(t, estimator.ModelFn(lineModel))
+	est := newEstimator(t, replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	n := 0
 	for _, err := range est.Predict(context.Background(), lineInput(t, xs(10), 3, false)) {
 		if err != nil {
@@ -376,7 +377,7 @@ func TestTowersMatchOneDevice(t *testing.T) {
 		r.Preds = predictRows(t, est, lineInput(t, xs(7), 3, false))
 		return r
 	}
-	want := run(t, estimator.ModelFn(lineModel))
+	want := run(t, replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	for _, n := range []int{1, 2, 3} {
 		t.Run(fmt.Sprintf("%d towers", n), func(t *testing.T) {
 			if diff := cmp.Diff(want, run(t, replicated(lineModel, n)), relApprox); diff != "" {
@@ -399,16 +400,16 @@ func TestPredictBatchesExportOutputs(t *testing.T) {
 		Data  []float64
 	}
 	want := map[string]map[string]output{
-		estimator.DefaultServingSignature: {"outputs": {[]int{5, 1}, wantY}},
-		"classify":                        {"scores": {[]int{5, 1}, wantY}}, // no "classes"
-		"predict":                         {"flat": {[]int{5}, wantY}, "pair": {[]int{5, 2}, wantPair}},
+		model.DefaultServingSignature: {"outputs": {[]int{5, 1}, wantY}},
+		"classify":                    {"scores": {[]int{5, 1}, wantY}}, // no "classes"
+		"predict":                     {"flat": {[]int{5}, wantY}, "pair": {[]int{5, 2}, wantPair}},
 	}
 	for _, tc := range []struct {
 		name  string
 		model estimator.Model
 		batch int
 	}{
-		{"one device", estimator.ModelFn(lineModel), 2},
+		{"one device", replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), 2},
 		{"two towers", replicated(lineModel, 2), 2},
 		{"three towers", replicated(lineModel, 3), 5},
 		{"three towers, final batch smaller than the towers", replicated(lineModel, 3), 4},
@@ -459,8 +460,8 @@ func TestPredictBatchesExportOutputs(t *testing.T) {
 // [n, 3] and a dense feature x [n, 1], v = (1, 10, 100), and "s", the
 // densified feature as the model saw it. It records the shape of s on every
 // tower it is built on.
-func sparseModel(shapes *[][]int) estimator.ModelFn {
-	return func(t *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+func sparseModel(shapes *[][]int) model.Fn {
+	return func(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 		s, x := f["s"], f["x"]
 		if s == nil || x == nil {
 			return nil, fmt.Errorf("features %v: want s and x", slices.Sorted(maps.Keys(f)))
@@ -468,8 +469,8 @@ func sparseModel(shapes *[][]int) estimator.ModelFn {
 		*shapes = append(*shapes, slices.Clone([]int(s.Shape())))
 		v := t.MustVariable("v", tensor.Float64, tensor.Shape{3, 1}, towers.Values(column(1, 10, 100)))
 		p := G.Must(G.Add(G.Must(G.Mul(s, v)), x))
-		spec := &estimator.Spec{Predictions: map[string]*G.Node{"p": p, "s": G.Must(G.Mul(s, G.NewConstant(1.0)))}}
-		if mode != estimator.Predict {
+		spec := &model.Spec{Predictions: map[string]*G.Node{"p": p, "s": G.Must(G.Mul(s, G.NewConstant(1.0)))}}
+		if mode != model.Predict {
 			spec.Loss = G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(p, l["y"]))))))
 			spec.EvalMetrics = map[string]metrics.Bound{"mean_p": metrics.Mean(p)}
 		}
@@ -515,7 +516,7 @@ func TestSparseFeature(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%d towers", tc.towers), func(t *testing.T) {
 			var shapes [][]int
-			model := estimator.Model(estimator.ModelFn(sparseModel(&shapes)))
+			model := estimator.Model(replicate.ModelFn(sparseModel(&shapes), replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 			if tc.towers > 1 {
 				model = replicated(sparseModel(&shapes), tc.towers)
 			}
@@ -632,7 +633,7 @@ func TestEvaluateInputErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			est := newEstimator(t, estimator.ModelFn(lineModel))
+			est := newEstimator(t, replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 			_, err := est.Evaluate(context.Background(), tc.input)
 			wanterr.Mentions(t, err, tc.want...)
 			if tc.is != nil && !errors.Is(err, tc.is) {
@@ -660,8 +661,8 @@ func TestEvaluateInputErrors(t *testing.T) {
 
 // onTower runs change on the given tower and lineModel elsewhere; tower -1
 // means every tower.
-func onTower(tower int, change func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node) (*estimator.Spec, error)) estimator.ModelFn {
-	return func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+func onTower(tower int, change func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node) (*model.Spec, error)) model.Fn {
+	return func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 		if tower < 0 || tw.Index() == tower {
 			return change(tw, mode, f, l)
 		}
@@ -670,8 +671,8 @@ func onTower(tower int, change func(tw *towers.Tower, mode estimator.Mode, f, l 
 }
 
 // tweak runs lineModel and then edits its spec.
-func tweak(edit func(s *estimator.Spec, f map[string]*G.Node)) func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node) (*estimator.Spec, error) {
-	return func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node) (*estimator.Spec, error) {
+func tweak(edit func(s *model.Spec, f map[string]*G.Node)) func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node) (*model.Spec, error) {
+	return func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node) (*model.Spec, error) {
 		s, err := lineModel(tw, mode, f, l, nil)
 		if err == nil {
 			edit(s, f)
@@ -681,69 +682,71 @@ func tweak(edit func(s *estimator.Spec, f map[string]*G.Node)) func(tw *towers.T
 }
 
 func TestEvaluatePredictModelErrors(t *testing.T) {
-	const eval, predict = estimator.Eval, estimator.Predict
-	one := func(fn estimator.ModelFn) estimator.Model { return estimator.ModelFn(fn) }
-	two := func(fn estimator.ModelFn) estimator.Model { return replicated(fn, 2) }
-	nilSpec := func(*towers.Tower, estimator.Mode, map[string]*G.Node, map[string]*G.Node) (*estimator.Spec, error) {
+	const eval, predict = model.Eval, model.Predict
+	one := func(fn model.Fn) estimator.Model {
+		return replicate.ModelFn(fn, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})
+	}
+	two := func(fn model.Fn) estimator.Model { return replicated(fn, 2) }
+	nilSpec := func(*towers.Scope, model.Mode, map[string]*G.Node, map[string]*G.Node) (*model.Spec, error) {
 		return nil, nil
 	}
 	tests := []struct {
 		name  string
 		model estimator.Model
-		mode  estimator.Mode
+		mode  model.Mode
 		want  []string
 	}{
 		{"nil spec, eval", one(onTower(-1, nilSpec)), eval, []string{"tower 0", "eval mode", "nil spec"}},
 		{"nil spec, predict", one(onTower(-1, nilSpec)), predict, []string{"tower 0", "predict mode", "nil spec"}},
 		{"nil spec on tower 1", two(onTower(1, nilSpec)), eval, []string{"tower 1 (/device:CPU:1)", "eval mode", "nil spec"}},
-		{"model error on tower 1", two(onTower(1, func(*towers.Tower, estimator.Mode, map[string]*G.Node, map[string]*G.Node) (*estimator.Spec, error) {
+		{"model error on tower 1", two(onTower(1, func(*towers.Scope, model.Mode, map[string]*G.Node, map[string]*G.Node) (*model.Spec, error) {
 			return nil, errors.New("no can do")
 		})), predict, []string{"tower 1", "predict mode", "no can do"}},
-		{"panic on tower 1", two(onTower(1, func(*towers.Tower, estimator.Mode, map[string]*G.Node, map[string]*G.Node) (*estimator.Spec, error) {
+		{"panic on tower 1", two(onTower(1, func(*towers.Scope, model.Mode, map[string]*G.Node, map[string]*G.Node) (*model.Spec, error) {
 			panic("boom")
 		})), eval, []string{"tower 1 (/device:CPU:1)", "eval mode", "panic", "boom"}},
-		{"predict spec without predictions", one(onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) {
+		{"predict spec without predictions", one(onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) {
 			s.Predictions, s.ExportOutputs = nil, nil
 		}))), predict, []string{"tower 0", "predict mode", "no predictions"}},
-		{"nil prediction", one(onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) {
+		{"nil prediction", one(onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) {
 			s.Predictions["y"] = nil
 		}))), predict, []string{"tower 0", "predict mode", `prediction "y" is nil`}},
-		{"scalar prediction", one(onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) {
+		{"scalar prediction", one(onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) {
 			s.Predictions["total"] = G.Must(G.Sum(s.Predictions["y"]))
 		}))), predict, []string{"tower 0", "predict", `prediction "total"`, "batch along dimension 0"}},
-		{"prediction with the wrong rows", one(onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) {
+		{"prediction with the wrong rows", one(onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) {
 			s.Predictions["col"] = G.Must(G.Sum(s.Predictions["pair"], 0)) // [2] for a shard of 3 rows
 		}))), predict, []string{"tower 0", "predict", `prediction "col"`, "3 rows", "batch along dimension 0"}},
-		{"scalar export output", one(onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) {
-			s.ExportOutputs["total"] = estimator.RegressionOutput{Value: G.Must(G.Sum(s.Predictions["y"]))}
+		{"scalar export output", one(onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) {
+			s.ExportOutputs["total"] = model.RegressionOutput{Value: G.Must(G.Sum(s.Predictions["y"]))}
 		}))), predict, []string{"tower 0", "predict", `export output "outputs" of signature "total"`, "batch along dimension 0"}},
-		{"eval spec without loss", one(onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) { s.Loss = nil }))), eval, []string{"tower 0", "eval mode", "no loss"}},
-		{"eval loss not a scalar", one(onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) { s.Loss = s.Predictions["y"] }))), eval, []string{"tower 0", "eval mode", "loss must be a scalar"}},
-		{"eval metric named loss", one(onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) {
+		{"eval spec without loss", one(onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) { s.Loss = nil }))), eval, []string{"tower 0", "eval mode", "no loss"}},
+		{"eval loss not a scalar", one(onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) { s.Loss = s.Predictions["y"] }))), eval, []string{"tower 0", "eval mode", "loss must be a scalar"}},
+		{"eval metric named loss", one(onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) {
 			s.EvalMetrics["loss"] = metrics.Mean(s.Loss)
 		}))), eval, []string{"tower 0", "eval mode", `eval metric "loss"`, "clashes"}},
-		{"eval metric named global_step", one(onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) {
+		{"eval metric named global_step", one(onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) {
 			s.EvalMetrics["global_step"] = metrics.Mean(s.Loss)
 		}))), eval, []string{"tower 0", "eval mode", `eval metric "global_step"`, "clashes"}},
-		{"eval metric without constructor", one(onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) {
+		{"eval metric without constructor", one(onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) {
 			s.EvalMetrics["mae"] = metrics.Bound{}
 		}))), eval, []string{"tower 0", "eval mode", `eval metric "mae"`, "no constructor"}},
-		{"towers build different metric names", two(onTower(1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) {
+		{"towers build different metric names", two(onTower(1, tweak(func(s *model.Spec, _ map[string]*G.Node) {
 			s.EvalMetrics["mae2"] = s.EvalMetrics["mae"]
 			delete(s.EvalMetrics, "mae")
 		}))), eval, []string{"tower 1 (/device:CPU:1)", "eval mode", "different eval metrics"}},
-		{"towers build different metric kinds", two(onTower(1, tweak(func(s *estimator.Spec, f map[string]*G.Node) {
+		{"towers build different metric kinds", two(onTower(1, tweak(func(s *model.Spec, f map[string]*G.Node) {
 			s.EvalMetrics["mae"] = metrics.AUC(f["x"], f["x"])
 		}))), eval, []string{"tower 1", "eval mode", "different eval metrics"}},
-		{"towers build different predictions", two(onTower(1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) {
+		{"towers build different predictions", two(onTower(1, tweak(func(s *model.Spec, _ map[string]*G.Node) {
 			delete(s.Predictions, "pair")
 		}))), predict, []string{"tower 1 (/device:CPU:1)", "predict mode", "different predictions"}},
-		{"towers build different export outputs", two(onTower(1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) {
-			s.ExportOutputs["classify"] = estimator.ClassificationOutput{Classes: s.Predictions["y"]}
+		{"towers build different export outputs", two(onTower(1, tweak(func(s *model.Spec, _ map[string]*G.Node) {
+			s.ExportOutputs["classify"] = model.ClassificationOutput{Classes: s.Predictions["y"]}
 		}))), predict, []string{"tower 1", "predict mode", "different export outputs"}},
-		{"towers build different variables", two(onTower(1, func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node) (*estimator.Spec, error) {
+		{"towers build different variables", two(onTower(1, func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node) (*model.Spec, error) {
 			tw.MustVariable("w", tensor.Float64, nil, nil)
-			return &estimator.Spec{Predictions: map[string]*G.Node{"y": f["x"]}, Loss: G.NewConstant(1.0)}, nil
+			return &model.Spec{Predictions: map[string]*G.Node{"y": f["x"]}, Loss: G.NewConstant(1.0)}, nil
 		})), predict, []string{"tower 1", "predict mode", "different variables"}},
 	}
 	for _, tc := range tests {
@@ -751,13 +754,13 @@ func TestEvaluatePredictModelErrors(t *testing.T) {
 			est := newEstimator(t, tc.model)
 			// 6 rows in batches of 3: every tower gets rows.
 			switch tc.mode {
-			case estimator.Eval:
+			case model.Eval:
 				scores, err := est.Evaluate(context.Background(), lineInput(t, xs(6), 3, true))
 				if err == nil {
 					t.Fatalf("no error; scores %v", scores)
 				}
 				wanterr.Mentions(t, err, append([]string{"evaluate"}, tc.want...)...)
-			case estimator.Predict:
+			case model.Predict:
 				n := 0
 				for p, err := range est.Predict(context.Background(), lineInput(t, xs(6), 3, false)) {
 					if n++; n > 1 {
@@ -779,7 +782,7 @@ func TestEvaluatePredictModelErrors(t *testing.T) {
 // TestErrorThenSuccess: a failed build leaves the Estimator usable.
 func TestErrorThenSuccess(t *testing.T) {
 	fail := true
-	model := func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+	model := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 		if fail {
 			return nil, errors.New("not yet")
 		}
@@ -807,18 +810,18 @@ func TestErrorThenSuccess(t *testing.T) {
 func TestNilExportOutputIsAnError(t *testing.T) {
 	tests := []struct {
 		name string
-		edit func(s *estimator.Spec)
+		edit func(s *model.Spec)
 		want []string
 	}{
-		{"nil output", func(s *estimator.Spec) { s.ExportOutputs["bad"] = nil }, []string{`"bad"`, "nil"}},
-		{"nil node in a predict output", func(s *estimator.Spec) {
-			s.ExportOutputs["bad"] = estimator.PredictOutput{Outputs: map[string]*G.Node{"a": nil}}
+		{"nil output", func(s *model.Spec) { s.ExportOutputs["bad"] = nil }, []string{`"bad"`, "nil"}},
+		{"nil node in a predict output", func(s *model.Spec) {
+			s.ExportOutputs["bad"] = model.PredictOutput{Outputs: map[string]*G.Node{"a": nil}}
 		}, []string{`"bad"`, `"a"`, "nil"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			model := onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) { tc.edit(s) }))
-			est, err := estimator.New(estimator.ModelFn(model), estimator.RunConfig{LogEvery: -1})
+			model := onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) { tc.edit(s) }))
+			est, err := estimator.New(replicate.ModelFn(model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{LogEvery: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -844,8 +847,8 @@ func TestNilExportOutputIsAnError(t *testing.T) {
 // Predict then yields nothing at all for the input. It should yield one
 // Prediction per example or an error, not silently drop every example.
 func TestPredictWithOnlyExportOutputs(t *testing.T) {
-	model := onTower(-1, tweak(func(s *estimator.Spec, _ map[string]*G.Node) { s.Predictions = nil }))
-	est := newEstimator(t, estimator.ModelFn(model))
+	model := onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) { s.Predictions = nil }))
+	est := newEstimator(t, replicate.ModelFn(model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	preds, errs := 0, 0
 	for _, err := range est.Predict(context.Background(), lineInput(t, xs(3), 2, false)) {
 		if err != nil {

@@ -11,23 +11,25 @@ import (
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
 
 // linearModel learns y = w*x + b with a mean squared error loss. Its train
 // op names its optimizer, so it runs on one device as a plain ModelFn.
-func linearModel(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+func linearModel(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 	w := t.MustVariable("w", tensor.Float64, nil, towers.RandomUniform(-1, 1))
 	b := t.MustVariable("b", tensor.Float64, nil, towers.Zeros())
 	pred := G.Must(G.Add(G.Must(G.Mul(features["x"], w)), b))
-	spec := &estimator.Spec{Predictions: map[string]*G.Node{"y": pred}}
-	if mode == estimator.Predict {
+	spec := &model.Spec{Predictions: map[string]*G.Node{"y": pred}}
+	if mode == model.Predict {
 		return spec, nil
 	}
 	diff := G.Must(G.Sub(pred, labels["y"]))
 	spec.Loss = G.Must(G.Mean(G.Must(G.Square(diff))))
 	spec.EvalMetrics = map[string]metrics.Bound{"mae": metrics.Mean(G.Must(G.Abs(diff)))}
-	spec.TrainOps = []estimator.TrainOp{{Optimizer: optimizers.SGD(0.5)}}
+	spec.TrainOps = []model.TrainOp{{Optimizer: optimizers.SGD(0.5)}}
 	return spec, nil
 }
 
@@ -41,7 +43,7 @@ func Example() {
 	features := map[string]*tensor.Dense{"x": tensor.New(tensor.WithShape(200, 1), tensor.WithBacking(xs))}
 	labels := map[string]*tensor.Dense{"y": tensor.New(tensor.WithShape(200, 1), tensor.WithBacking(ys))}
 
-	est, err := estimator.New(estimator.ModelFn(linearModel), estimator.RunConfig{Seed: 1, LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(linearModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{Seed: 1, LogEvery: -1})
 	if err != nil {
 		log.Fatal(err)
 	}

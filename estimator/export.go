@@ -19,6 +19,7 @@ import (
 	"github.com/towerflow/towerflow/internal/exportdir"
 	"github.com/towerflow/towerflow/internal/fsutil"
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -65,64 +66,24 @@ func (e *Estimator) Export(ctx context.Context, baseDir string, inputs ServingIn
 	if e.cfg.ModelDir != "" && e.ckpt == "" {
 		return "", fmt.Errorf("export: model directory %s has no checkpoint: train first", e.cfg.ModelDir)
 	}
-	// Run one example of zeros through the model: it builds the predict
-	// towers and tells the outputs' dtypes and shapes.
-	batch := Batch{Features: map[string]*tensor.Dense{}}
-	sigInputs := map[string]exportdir.TensorInfo{}
-	for name, fs := range inputs {
-		if fs.Dtype.Type == nil {
-			return "", fmt.Errorf("export: serving input %q has no dtype", name)
-		}
-		dt, err := DtypeName(fs.Dtype)
-		if err != nil {
-			return "", fmt.Errorf("export: serving input %q: %w", name, err)
-		}
-		shape := append([]int{1}, fs.Shape...)
-		n := 1
-		for _, d := range fs.Shape {
-			if d < 1 {
-				return "", fmt.Errorf("export: serving input %q has shape %v: every dimension must be positive", name, fs.Shape)
-			}
-			n *= d
-		}
-		batch.Features[name] = numeric.Over(shape, numeric.NewSlice(fs.Dtype, n))
-		sigInputs[name] = exportdir.TensorInfo{Dtype: dt, Shape: append([]int{-1}, fs.Shape...)}
-	}
-	preds, outs, err := e.eng.predictStep(ctx, batch)
+	batch, sigInputs, err := zeroExample(inputs)
 	if err != nil {
 		return "", fmt.Errorf("export: %w", err)
 	}
-	spec := e.eng.lastPredict.specs[0]
-	sigs := exportdir.Signatures{Format: exportdir.Format, Step: e.eng.step(), Signatures: map[string]exportdir.Signature{}}
-	if len(spec.ExportOutputs) == 0 {
-		outs = map[string]map[string]*tensor.Dense{DefaultServingSignature: preds}
-		sigs.Signatures[DefaultServingSignature] = exportdir.Signature{Method: "predict"}
+	// One example of zeros builds the predict towers and tells the
+	// outputs' dtypes and shapes.
+	out, err := e.eng.PredictStep(ctx, batch)
+	if err != nil {
+		return "", fmt.Errorf("export: %w", err)
 	}
-	for key, out := range spec.ExportOutputs {
-		sigs.Signatures[key] = exportdir.Signature{Method: out.Method()}
+	exportOutputs, varNames, _ := e.eng.PredictSpec()
+	sigs, err := signatures(e.eng.Step(), sigInputs, exportOutputs, out)
+	if err != nil {
+		return "", fmt.Errorf("export: %w", err)
 	}
-	for key, sig := range sigs.Signatures {
-		sig.Inputs, sig.Outputs = sigInputs, map[string]exportdir.TensorInfo{}
-		for name, v := range outs[key] {
-			dt, err := DtypeName(v.Dtype())
-			if err != nil {
-				return "", fmt.Errorf("export: output %q of signature %q: %w", name, key, err)
-			}
-			sig.Outputs[name] = exportdir.TensorInfo{Dtype: dt, Shape: append([]int{-1}, v.Shape()[1:]...)}
-		}
-		sigs.Signatures[key] = sig
-	}
-	// The variables predict mode uses, and the global step.
-	used := towers.NewStore()
-	for _, name := range append([]string{GlobalStepName}, e.eng.lastPredict.towers[0].VariableNames()...) {
-		v, err := e.store.Lookup(name)
-		if err != nil {
-			return "", fmt.Errorf("export: %w", err)
-		}
-		val := numeric.Over(v.Shape(), numeric.Copy(v.Data()))
-		if _, _, err := used.GetOrCreate(towers.VarSpec{Name: name, Dtype: v.Dtype(), Shape: v.Shape(), Init: towers.Values(val), Trainable: v.Trainable()}); err != nil {
-			return "", fmt.Errorf("export: %w", err)
-		}
+	used, err := e.usedVariables(varNames)
+	if err != nil {
+		return "", fmt.Errorf("export: %w", err)
 	}
 	dir, err := writeVersion(baseDir, sigs, used)
 	if err != nil {
@@ -135,6 +96,77 @@ func (e *Estimator) Export(ctx context.Context, baseDir string, inputs ServingIn
 	}
 	e.log.Info("exported", "dir", dir, "global_step", sigs.Step)
 	return dir, nil
+}
+
+// zeroExample returns a batch of one example of zeros of the serving
+// inputs, and the inputs as signatures describe them.
+func zeroExample(inputs ServingInput) (Batch, map[string]exportdir.TensorInfo, error) {
+	batch := Batch{Features: map[string]*tensor.Dense{}}
+	sigInputs := map[string]exportdir.TensorInfo{}
+	for name, fs := range inputs {
+		if fs.Dtype.Type == nil {
+			return Batch{}, nil, fmt.Errorf("serving input %q has no dtype", name)
+		}
+		dt, err := DtypeName(fs.Dtype)
+		if err != nil {
+			return Batch{}, nil, fmt.Errorf("serving input %q: %w", name, err)
+		}
+		shape := append([]int{1}, fs.Shape...)
+		n := 1
+		for _, d := range fs.Shape {
+			if d < 1 {
+				return Batch{}, nil, fmt.Errorf("serving input %q has shape %v: every dimension must be positive", name, fs.Shape)
+			}
+			n *= d
+		}
+		batch.Features[name] = numeric.Over(shape, numeric.NewSlice(fs.Dtype, n))
+		sigInputs[name] = exportdir.TensorInfo{Dtype: dt, Shape: append([]int{-1}, fs.Shape...)}
+	}
+	return batch, sigInputs, nil
+}
+
+// signatures describes the export's signatures: the model's export outputs,
+// or without any the default signature serving every prediction, each with
+// the serving inputs and its outputs' dtypes and shapes as out has them.
+func signatures(step int64, inputs map[string]exportdir.TensorInfo, exportOutputs map[string]model.ExportOutput, out BatchOutput) (exportdir.Signatures, error) {
+	sigs := exportdir.Signatures{Format: exportdir.Format, Step: step, Signatures: map[string]exportdir.Signature{}}
+	outs := out.ExportOutputs
+	if len(exportOutputs) == 0 {
+		outs = map[string]map[string]*tensor.Dense{model.DefaultServingSignature: out.Predictions}
+		sigs.Signatures[model.DefaultServingSignature] = exportdir.Signature{Method: "predict"}
+	}
+	for key, out := range exportOutputs {
+		sigs.Signatures[key] = exportdir.Signature{Method: out.Method()}
+	}
+	for key, sig := range sigs.Signatures {
+		sig.Inputs, sig.Outputs = inputs, map[string]exportdir.TensorInfo{}
+		for name, v := range outs[key] {
+			dt, err := DtypeName(v.Dtype())
+			if err != nil {
+				return exportdir.Signatures{}, fmt.Errorf("output %q of signature %q: %w", name, key, err)
+			}
+			sig.Outputs[name] = exportdir.TensorInfo{Dtype: dt, Shape: append([]int{-1}, v.Shape()[1:]...)}
+		}
+		sigs.Signatures[key] = sig
+	}
+	return sigs, nil
+}
+
+// usedVariables copies the variables predict mode uses, and the global
+// step, into a store of their own.
+func (e *Estimator) usedVariables(names []string) (*towers.Store, error) {
+	used := towers.NewStore(towers.StoreConfig{})
+	for _, name := range append([]string{model.GlobalStepName}, names...) {
+		v, err := e.store().Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		val := numeric.Over(v.Shape(), numeric.Copy(v.Data()))
+		if _, _, err := used.GetOrCreate(towers.VarSpec{Name: name, Dtype: v.Dtype(), Shape: v.Shape(), Init: towers.Values(val), Trainable: v.Trainable()}); err != nil {
+			return nil, err
+		}
+	}
+	return used, nil
 }
 
 // DtypeName returns TensorFlow's name for dt, as signatures carry it.

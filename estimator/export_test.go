@@ -13,12 +13,15 @@ import (
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/internal/exportdir"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/towers"
 )
 
 func TestExportWritesVersions(t *testing.T) {
 	ctx := context.Background()
 	modelDir, base := t.TempDir(), t.TempDir()
-	est, err := estimator.New(estimator.ModelFn(scaleModel), estimator.RunConfig{ModelDir: modelDir, LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(scaleModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{ModelDir: modelDir, LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +61,7 @@ func TestExportWritesVersions(t *testing.T) {
 	// scaleModel has no export outputs: the default signature serves its
 	// predictions.
 	want := exportdir.Signatures{Format: exportdir.Format, Step: 2, Signatures: map[string]exportdir.Signature{
-		estimator.DefaultServingSignature: {
+		model.DefaultServingSignature: {
 			Method:  "predict",
 			Inputs:  map[string]exportdir.TensorInfo{"x": {Dtype: "float64", Shape: []int{-1, 1}}},
 			Outputs: map[string]exportdir.TensorInfo{"pred": {Dtype: "float64", Shape: []int{-1, 1}}},

@@ -15,6 +15,8 @@ import (
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -52,13 +54,13 @@ func (r *recorder) End(_ context.Context, _ estimator.RunInfo, cause error) erro
 
 // scaleModel: pred = x*c with c initially 1, loss = mean((pred-y)^2) with
 // SGD; a feature value of NaN makes the loss NaN.
-func scaleModel(t *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+func scaleModel(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 	c := t.MustVariable("c", tensor.Float64, tensor.Shape{1, 1}, towers.Constant(1))
 	pred := G.Must(G.Mul(f["x"], c))
-	spec := &estimator.Spec{Predictions: map[string]*G.Node{"pred": pred}}
-	if mode != estimator.Predict {
+	spec := &model.Spec{Predictions: map[string]*G.Node{"pred": pred}}
+	if mode != model.Predict {
 		spec.Loss = G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(pred, l["y"]))))))
-		spec.TrainOps = []estimator.TrainOp{{Optimizer: optimizers.SGD(0.1)}}
+		spec.TrainOps = []model.TrainOp{{Optimizer: optimizers.SGD(0.1)}}
 	}
 	return spec, nil
 }
@@ -80,7 +82,7 @@ func scaleInput(t *testing.T, xs ...float64) estimator.InputFn {
 }
 
 func TestHookOrderStopAndFetch(t *testing.T) {
-	est, err := estimator.New(estimator.ModelFn(scaleModel), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(scaleModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +115,7 @@ func TestHookOrderStopAndFetch(t *testing.T) {
 }
 
 func TestNaNGuardKeepsLastGoodVariables(t *testing.T) {
-	est, err := estimator.New(estimator.ModelFn(scaleModel), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(scaleModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,14 +141,14 @@ func TestNaNGuardKeepsLastGoodVariables(t *testing.T) {
 // last use has passed (here pred, consumed by the loss's subtraction); the
 // engine must read metric inputs and predictions as they were computed.
 func TestEvalReadsValuesAsComputed(t *testing.T) {
-	model := func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+	model := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 		spec, err := scaleModel(tw, mode, f, l, p)
-		if mode == estimator.Eval {
+		if mode == model.Eval {
 			spec.EvalMetrics = map[string]metrics.Bound{"mean_pred": metrics.Mean(spec.Predictions["pred"])}
 		}
 		return spec, err
 	}
-	est, err := estimator.New(estimator.ModelFn(model), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

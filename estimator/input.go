@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"iter"
-	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -17,64 +16,10 @@ import (
 	"github.com/towerflow/towerflow/sharding"
 )
 
-// Batch is one step's input: features and labels keyed by name, each with
-// the batch along dimension 0. Labels is nil in Predict mode. Sparse holds
-// sparse features, split by row and densified for each tower.
-type Batch struct {
-	Features map[string]*tensor.Dense
-	Labels   map[string]*tensor.Dense
-	Sparse   map[string]sharding.SparseCOO
-	// Release, when not nil, gives the batch's memory back to the input
-	// that made it, for a later batch; nothing may read the batch after.
-	// Train and Evaluate call it once a step and its hooks are done with
-	// the batch. FromTensors sets it, so that its batches are copied into
-	// a few buffers in turn rather than into new memory every step.
-	Release func()
-}
-
-// Rows returns the batch's row count, checking that every feature, label and
-// sparse feature agrees on it.
-func (b Batch) Rows() (int, error) {
-	rows, from := -1, ""
-	check := func(kind, key string, shape []int) error {
-		if len(shape) == 0 {
-			return fmt.Errorf("%s %q: rank-0 tensor has no batch dimension", kind, key)
-		}
-		if rows < 0 {
-			rows, from = shape[0], fmt.Sprintf("%s %q", kind, key)
-			return nil
-		}
-		if shape[0] != rows {
-			return fmt.Errorf("%s %q has %d rows (shape %v), %s has %d", kind, key, shape[0], shape, from, rows)
-		}
-		return nil
-	}
-	for _, part := range []struct {
-		kind string
-		m    map[string]*tensor.Dense
-	}{{"feature", b.Features}, {"label", b.Labels}} {
-		for _, k := range slices.Sorted(maps.Keys(part.m)) {
-			if part.m[k] == nil {
-				return 0, fmt.Errorf("%s %q is nil", part.kind, k)
-			}
-			if err := check(part.kind, k, part.m[k].Shape()); err != nil {
-				return 0, err
-			}
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(b.Sparse)) {
-		if _, dup := b.Features[k]; dup {
-			return 0, fmt.Errorf("feature %q is both dense and sparse", k)
-		}
-		if err := check("sparse feature", k, b.Sparse[k].DenseShape); err != nil {
-			return 0, err
-		}
-	}
-	if rows < 0 {
-		return 0, fmt.Errorf("batch has no features")
-	}
-	return rows, nil
-}
+// Batch is one step's input (sharding.Batch): features and labels keyed by
+// name, each with the batch along dimension 0, sparse features, and the
+// function that releases its memory.
+type Batch = sharding.Batch
 
 // InputFn yields batches until the end of its data, or until ctx is done.
 // A yielded error ends the call that consumes it. Train and Evaluate run the

@@ -4,18 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
 )
 
-// progressHook reports training progress: a progress bar when standard
-// error is an interactive terminal, log lines every LogEvery steps
-// otherwise (a file, a pipe, CI).
+// progressHook reports training progress: a progress bar on
+// RunConfig.ProgressBar when the caller gave one, else log lines every
+// LogEvery steps.
 func (e *Estimator) progressHook() Hook {
-	if f := os.Stderr; term.IsTerminal(int(f.Fd())) && os.Getenv("TERM") != "dumb" {
-		return &ProgressBar{Out: f, Every: int64(e.cfg.LogEvery)}
+	if e.cfg.ProgressBar != nil {
+		return &ProgressBar{Out: e.cfg.ProgressBar, Every: int64(e.cfg.LogEvery)}
 	}
 	return NewLoggingHook(int64(e.cfg.LogEvery))
 }

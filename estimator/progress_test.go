@@ -7,10 +7,12 @@ import (
 	"testing"
 
 	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/towers"
 )
 
 func TestProgressBar(t *testing.T) {
-	est, err := estimator.New(estimator.ModelFn(scaleModel), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(scaleModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -36,7 +38,7 @@ const (
 )
 
 // resumeOptimizer makes the optimizer named by params["opt"].
-func resumeOptimizer(p estimator.Params) (optimizers.Optimizer, error) {
+func resumeOptimizer(p model.Params) (optimizers.Optimizer, error) {
 	switch name, _ := p["opt"].(string); name {
 	case "SGD":
 		return optimizers.SGD(0.1), nil
@@ -52,15 +54,15 @@ func resumeOptimizer(p estimator.Params) (optimizers.Optimizer, error) {
 // mlpResumeModel is a small float64 network, y = tanh(x·W1 + b1)·W2 + b2,
 // with randomly initialised weights, a mean squared error loss and a train
 // op whose optimizer params["opt"] names.
-func mlpResumeModel(t *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+func mlpResumeModel(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 	w1 := t.MustVariable("hidden/w", tensor.Float64, tensor.Shape{3, 4}, towers.GlorotUniform())
 	b1 := t.MustVariable("hidden/b", tensor.Float64, tensor.Shape{4}, towers.RandomUniform(-0.1, 0.1))
 	w2 := t.MustVariable("out/w", tensor.Float64, tensor.Shape{4, 1}, towers.GlorotUniform())
 	b2 := t.MustVariable("out/b", tensor.Float64, nil, towers.RandomUniform(-0.1, 0.1))
 	h := G.Must(G.Tanh(G.Must(G.BroadcastAdd(G.Must(G.Mul(f["x"], w1)), b1, nil, []byte{0}))))
 	y := G.Must(G.Add(G.Must(G.Mul(h, w2)), b2))
-	spec := &estimator.Spec{Predictions: map[string]*G.Node{"y": y}}
-	if mode == estimator.Predict {
+	spec := &model.Spec{Predictions: map[string]*G.Node{"y": y}}
+	if mode == model.Predict {
 		return spec, nil
 	}
 	spec.Loss = G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(y, l["y"]))))))
@@ -68,7 +70,7 @@ func mlpResumeModel(t *towers.Tower, mode estimator.Mode, f, l map[string]*G.Nod
 	if err != nil {
 		return nil, err
 	}
-	spec.TrainOps = []estimator.TrainOp{{Optimizer: opt}}
+	spec.TrainOps = []model.TrainOp{{Optimizer: opt}}
 	return spec, nil
 }
 
@@ -76,7 +78,7 @@ func mlpResumeModel(t *towers.Tower, mode estimator.Mode, f, l map[string]*G.Nod
 // over that many CPU towers with BatchMean.
 func resumeModel(towersN int) estimator.Model {
 	if towersN == 1 {
-		return estimator.ModelFn(mlpResumeModel)
+		return replicate.ModelFn(mlpResumeModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})
 	}
 	return replicated(mlpResumeModel, towersN)
 }
@@ -101,7 +103,7 @@ func resumeInput() (estimator.InputFn, error) {
 
 func newResumeEstimator(dir, opt string, towersN int) (*estimator.Estimator, error) {
 	return estimator.New(resumeModel(towersN), estimator.RunConfig{
-		ModelDir: dir, Seed: 3, LogEvery: -1, Params: estimator.Params{"opt": opt},
+		ModelDir: dir, Seed: 3, LogEvery: -1, Params: model.Params{"opt": opt},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 }
@@ -223,11 +225,11 @@ func TestExactResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			at2K := snapshot(t, ref)
-			wantNames := append([]string{estimator.GlobalStepName, "hidden/w", "hidden/b", "out/w", "out/b"}, tc.wantSlots...)
+			wantNames := append([]string{model.GlobalStepName, "hidden/w", "hidden/b", "out/w", "out/b"}, tc.wantSlots...)
 			if diff := cmp.Diff(slices.Sorted(slices.Values(wantNames)), slices.Sorted(slices.Values(ref.VariableNames()))); diff != "" {
 				t.Errorf("variables of the reference run (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(varState{"int64", []int{}, []int64{2 * k}}, at2K[estimator.GlobalStepName], cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(varState{"int64", []int{}, []int64{2 * k}}, at2K[model.GlobalStepName], cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("reference global step (-want +got):\n%s", diff)
 			}
 

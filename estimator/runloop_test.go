@@ -25,6 +25,8 @@ import (
 	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -33,7 +35,7 @@ import (
 // it: "lr" (float64, default 0.01) is the learning rate of its SGD train
 // op, "momentum" (true) makes it Momentum(lr, 0.9), and "bias" (string,
 // default "b") names the bias variable.
-func knobModel(t *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+func knobModel(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 	bias := "b"
 	if s, ok := p["bias"].(string); ok {
 		bias = s
@@ -45,8 +47,8 @@ func knobModel(t *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p 
 	w := t.MustVariable("w", tensor.Float64, nil, towers.Constant(2))
 	b := t.MustVariable(bias, tensor.Float64, nil, towers.Constant(0.5))
 	y := G.Must(G.Add(G.Must(G.Mul(f["x"], w)), b))
-	spec := &estimator.Spec{Predictions: map[string]*G.Node{"y": y}}
-	if mode == estimator.Predict {
+	spec := &model.Spec{Predictions: map[string]*G.Node{"y": y}}
+	if mode == model.Predict {
 		return spec, nil
 	}
 	diff := G.Must(G.Sub(y, l["y"]))
@@ -56,7 +58,7 @@ func knobModel(t *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p 
 	if p["momentum"] == true {
 		opt = optimizers.Momentum(lr, 0.9)
 	}
-	spec.TrainOps = []estimator.TrainOp{{Optimizer: opt}}
+	spec.TrainOps = []model.TrainOp{{Optimizer: opt}}
 	return spec, nil
 }
 
@@ -140,14 +142,14 @@ func latestStep(t *testing.T, dir string) int64 {
 	return r.Step()
 }
 
-func models(fn estimator.ModelFn) []struct {
+func models(fn model.Fn) []struct {
 	name  string
 	model estimator.Model
 } {
 	return []struct {
 		name  string
 		model estimator.Model
-	}{{"one device", estimator.ModelFn(fn)}, {"two towers", replicated(fn, 2)}}
+	}{{"one device", replicate.ModelFn(fn, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})}, {"two towers", replicated(fn, 2)}}
 }
 
 // TestNaNGuardWithModelDir: a NaN loss ends the run before its update, and
@@ -304,7 +306,7 @@ func TestCheckpointCadence(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			est := newRunEstimator(t, estimator.ModelFn(knobModel), estimator.RunConfig{
+			est := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{
 				ModelDir: dir, SaveCheckpointsSteps: tc.every, KeepCheckpointMax: tc.keep, LogEvery: -1,
 			})
 			in := foreverInput(t, 4)
@@ -402,7 +404,7 @@ func TestEndCause(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			est := newRunEstimator(t, estimator.ModelFn(knobModel), estimator.RunConfig{ModelDir: dir, SaveCheckpointsSteps: 1000, LogEvery: -1})
+			est := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{ModelDir: dir, SaveCheckpointsSteps: 1000, LogEvery: -1})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			first, last := &endRecorder{}, &endRecorder{}
@@ -585,7 +587,7 @@ func TestEarlyStopping(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			est := newRunEstimator(t, estimator.ModelFn(knobModel), estimator.RunConfig{ModelDir: dir, LogEvery: -1, Params: estimator.Params{"lr": tc.lr}})
+			est := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{ModelDir: dir, LogEvery: -1, Params: model.Params{"lr": tc.lr}})
 			es := tc.es
 			got, err := est.TrainAndEvaluate(context.Background(),
 				estimator.TrainSpec{Input: foreverInput(t, 4), MaxSteps: 8},
@@ -629,7 +631,7 @@ func TestTrainAndEvaluateErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			est := newRunEstimator(t, estimator.ModelFn(knobModel), estimator.RunConfig{LogEvery: -1})
+			est := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{LogEvery: -1})
 			got, err := est.TrainAndEvaluate(context.Background(), estimator.TrainSpec{Input: foreverInput(t, 4), MaxSteps: 5}, tc.eval(t))
 			if err == nil {
 				t.Fatalf("no error; result %v", got)
@@ -768,7 +770,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 func TestWarmStart(t *testing.T) {
 	// Run A: 3 steps of Momentum into dirA.
 	dirA := t.TempDir()
-	a := newRunEstimator(t, estimator.ModelFn(knobModel), estimator.RunConfig{ModelDir: dirA, LogEvery: -1, Params: estimator.Params{"lr": 0.1, "momentum": true}})
+	a := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{ModelDir: dirA, LogEvery: -1, Params: model.Params{"lr": 0.1, "momentum": true}})
 	if err := a.Train(context.Background(), foreverInput(t, 4), estimator.Steps(3)); err != nil {
 		t.Fatal(err)
 	}
@@ -827,11 +829,11 @@ func TestWarmStart(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := estimator.RunConfig{LogEvery: -1, Params: estimator.Params{"lr": 0.0, "bias": tc.bias}, WarmStart: &tc.ws}
+			cfg := estimator.RunConfig{LogEvery: -1, Params: model.Params{"lr": 0.0, "bias": tc.bias}, WarmStart: &tc.ws}
 			if !tc.noDir {
 				cfg.ModelDir = t.TempDir()
 			}
-			b := newRunEstimator(t, estimator.ModelFn(knobModel), cfg)
+			b := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), cfg)
 			if got := tc.first(t, b); got != tc.wantStep {
 				t.Errorf("global step %d, want %d", got, tc.wantStep)
 			}
@@ -854,7 +856,7 @@ func TestWarmStart(t *testing.T) {
 				}
 			}
 			saved := variables(t, b)
-			again := newRunEstimator(t, estimator.ModelFn(knobModel), cfg)
+			again := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), cfg)
 			if got := evaluate(t, again); got != 1 {
 				t.Errorf("new Estimator on B's directory: global step %d, want 1", got)
 			}
@@ -866,12 +868,12 @@ func TestWarmStart(t *testing.T) {
 
 	t.Run("own checkpoint wins", func(t *testing.T) {
 		dir := t.TempDir()
-		first := newRunEstimator(t, estimator.ModelFn(knobModel), estimator.RunConfig{ModelDir: dir, LogEvery: -1, Params: estimator.Params{"lr": 0.05}})
+		first := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{ModelDir: dir, LogEvery: -1, Params: model.Params{"lr": 0.05}})
 		if err := first.Train(context.Background(), foreverInput(t, 4), estimator.Steps(2)); err != nil {
 			t.Fatal(err)
 		}
 		want := variables(t, first)
-		b := newRunEstimator(t, estimator.ModelFn(knobModel), estimator.RunConfig{ModelDir: dir, LogEvery: -1, WarmStart: &estimator.WarmStart{From: dirA}})
+		b := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{ModelDir: dir, LogEvery: -1, WarmStart: &estimator.WarmStart{From: dirA}})
 		if got := evaluate(t, b); got != 2 {
 			t.Errorf("global step %d, want 2", got)
 		}
@@ -883,11 +885,11 @@ func TestWarmStart(t *testing.T) {
 
 func TestWarmStartErrors(t *testing.T) {
 	dirA := t.TempDir()
-	a := newRunEstimator(t, estimator.ModelFn(knobModel), estimator.RunConfig{ModelDir: dirA, LogEvery: -1})
+	a := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{ModelDir: dirA, LogEvery: -1})
 	if err := a.Train(context.Background(), foreverInput(t, 4), estimator.Steps(1)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := estimator.New(estimator.ModelFn(knobModel), estimator.RunConfig{WarmStart: &estimator.WarmStart{}}); err == nil || !strings.Contains(err.Error(), "warm start") {
+	if _, err := estimator.New(replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{WarmStart: &estimator.WarmStart{}}); err == nil || !strings.Contains(err.Error(), "warm start") {
 		t.Errorf("New with a warm start from nowhere: %v, want an error about the warm start", err)
 	}
 	tests := []struct {
@@ -903,7 +905,7 @@ func TestWarmStartErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newRunEstimator(t, estimator.ModelFn(knobModel), estimator.RunConfig{ModelDir: t.TempDir(), LogEvery: -1, Params: estimator.Params{"bias": tc.bias}, WarmStart: &tc.ws})
+			b := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{ModelDir: t.TempDir(), LogEvery: -1, Params: model.Params{"bias": tc.bias}, WarmStart: &tc.ws})
 			_, err := b.Evaluate(context.Background(), lineInput(t, xs(4), 4, true))
 			if err == nil {
 				t.Fatal("no error")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/towerflow/towerflow/model"
 )
 
 // TrainSpec is the training half of TrainAndEvaluate.
@@ -61,7 +63,7 @@ func (e *Estimator) TrainAndEvaluate(ctx context.Context, train TrainSpec, eval 
 	if err := e.Train(ctx, train.Input, opts...); err != nil {
 		return nil, fmt.Errorf("train and evaluate: %w", err)
 	}
-	if h.last != nil && int64(h.last[GlobalStepName]) == e.GlobalStep() {
+	if h.last != nil && int64(h.last[model.GlobalStepName]) == e.GlobalStep() {
 		return h.last, nil
 	}
 	out, err := e.Evaluate(ctx, eval.Input, EvalSteps(eval.Steps))

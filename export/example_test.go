@@ -28,9 +28,7 @@ func ExampleLoad() {
 
 	// Train the linear model on two towers and export it.
 	model := replicate.ModelFn(linreg.Model,
-		replicate.Devices(towers.CPU(0), towers.CPU(1)),
-		replicate.Optimizer(optimizers.SGD(0.5)),
-		replicate.Reduction(replicate.BatchMean))
+		replicate.Config{Devices: []towers.Device{towers.CPU(0), towers.CPU(1)}, Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
 	est, err := estimator.New(model, estimator.RunConfig{
 		ModelDir: filepath.Join(tmp, "model"), Seed: 1, LogEvery: -1, Logger: slog.New(slog.DiscardHandler),
 	})
@@ -52,17 +50,17 @@ func ExampleLoad() {
 
 	// Elsewhere: load the newest version with the same Go model, on one
 	// device, and compute its default signature.
-	p, err := export.LoadLatest(filepath.Join(tmp, "serving"), estimator.ModelFn(linreg.Model))
+	p, err := export.LoadLatest(filepath.Join(tmp, "serving"), replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer p.Close()
-	sig := p.Signatures()[estimator.DefaultServingSignature]
+	sig := p.Signatures()[model.DefaultServingSignature]
 	fmt.Printf("version %d, global step %d, method %s\n", p.Version(), p.Step(), sig.Method)
 	fmt.Printf("inputs %v, outputs %v\n", sig.Inputs, sig.Outputs)
 
 	x := tensor.New(tensor.WithShape(3, 1), tensor.WithBacking([]float64{0, 1, 2}))
-	out, err := p.Run(ctx, estimator.DefaultServingSignature, map[string]*tensor.Dense{"x": x})
+	out, err := p.Run(ctx, model.DefaultServingSignature, map[string]*tensor.Dense{"x": x})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -22,6 +22,8 @@ import (
 	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/internal/exportdir"
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -50,43 +52,6 @@ var (
 	ErrClosed = errors.New("predictor is closed")
 )
 
-// Option adjusts Load.
-type Option func(*loadOptions)
-
-type loadOptions struct {
-	devices    []towers.Device
-	devicesSet bool
-}
-
-// Devices runs the predictor replicated over these devices, one tower each:
-// a batch is split along dimension 0 across the towers, as any predict batch
-// is, and the outputs concatenated in tower order. Without it the model's
-// own replication is used: one tower on /device:CPU:0 for an
-// estimator.ModelFn, the devices of a replicate.ModelFn.
-func Devices(ds ...towers.Device) Option {
-	return func(o *loadOptions) {
-		o.devices, o.devicesSet = slices.Clone(ds), true
-	}
-}
-
-// onDevices is a model run on other devices than its own replication says.
-type onDevices struct {
-	model   estimator.Model
-	devices []towers.Device
-}
-
-func (m onDevices) Fn() estimator.ModelFn { return m.model.Fn() }
-
-func (m onDevices) Replication() (estimator.Replication, error) {
-	rep, err := m.model.Replication()
-	if err != nil {
-		return estimator.Replication{}, err
-	}
-	// Placement follows the new devices; the optimizer and gradient
-	// reduction play no part in prediction.
-	return estimator.Replication{Devices: slices.Clone(m.devices), TowerWeights: rep.TowerWeights}, nil
-}
-
 // input is one signature input, parsed.
 type input struct {
 	dtype tensor.Dtype
@@ -114,7 +79,7 @@ type Predictor struct {
 // LoadLatest loads the newest version under baseDir (the largest version
 // number, see estimator.Versions). A base directory without versions, or
 // one that does not exist, is an error wrapping ErrNoVersion.
-func LoadLatest(baseDir string, model estimator.Model, opts ...Option) (*Predictor, error) {
+func LoadLatest(baseDir string, m *replicate.Model) (*Predictor, error) {
 	vs, err := estimator.Versions(baseDir)
 	if err != nil {
 		return nil, fmt.Errorf("export: load latest from %s: %w", baseDir, err)
@@ -122,11 +87,11 @@ func LoadLatest(baseDir string, model estimator.Model, opts ...Option) (*Predict
 	if len(vs) == 0 {
 		return nil, fmt.Errorf("export: load latest: %w in %s", ErrNoVersion, baseDir)
 	}
-	return Load(filepath.Join(baseDir, strconv.FormatInt(vs[len(vs)-1], 10)), model, opts...)
+	return Load(filepath.Join(baseDir, strconv.FormatInt(vs[len(vs)-1], 10)), m)
 }
 
 // Load loads the export version directory dir (as Estimator.Export wrote
-// it) into model, rebuilt in predict mode:
+// it) into m, rebuilt in predict mode:
 //
 //   - dir's name is its version, a positive integer;
 //   - manifest.json must list every file of dir with its size and SHA-256,
@@ -142,33 +107,16 @@ func LoadLatest(baseDir string, model estimator.Model, opts ...Option) (*Predict
 //   - the export's variables are then loaded into the model.
 //
 // The model runs in a fresh Estimator without a model directory, on the
-// devices the Devices option gives.
-func Load(dir string, model estimator.Model, opts ...Option) (p *Predictor, err error) {
+// devices of m's replication (one tower each; a batch is split along
+// dimension 0 across them and the outputs concatenated in tower order).
+func Load(dir string, m *replicate.Model) (p *Predictor, err error) {
 	fail := func(err error) (*Predictor, error) { return nil, fmt.Errorf("export: load %s: %w", dir, err) }
-	var o loadOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if model == nil {
+	if m == nil {
 		return fail(errors.New("nil model"))
 	}
-	if o.devicesSet {
-		if len(o.devices) == 0 {
-			return fail(errors.New("Devices option without devices"))
-		}
-		seen := map[towers.Device]bool{}
-		for _, d := range o.devices {
-			if seen[d] {
-				return fail(fmt.Errorf("device %v listed twice", d))
-			}
-			seen[d] = true
-		}
-		model = onDevices{model: model, devices: o.devices}
-	}
-	base := filepath.Base(filepath.Clean(dir))
-	version, perr := strconv.ParseInt(base, 10, 64)
-	if perr != nil || version <= 0 {
-		return fail(fmt.Errorf("directory name %q is not a version number (a positive integer)", base))
+	version, err := versionOf(dir)
+	if err != nil {
+		return fail(err)
 	}
 	if err := verifyManifest(dir); err != nil {
 		return fail(err)
@@ -184,8 +132,7 @@ func Load(dir string, model estimator.Model, opts ...Option) (p *Predictor, err 
 	if vars.Step() != sigs.Step {
 		return fail(fmt.Errorf("%s says global step %d, its variables were saved at step %d", exportdir.SignaturesFile, sigs.Step, vars.Step()))
 	}
-
-	est, err := estimator.New(model, estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(m, estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		return fail(err)
 	}
@@ -195,14 +142,35 @@ func Load(dir string, model estimator.Model, opts ...Option) (p *Predictor, err 
 		}
 	}()
 	p = &Predictor{dir: dir, version: version, step: sigs.Step, sigs: sigs.Signatures, inputs: inputs, est: est}
+	if err := p.build(); err != nil {
+		return fail(err)
+	}
+	if err := restore(est.Store(), vars); err != nil {
+		return fail(err)
+	}
+	return p, nil
+}
 
-	// One row of zeros for every input builds the predict towers.
+// versionOf returns the version a version directory's name gives.
+func versionOf(dir string) (int64, error) {
+	base := filepath.Base(filepath.Clean(dir))
+	version, err := strconv.ParseInt(base, 10, 64)
+	if err != nil || version <= 0 {
+		return 0, fmt.Errorf("directory name %q is not a version number (a positive integer)", base)
+	}
+	return version, nil
+}
+
+// build runs one row of zeros for every input through the model, which
+// builds the predict towers, and checks the outputs against the
+// signatures.
+func (p *Predictor) build() error {
 	all := map[string]input{}
-	for key, in := range inputs {
+	for key, in := range p.inputs {
 		for name, spec := range in {
 			if prev, ok := all[name]; ok && (prev.dtype != spec.dtype || !slices.Equal(prev.shape, spec.shape)) {
-				return fail(fmt.Errorf("%s: input %q of signature %q has dtype %v shape %v, another signature gives it dtype %v shape %v",
-					exportdir.SignaturesFile, name, key, spec.dtype, spec.shape, prev.dtype, prev.shape))
+				return fmt.Errorf("%s: input %q of signature %q has dtype %v shape %v, another signature gives it dtype %v shape %v",
+					exportdir.SignaturesFile, name, key, spec.dtype, spec.shape, prev.dtype, prev.shape)
 			}
 			all[name] = spec
 		}
@@ -213,21 +181,24 @@ func Load(dir string, model estimator.Model, opts ...Option) (p *Predictor, err 
 	}
 	out, err := p.predict(context.Background(), zeros)
 	if err != nil {
-		return fail(fmt.Errorf("build the model: %w", err))
+		return fmt.Errorf("build the model: %w", err)
 	}
-	if err := p.checkOutputs(out); err != nil {
-		return fail(err)
-	}
-	values, err := checkVariables(est.Store(), vars)
+	return p.checkOutputs(out)
+}
+
+// restore checks the export's variables against those the model made and
+// loads them into the store.
+func restore(store *towers.Store, vars *checkpoint.Reader) error {
+	values, err := checkVariables(store, vars)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	for _, name := range vars.Names() {
-		if err := est.Store().Set(name, values[name]); err != nil {
-			return fail(fmt.Errorf("restore: %w", err))
+		if err := store.Set(name, values[name]); err != nil {
+			return fmt.Errorf("restore: %w", err)
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // newZeros returns a batch of rows zero examples of spec.
@@ -408,11 +379,11 @@ func (p *Predictor) checkOutputs(out estimator.BatchOutput) error {
 	got := out.ExportOutputs
 	if len(got) == 0 {
 		p.fromPredictions = true
-		got = map[string]map[string]*tensor.Dense{estimator.DefaultServingSignature: out.Predictions}
+		got = map[string]map[string]*tensor.Dense{model.DefaultServingSignature: out.Predictions}
 	}
 	what := "export outputs"
 	if p.fromPredictions {
-		what = fmt.Sprintf("no export outputs, so signature %q serves its predictions", estimator.DefaultServingSignature)
+		what = fmt.Sprintf("no export outputs, so signature %q serves its predictions", model.DefaultServingSignature)
 	}
 	for _, key := range slices.Sorted(maps.Keys(got)) {
 		if _, ok := p.sigs[key]; !ok {

@@ -23,6 +23,7 @@ import (
 	"github.com/towerflow/towerflow/export"
 	"github.com/towerflow/towerflow/internal/exportdir"
 	"github.com/towerflow/towerflow/internal/wanterr"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -41,12 +42,10 @@ func cpus(n int) []towers.Device {
 
 // train trains fn (replicated over n CPU towers) a few steps on the linreg
 // data in a fresh model directory.
-func train(t *testing.T, fn estimator.ModelFn, n int, steps int64) *estimator.Estimator {
+func train(t *testing.T, fn model.Fn, n int, steps int64) *estimator.Estimator {
 	t.Helper()
 	model := replicate.ModelFn(fn,
-		replicate.Devices(cpus(n)...),
-		replicate.Optimizer(optimizers.SGD(0.5)),
-		replicate.Reduction(replicate.BatchMean))
+		replicate.Config{Devices: cpus(n), Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
 	est, err := estimator.New(model, estimator.RunConfig{ModelDir: t.TempDir(), Seed: 1, LogEvery: -1, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -130,30 +129,30 @@ func TestRunMatchesPredict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, out.ExportOutputs[estimator.DefaultServingSignature])
+		want = append(want, out.ExportOutputs[model.DefaultServingSignature])
 	}
 	for _, tc := range []struct {
 		name   string
-		model  func(estimator.ModelFn) estimator.Model
+		model  func(model.Fn) estimator.Model
 		opts   []export.Option
 		towers int // the most towers a batch runs on
 	}{
-		{"one tower", func(fn estimator.ModelFn) estimator.Model { return fn }, nil, 1},
-		{"replicate 2 devices", func(fn estimator.ModelFn) estimator.Model {
-			return replicate.ModelFn(fn, replicate.Devices(cpus(2)...))
+		{"one tower", func(fn model.Fn) estimator.Model { return fn }, nil, 1},
+		{"replicate 2 devices", func(fn model.Fn) estimator.Model {
+			return replicate.ModelFn(fn, replicate.Config{Devices: cpus(2)})
 		}, nil, 2},
-		{"replicate 3 devices", func(fn estimator.ModelFn) estimator.Model {
-			return replicate.ModelFn(fn, replicate.Devices(cpus(3)...))
+		{"replicate 3 devices", func(fn model.Fn) estimator.Model {
+			return replicate.ModelFn(fn, replicate.Config{Devices: cpus(3)})
 		}, nil, 3},
-		{"Devices option 2", func(fn estimator.ModelFn) estimator.Model { return fn }, []export.Option{export.Devices(cpus(2)...)}, 2},
-		{"Devices option 3 over replicate 2", func(fn estimator.ModelFn) estimator.Model {
-			return replicate.ModelFn(fn, replicate.Devices(cpus(2)...))
+		{"Devices option 2", func(fn model.Fn) estimator.Model { return fn }, []export.Option{export.Devices(cpus(2)...)}, 2},
+		{"Devices option 3 over replicate 2", func(fn model.Fn) estimator.Model {
+			return replicate.ModelFn(fn, replicate.Config{Devices: cpus(2)})
 		}, []export.Option{export.Devices(cpus(3)...)}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
 			built := map[int]bool{}
-			record := func(tw *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, params estimator.Params) (*estimator.Spec, error) {
+			record := func(tw *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, params model.Params) (*model.Spec, error) {
 				mu.Lock()
 				built[tw.Index()] = true
 				mu.Unlock()
@@ -164,7 +163,7 @@ func TestRunMatchesPredict(t *testing.T) {
 				t.Errorf("dir %q version %d step %d, want %q 1 5", p.Dir(), p.Version(), p.Step(), dir)
 			}
 			for i, b := range bs {
-				got, err := p.Run(ctx, estimator.DefaultServingSignature, b)
+				got, err := p.Run(ctx, model.DefaultServingSignature, b)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -182,21 +181,21 @@ func TestRunMatchesPredict(t *testing.T) {
 func TestRunConcurrently(t *testing.T) {
 	ctx := context.Background()
 	est, dir := exportLinreg(t)
-	p := load(t, dir, estimator.ModelFn(linreg.Model), export.Devices(cpus(2)...))
+	p := load(t, dir, replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), export.Devices(cpus(2)...))
 	bs := batches(1, 2, 3, 4, 5, 6, 7, 8)
 	var want []map[string]plainTensor
 	for out, err := range est.PredictBatches(ctx, inputOf(bs)) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, plain(out.ExportOutputs[estimator.DefaultServingSignature]))
+		want = append(want, plain(out.ExportOutputs[model.DefaultServingSignature]))
 	}
 	got := make([]map[string]plainTensor, len(bs))
 	errs := make([]error, len(bs))
 	var wg sync.WaitGroup
 	for i, b := range bs {
 		wg.Go(func() {
-			out, err := p.Run(ctx, estimator.DefaultServingSignature, b)
+			out, err := p.Run(ctx, model.DefaultServingSignature, b)
 			got[i], errs[i] = plain(out), err
 		})
 	}
@@ -210,7 +209,7 @@ func TestRunConcurrently(t *testing.T) {
 }
 
 // predictionsOnly is linreg.Model without export outputs.
-func predictionsOnly(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+func predictionsOnly(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, p model.Params) (*model.Spec, error) {
 	spec, err := linreg.Model(t, mode, features, labels, p)
 	if err != nil {
 		return nil, err
@@ -226,8 +225,8 @@ func TestDefaultSignatureFromPredictions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := load(t, dir, estimator.ModelFn(predictionsOnly), export.Devices(cpus(2)...))
-	wantSigs := map[string]export.Signature{estimator.DefaultServingSignature: {
+	p := load(t, dir, replicate.ModelFn(predictionsOnly, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), export.Devices(cpus(2)...))
+	wantSigs := map[string]export.Signature{model.DefaultServingSignature: {
 		Method:  "predict",
 		Inputs:  map[string]export.TensorInfo{"x": {Dtype: "float64", Shape: []int{-1, 1}}},
 		Outputs: map[string]export.TensorInfo{"y": {Dtype: "float64", Shape: []int{-1, 1}}},
@@ -241,7 +240,7 @@ func TestDefaultSignatureFromPredictions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := p.Run(ctx, estimator.DefaultServingSignature, bs[i])
+		got, err := p.Run(ctx, model.DefaultServingSignature, bs[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +262,7 @@ func TestSignaturesFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := exportdir.Signatures{Format: exportdir.Format, Step: 5, Signatures: map[string]export.Signature{
-		estimator.DefaultServingSignature: {
+		model.DefaultServingSignature: {
 			Method:  "regress",
 			Inputs:  map[string]export.TensorInfo{"x": {Dtype: "float64", Shape: []int{-1, 1}}},
 			Outputs: map[string]export.TensorInfo{"outputs": {Dtype: "float64", Shape: []int{-1, 1}}},
@@ -272,13 +271,13 @@ func TestSignaturesFile(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("signatures.json (-want +got):\n%s", diff)
 	}
-	p := load(t, dir, estimator.ModelFn(linreg.Model))
+	p := load(t, dir, replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	sigs := p.Signatures()
 	if diff := cmp.Diff(want.Signatures, sigs); diff != "" {
 		t.Errorf("Signatures() (-want +got):\n%s", diff)
 	}
 	// The copy is the caller's.
-	sigs[estimator.DefaultServingSignature].Inputs["x"].Shape[0] = 7
+	sigs[model.DefaultServingSignature].Inputs["x"].Shape[0] = 7
 	if diff := cmp.Diff(want.Signatures, p.Signatures()); diff != "" {
 		t.Errorf("Signatures() after changing a copy (-want +got):\n%s", diff)
 	}
@@ -288,10 +287,10 @@ func TestVersions(t *testing.T) {
 	ctx := context.Background()
 	est := train(t, linreg.Model, 1, 2)
 	base := t.TempDir()
-	if _, err := export.LoadLatest(base, estimator.ModelFn(linreg.Model)); !errors.Is(err, export.ErrNoVersion) {
+	if _, err := export.LoadLatest(base, replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})); !errors.Is(err, export.ErrNoVersion) {
 		t.Errorf("LoadLatest of an empty base: %v, want ErrNoVersion", err)
 	}
-	if _, err := export.LoadLatest(filepath.Join(base, "nothing"), estimator.ModelFn(linreg.Model)); !errors.Is(err, export.ErrNoVersion) {
+	if _, err := export.LoadLatest(filepath.Join(base, "nothing"), replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})); !errors.Is(err, export.ErrNoVersion) {
 		t.Errorf("LoadLatest of a missing base: %v, want ErrNoVersion", err)
 	}
 	var dirs []string
@@ -315,7 +314,7 @@ func TestVersions(t *testing.T) {
 	if diff := cmp.Diff([]int64{3, 4}, vs); diff != "" {
 		t.Errorf("kept versions (-want +got):\n%s", diff)
 	}
-	p, err := export.LoadLatest(base, estimator.ModelFn(linreg.Model))
+	p, err := export.LoadLatest(base, replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +322,7 @@ func TestVersions(t *testing.T) {
 	if got := [...]any{p.Version(), p.Step(), p.Dir()}; got != [...]any{int64(4), int64(6), filepath.Join(base, "4")} {
 		t.Errorf("latest: version, step, dir = %v, want 4, 6, %s", got, filepath.Join(base, "4"))
 	}
-	p3 := load(t, filepath.Join(base, "3"), estimator.ModelFn(linreg.Model))
+	p3 := load(t, filepath.Join(base, "3"), replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	if p3.Version() != 3 || p3.Step() != 5 {
 		t.Errorf("version 3: version %d step %d, want 3 5", p3.Version(), p3.Step())
 	}
@@ -383,18 +382,18 @@ func variableFile(t *testing.T, dir, name string) string {
 }
 
 // matrixW is linreg's model with w a 1×1 matrix instead of a scalar.
-func matrixW(t *towers.Tower, mode estimator.Mode, features, _ map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+func matrixW(t *towers.Scope, mode model.Mode, features, _ map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 	w := t.MustVariable("w", tensor.Float64, tensor.Shape{1, 1}, towers.Zeros())
 	b := t.MustVariable("b", tensor.Float64, nil, towers.Zeros())
 	pred := G.Must(G.Add(G.Must(G.Mul(features["x"], w)), b))
-	return &estimator.Spec{
+	return &model.Spec{
 		Predictions:   map[string]*G.Node{"y": pred},
-		ExportOutputs: map[string]estimator.ExportOutput{estimator.DefaultServingSignature: estimator.RegressionOutput{Value: pred}},
+		ExportOutputs: map[string]model.ExportOutput{model.DefaultServingSignature: model.RegressionOutput{Value: pred}},
 	}, nil
 }
 
 // extraVariable is linreg's model with one more variable.
-func extraVariable(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+func extraVariable(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, p model.Params) (*model.Spec, error) {
 	spec, err := linreg.Model(t, mode, features, labels, p)
 	if err != nil {
 		return nil, err
@@ -402,28 +401,28 @@ func extraVariable(t *towers.Tower, mode estimator.Mode, features, labels map[st
 	scale := t.MustVariable("scale", tensor.Float64, nil, towers.Constant(1))
 	pred := G.Must(G.Mul(spec.Predictions["y"], scale))
 	spec.Predictions["y"] = pred
-	spec.ExportOutputs[estimator.DefaultServingSignature] = estimator.RegressionOutput{Value: pred}
+	spec.ExportOutputs[model.DefaultServingSignature] = model.RegressionOutput{Value: pred}
 	return spec, nil
 }
 
 // noBias is linreg's model without b.
-func noBias(t *towers.Tower, mode estimator.Mode, features, _ map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+func noBias(t *towers.Scope, mode model.Mode, features, _ map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 	w := t.MustVariable("w", tensor.Float64, nil, towers.Zeros())
 	pred := G.Must(G.Mul(features["x"], w))
-	return &estimator.Spec{
+	return &model.Spec{
 		Predictions:   map[string]*G.Node{"y": pred},
-		ExportOutputs: map[string]estimator.ExportOutput{estimator.DefaultServingSignature: estimator.RegressionOutput{Value: pred}},
+		ExportOutputs: map[string]model.ExportOutput{model.DefaultServingSignature: model.RegressionOutput{Value: pred}},
 	}, nil
 }
 
 // wideOutput is linreg's model serving its value twice per example.
-func wideOutput(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+func wideOutput(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, p model.Params) (*model.Spec, error) {
 	spec, err := linreg.Model(t, mode, features, labels, p)
 	if err != nil {
 		return nil, err
 	}
 	pred := G.Must(G.Concat(1, spec.Predictions["y"], spec.Predictions["y"]))
-	spec.ExportOutputs[estimator.DefaultServingSignature] = estimator.RegressionOutput{Value: pred}
+	spec.ExportOutputs[model.DefaultServingSignature] = model.RegressionOutput{Value: pred}
 	return spec, nil
 }
 
@@ -439,7 +438,7 @@ func TestLoadErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	linear := estimator.ModelFn(linreg.Model)
+	linear := replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})
 	for _, tc := range []struct {
 		name     string
 		dirName  string
@@ -494,27 +493,27 @@ func TestLoadErrors(t *testing.T) {
 		},
 		{
 			name:  "variable shape differs",
-			model: estimator.ModelFn(matrixW),
+			model: replicate.ModelFn(matrixW, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
 			want:  []string{`variable "w"`, "shape [1 1] dtype float64 in the model but shape [] dtype float64 in the export"},
 		},
 		{
 			name:  "model has an extra variable",
-			model: estimator.ModelFn(extraVariable),
+			model: replicate.ModelFn(extraVariable, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
 			want:  []string{`variable "scale"`, "missing from the export"},
 		},
 		{
 			name:  "export has a variable the model lacks",
-			model: estimator.ModelFn(noBias),
+			model: replicate.ModelFn(noBias, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
 			want:  []string{`variable "b"`, "not a variable of the model"},
 		},
 		{
 			name:  "model without export outputs",
-			model: estimator.ModelFn(predictionsOnly),
+			model: replicate.ModelFn(predictionsOnly, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
 			want:  []string{`output "y"`},
 		},
 		{
 			name:  "output shape differs",
-			model: estimator.ModelFn(wideOutput),
+			model: replicate.ModelFn(wideOutput, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
 			want:  []string{`output "outputs"`, "shape [-1 2]", "shape [-1 1]"},
 		},
 		{name: "dir not a version number", dirName: "latest", want: []string{`"latest"`, "not a version number"}},
@@ -553,11 +552,11 @@ func TestLoadErrors(t *testing.T) {
 func TestRunErrors(t *testing.T) {
 	ctx := context.Background()
 	_, dir := exportLinreg(t)
-	p := load(t, dir, estimator.ModelFn(linreg.Model))
+	p := load(t, dir, replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	x := func(shape ...int) *tensor.Dense {
 		return tensor.New(tensor.WithShape(shape...), tensor.Of(tensor.Float64))
 	}
-	sig := estimator.DefaultServingSignature
+	sig := model.DefaultServingSignature
 	for _, tc := range []struct {
 		name      string
 		signature string

@@ -26,6 +26,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/replicate"
 )
 
 // Servable is what a Server serves: one loaded version of a model.
@@ -57,14 +59,13 @@ type ModelConfig struct {
 	// BaseDir holds the model's export versions (<BaseDir>/<version>/, as
 	// Estimator.Export writes them); the newest is served.
 	BaseDir string
-	// Model is the model function the versions are loaded into, with
-	// Options (see Load).
-	Model   estimator.Model
-	Options []Option
+	// Model is the model function the versions are loaded into, with the
+	// devices it is replicated over (see Load).
+	Model *replicate.Model
 	// Loader, when set, replaces loading from BaseDir: it is called with
 	// the version being served (0 when there is none yet) and returns the
 	// version to serve instead, or nil and no error to keep the current
-	// one. With Loader set, BaseDir, Model and Options are not used.
+	// one. With Loader set, BaseDir and Model are not used.
 	Loader func(current int64) (Servable, error)
 }
 
@@ -306,7 +307,7 @@ func NewServer(configs []ModelConfig, opts ...ServerOption) (*Server, error) {
 func dirLoader(c ModelConfig) func(int64) (Servable, error) {
 	return func(current int64) (Servable, error) {
 		if current == 0 {
-			p, err := LoadLatest(c.BaseDir, c.Model, c.Options...)
+			p, err := LoadLatest(c.BaseDir, c.Model)
 			if err != nil {
 				return nil, err
 			}
@@ -319,7 +320,7 @@ func dirLoader(c ModelConfig) func(int64) (Servable, error) {
 		if len(vs) == 0 || vs[len(vs)-1] == current {
 			return nil, nil // nothing newer; a base dir emptied by mistake keeps the current version
 		}
-		p, err := Load(filepath.Join(c.BaseDir, strconv.FormatInt(vs[len(vs)-1], 10)), c.Model, c.Options...)
+		p, err := Load(filepath.Join(c.BaseDir, strconv.FormatInt(vs[len(vs)-1], 10)), c.Model)
 		if err != nil {
 			return nil, err
 		}
@@ -774,7 +775,7 @@ func (s *Server) serveRun(w *statusWriter, r *http.Request, name, versionStr, me
 	if !ok {
 		return badRequestf("JSON Value: %s Is not object", jsonText(doc))
 	}
-	sigName := estimator.DefaultServingSignature
+	sigName := model.DefaultServingSignature
 	if sn, ok := req["signature_name"]; ok {
 		str, ok := sn.(string)
 		if !ok {

@@ -1130,7 +1130,7 @@ func TestNewServerErrors(t *testing.T) {
 		{"no source", []ModelConfig{{Name: "a"}}, nil, "needs a BaseDir and a Model, or a Loader", nil},
 		{"loader error", []ModelConfig{{Name: "a", Loader: func(int64) (Servable, error) { return nil, errors.New("nope") }}}, nil, "nope", nil},
 		{"loader without a version", []ModelConfig{{Name: "a", Loader: func(int64) (Servable, error) { return nil, nil }}}, nil, "no export version", ErrNoVersion},
-		{"empty base dir", []ModelConfig{{Name: "a", BaseDir: t.TempDir(), Model: estimator.ModelFn(linreg.Model)}}, nil, "no export version", ErrNoVersion},
+		{"empty base dir", []ModelConfig{{Name: "a", BaseDir: t.TempDir(), Model: replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})}}, nil, "no export version", ErrNoVersion},
 		{"unservable dtype", []ModelConfig{{Name: "a", Loader: fixed(badDtype)}}, nil, `input "x" has dtype "string"`, nil},
 		{"bad shape", []ModelConfig{{Name: "a", Loader: fixed(badShape)}}, nil, `input "x" has shape [-1 0]`, nil},
 		{"body limit", []ModelConfig{{Name: "a", Loader: fake()}}, []ServerOption{WithMaxBodyBytes(0)}, "max body bytes 0", nil},
@@ -1218,9 +1218,7 @@ func TestListenAndServe(t *testing.T) {
 func TestServerEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	model := replicate.ModelFn(linreg.Model,
-		replicate.Devices(towers.CPU(0)),
-		replicate.Optimizer(optimizers.SGD(0.5)),
-		replicate.Reduction(replicate.BatchMean))
+		replicate.Config{Devices: []towers.Device{towers.CPU(0)}, Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
 	est, err := estimator.New(model, estimator.RunConfig{Seed: 1, LogEvery: -1, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)

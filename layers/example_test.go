@@ -13,13 +13,14 @@ import (
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/layers"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
 
 // mlp is a model function written with layers: 1 → 16 ReLU → 1, mean
 // squared error.
-func mlp(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+func mlp(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 	h, err := layers.Dense(features["x"],
 		t.MustVariable("hidden/kernel", tensor.Float64, tensor.Shape{1, 16}, towers.GlorotUniform()),
 		t.MustVariable("hidden/bias", tensor.Float64, tensor.Shape{16}, towers.Constant(0.1)),
@@ -34,8 +35,8 @@ func mlp(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.No
 	if err != nil {
 		return nil, err
 	}
-	spec := &estimator.Spec{Predictions: map[string]*G.Node{"y": y}}
-	if mode != estimator.Predict {
+	spec := &model.Spec{Predictions: map[string]*G.Node{"y": y}}
+	if mode != model.Predict {
 		if spec.Loss, err = layers.MeanSquaredError(y, labels["y"]); err != nil {
 			return nil, err
 		}
@@ -58,9 +59,7 @@ func Example() {
 
 	est, err := estimator.New(
 		replicate.ModelFn(mlp,
-			replicate.Devices(towers.CPU(0), towers.CPU(1)),
-			replicate.Optimizer(optimizers.Adam(0.02)),
-			replicate.Reduction(replicate.BatchMean)),
+			replicate.Config{Devices: []towers.Device{towers.CPU(0), towers.CPU(1)}, Optimizer: optimizers.Adam(0.02), Reduction: replicate.BatchMean}),
 		estimator.RunConfig{Seed: 3, LogEvery: -1})
 	if err != nil {
 		log.Fatal(err)

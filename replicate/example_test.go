@@ -17,9 +17,7 @@ import (
 // one device.
 func Example() {
 	model := replicate.ModelFn(linreg.Model,
-		replicate.Devices(towers.CPU(0), towers.CPU(1)),
-		replicate.Optimizer(optimizers.SGD(0.5)),
-		replicate.Reduction(replicate.BatchMean))
+		replicate.Config{Devices: []towers.Device{towers.CPU(0), towers.CPU(1)}, Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
 	est, err := estimator.New(model, estimator.RunConfig{Seed: 1, LogEvery: -1})
 	if err != nil {
 		log.Fatal(err)
@@ -62,9 +60,7 @@ func Example() {
 func Example_roundRobin() {
 	devices := []towers.Device{towers.CPU(0), towers.CPU(1)}
 	model := replicate.ModelFn(linreg.Model,
-		replicate.Devices(devices...),
-		replicate.Optimizer(optimizers.SGD(0.5)),
-		replicate.RoundRobin(devices...))
+		replicate.Config{Devices: devices, Optimizer: optimizers.SGD(0.5), Placement: towers.RoundRobin(devices...)})
 	est, err := estimator.New(model, estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		log.Fatal(err)

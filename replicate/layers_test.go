@@ -15,6 +15,7 @@ import (
 	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/layers"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -22,7 +23,7 @@ import (
 // cnnModel is a small convolutional network written with package layers:
 // conv 3×3×3 (same padding, bias, ReLU) → max-pool 2 → dense 1, mean
 // squared error, SGD.
-func cnnModel(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+func cnnModel(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 	x := features["x"]
 	k := t.MustVariable("conv/kernel", tensor.Float64, tensor.Shape{3, 1, 3, 3}, towers.GlorotUniform())
 	b := t.MustVariable("conv/bias", tensor.Float64, tensor.Shape{3}, towers.RandomUniform(-0.1, 0.1))
@@ -43,14 +44,14 @@ func cnnModel(t *towers.Tower, mode estimator.Mode, features, labels map[string]
 	if err != nil {
 		return nil, err
 	}
-	spec := &estimator.Spec{Predictions: map[string]*G.Node{"y": y}}
-	if mode == estimator.Predict {
+	spec := &model.Spec{Predictions: map[string]*G.Node{"y": y}}
+	if mode == model.Predict {
 		return spec, nil
 	}
 	if spec.Loss, err = layers.MeanSquaredError(y, labels["y"]); err != nil {
 		return nil, err
 	}
-	spec.TrainOps = []estimator.TrainOp{{Optimizer: optimizers.SGD(0.05)}}
+	spec.TrainOps = []model.TrainOp{{Optimizer: optimizers.SGD(0.05)}}
 	return spec, nil
 }
 
@@ -89,10 +90,10 @@ func TestCNNTowersEqualOneDevice(t *testing.T) {
 		}
 		return vars
 	}
-	want := train(estimator.ModelFn(cnnModel))
+	want := train(replicate.ModelFn(cnnModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("towers%d", n), func(t *testing.T) {
-			got := train(replicate.ModelFn(cnnModel, replicate.Devices(cpus(n)...), replicate.Reduction(replicate.BatchMean)))
+			got := train(replicate.ModelFn(cnnModel, replicate.Config{Devices: cpus(n), Reduction: replicate.BatchMean}))
 			if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-12, 1e-12)); diff != "" {
 				t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
 			}

@@ -14,19 +14,20 @@ import (
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
 
 // classifierModel scores 3 classes with a fixed random linear layer and
 // reports every kind of metric, weighted by a per-example weight feature.
-func classifierModel(t *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+func classifierModel(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 	w := t.MustVariable("w", tensor.Float64, tensor.Shape{4, 3}, towers.RandomNormal(0, 1))
 	scores := G.Must(G.SoftMax(G.Must(G.Mul(f["x"], w))))
 	v := t.MustVariable("v", tensor.Float64, tensor.Shape{4, 1}, towers.RandomNormal(0, 1))
 	p1 := G.Must(G.Sigmoid(G.Must(G.Mul(f["x"], v)))) // a binary score
-	spec := &estimator.Spec{Predictions: map[string]*G.Node{"scores": scores}}
-	if mode == estimator.Predict {
+	spec := &model.Spec{Predictions: map[string]*G.Node{"scores": scores}}
+	if mode == model.Predict {
 		return spec, nil
 	}
 	class, bin, value := l["class"], l["binary"], l["value"]
@@ -100,13 +101,13 @@ func TestEvalMetricsEqualOneDevice(t *testing.T) {
 		return out
 	}
 	for _, batch := range []int{53, 10, 7} {
-		want := evaluate(estimator.ModelFn(classifierModel), batch)
+		want := evaluate(replicate.ModelFn(classifierModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), batch)
 		if len(want) < 20 {
 			t.Fatalf("one device reported only %v", want)
 		}
 		for n := 1; n <= 3; n++ {
 			t.Run(fmt.Sprintf("batch%d/towers%d", batch, n), func(t *testing.T) {
-				got := evaluate(replicate.ModelFn(classifierModel, replicate.Devices(cpus(n)...), replicate.Reduction(replicate.BatchMean)), batch)
+				got := evaluate(replicate.ModelFn(classifierModel, replicate.Config{Devices: cpus(n), Reduction: replicate.BatchMean}), batch)
 				if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-12)); diff != "" {
 					t.Errorf("(-one device +%d towers):\n%s", n, diff)
 				}
@@ -116,12 +117,12 @@ func TestEvalMetricsEqualOneDevice(t *testing.T) {
 }
 
 func TestInvalidMetricIsAnError(t *testing.T) {
-	model := func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+	model := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 		spec, err := constModel(tw, mode, f, l, p)
 		spec.EvalMetrics = map[string]metrics.Bound{"iou": metrics.MeanIoU(l["y"], spec.Predictions["y"], 0)}
 		return spec, err
 	}
-	est, err := estimator.New(replicate.ModelFn(model, replicate.Devices(cpus(2)...)), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(model, replicate.Config{Devices: cpus(2)}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

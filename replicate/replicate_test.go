@@ -19,6 +19,7 @@ import (
 	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -33,14 +34,14 @@ func cpus(n int) []towers.Device {
 
 // constModel is the seeds' model: c (initially 10) times the features, with
 // the absolute difference to the labels summed as the loss.
-func constModel(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+func constModel(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 	c, err := t.Variable("c", tensor.Float64, tensor.Shape{1, 1}, towers.Constant(10))
 	if err != nil {
 		return nil, err
 	}
 	pred := G.Must(G.Mul(features["x"], c))
-	spec := &estimator.Spec{Predictions: map[string]*G.Node{"y": pred}}
-	if mode != estimator.Predict {
+	spec := &model.Spec{Predictions: map[string]*G.Node{"y": pred}}
+	if mode != model.Predict {
 		spec.Loss = G.Must(G.Sum(G.Must(G.Abs(G.Must(G.Sub(pred, labels["y"]))))))
 	}
 	return spec, nil
@@ -57,9 +58,9 @@ func TestSeedNumbers(t *testing.T) {
 		wantLoss  float64
 		wantAfter float64
 	}{
-		{"SUM two towers", replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), replicate.Reduction(replicate.Sum), replicate.Optimizer(optimizers.SGD(1))), 27, 7},
-		{"MEAN two towers", replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), replicate.Reduction(replicate.Mean), replicate.Optimizer(optimizers.SGD(1))), 13.5, 8.5},
-		{"one tower", replicate.ModelFn(constModel, replicate.Devices(towers.CPU(0)), replicate.Optimizer(optimizers.SGD(1))), 27, 7},
+		{"SUM two towers", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Reduction: replicate.Sum, Optimizer: optimizers.SGD(1)}), 27, 7},
+		{"MEAN two towers", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Reduction: replicate.Mean, Optimizer: optimizers.SGD(1)}), 13.5, 8.5},
+		{"one tower", replicate.ModelFn(constModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}, Optimizer: optimizers.SGD(1)}), 27, 7},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,7 +102,7 @@ func TestSeedNumbers(t *testing.T) {
 // params["opt"] chooses the optimizer; params["dtype"] the float type;
 // params["layers"], when true, writes the hidden layer (with a rectifier
 // instead of tanh) and the loss with package layers.
-func mlpModel(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+func mlpModel(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, p model.Params) (*model.Spec, error) {
 	dt := p["dtype"].(tensor.Dtype)
 	withLayers, _ := p["layers"].(bool)
 	w1 := t.MustVariable("dense/kernel", dt, tensor.Shape{3, 4}, towers.GlorotUniform())
@@ -115,11 +116,11 @@ func mlpModel(t *towers.Tower, mode estimator.Mode, features, labels map[string]
 	}
 	logit := G.Must(G.Mul(h, w2))
 	prob := G.Must(G.Sigmoid(logit))
-	spec := &estimator.Spec{
+	spec := &model.Spec{
 		Predictions:   map[string]*G.Node{"prob": prob, "hidden": h},
-		ExportOutputs: map[string]estimator.ExportOutput{estimator.DefaultServingSignature: estimator.ClassificationOutput{Scores: prob}},
+		ExportOutputs: map[string]model.ExportOutput{model.DefaultServingSignature: model.ClassificationOutput{Scores: prob}},
 	}
-	if mode == estimator.Predict {
+	if mode == model.Predict {
 		return spec, nil
 	}
 	y := labels["y"]
@@ -138,7 +139,7 @@ func mlpModel(t *towers.Tower, mode estimator.Mode, features, labels map[string]
 		"auc":      metrics.AUC(y, prob),
 		"mse":      metrics.Mean(G.Must(G.Square(diff))),
 	}
-	spec.TrainOps = []estimator.TrainOp{{Optimizer: p["opt"].(func() optimizers.Optimizer)()}}
+	spec.TrainOps = []model.TrainOp{{Optimizer: p["opt"].(func() optimizers.Optimizer)()}}
 	return spec, nil
 }
 
@@ -171,7 +172,7 @@ type runResult struct {
 func trainEvalPredict(t *testing.T, model estimator.Model, dt tensor.Dtype, opt func() optimizers.Optimizer, batch, steps int, withLayers bool) runResult {
 	t.Helper()
 	ctx := context.Background()
-	est, err := estimator.New(model, estimator.RunConfig{Seed: 7, LogEvery: -1, Params: estimator.Params{"dtype": dt, "opt": opt, "layers": withLayers}})
+	est, err := estimator.New(model, estimator.RunConfig{Seed: 7, LogEvery: -1, Params: model.Params{"dtype": dt, "opt": opt, "layers": withLayers}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func trainEvalPredict(t *testing.T, model estimator.Model, dt tensor.Dtype, opt 
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, _ := numeric.Float64s(out.ExportOutputs[estimator.DefaultServingSignature]["scores"])
+		s, _ := numeric.Float64s(out.ExportOutputs[model.DefaultServingSignature]["scores"])
 		res.Exports = append(res.Exports, s...)
 	}
 	return res
@@ -230,13 +231,13 @@ func TestTowersEqualOneDevice(t *testing.T) {
 		for optName, opt := range opts {
 			for _, withLayers := range []bool{false, true} {
 				for _, batch := range []int{12, 10, 7} {
-					want := trainEvalPredict(t, estimator.ModelFn(mlpModel), dt, opt, batch, 6, withLayers)
+					want := trainEvalPredict(t, replicate.ModelFn(mlpModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), dt, opt, batch, 6, withLayers)
 					if len(want.Preds) != 40 || len(want.Exports) != 40 {
 						t.Fatalf("one device: %d predictions, %d export rows, want 40", len(want.Preds), len(want.Exports))
 					}
 					for n := 1; n <= 4; n++ {
 						t.Run(fmt.Sprintf("%v/%s/layers=%t/batch%d/towers%d", dt, optName, withLayers, batch, n), func(t *testing.T) {
-							model := replicate.ModelFn(mlpModel, replicate.Devices(cpus(n)...), replicate.Reduction(replicate.BatchMean))
+							model := replicate.ModelFn(mlpModel, replicate.Config{Devices: cpus(n), Reduction: replicate.BatchMean})
 							got := trainEvalPredict(t, model, dt, opt, batch, 6, withLayers)
 							if diff := cmp.Diff(want, got, cmpopts.EquateApprox(tol, tol)); diff != "" {
 								t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
@@ -251,7 +252,7 @@ func TestTowersEqualOneDevice(t *testing.T) {
 
 func TestSpecFieldsAndNames(t *testing.T) {
 	var names [][]string
-	model := func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+	model := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 		spec, err := constModel(tw, mode, f, l, p)
 		n, _ := tw.VariableNode("c")
 		names = append(names, []string{tw.Device().String(), n.Name(), f["x"].Name()})
@@ -281,21 +282,21 @@ func TestSpecFieldsAndNames(t *testing.T) {
 // TestTwoTrainOps: two losses each minimising its own variables, and two
 // optimizers on one loss.
 func TestTwoTrainOps(t *testing.T) {
-	model := func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+	model := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 		a := tw.MustVariable("a", tensor.Float64, nil, towers.Constant(1))
 		b := tw.MustVariable("b", tensor.Float64, nil, towers.Constant(1))
 		x := f["x"]
 		la := G.Must(G.Sum(G.Must(G.Mul(x, a))))
 		lb := G.Must(G.Sum(G.Must(G.Mul(x, G.Must(G.Mul(b, b))))))
 		total := G.Must(G.Add(la, lb))
-		return &estimator.Spec{Loss: total, TrainOps: []estimator.TrainOp{
+		return &model.Spec{Loss: total, TrainOps: []model.TrainOp{
 			{Loss: la, Optimizer: optimizers.SGD(0.1), Vars: []string{"a", "b"}}, // b has no gradient: skipped
 			{Loss: lb, Optimizer: optimizers.SGD(0.01), Vars: []string{"b"}},
 			{Optimizer: optimizers.Momentum(0.5, 0.9)},
 		}}, nil
 	}
 	run := func(devs int) map[string]float64 {
-		est, err := estimator.New(replicate.ModelFn(model, replicate.Devices(cpus(devs)...)), estimator.RunConfig{LogEvery: -1})
+		est, err := estimator.New(replicate.ModelFn(model, replicate.Config{Devices: cpus(devs)}), estimator.RunConfig{LogEvery: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -325,8 +326,8 @@ func TestErrors(t *testing.T) {
 	twoRows := map[string]*tensor.Dense{"x": column(1, 2)}
 	threeRows := map[string]*tensor.Dense{"x": column(1, 2, 3)}
 	labels2 := map[string]*tensor.Dense{"y": column(1, 2)}
-	variant := func(change func(tw *towers.Tower) (*estimator.Spec, error)) estimator.ModelFn {
-		return func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+	variant := func(change func(tw *towers.Scope) (*model.Spec, error)) model.Fn {
+		return func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 			if tw.Index() == 1 {
 				return change(tw)
 			}
@@ -341,23 +342,23 @@ func TestErrors(t *testing.T) {
 		labels   map[string]*tensor.Dense
 		want     []string // substrings of the error
 	}{
-		{"reduction NONE", replicate.ModelFn(constModel, replicate.Reduction(replicate.None)), twoRows, labels2, []string{"NONE"}},
+		{"reduction NONE", replicate.ModelFn(constModel, replicate.Config{Reduction: replicate.None}), twoRows, labels2, []string{"NONE"}},
 		{"bad device name", replicate.ModelFn(constModel, replicate.DeviceNames("/tpu:0")), twoRows, labels2, []string{"tpu"}},
-		{"device twice", replicate.ModelFn(constModel, replicate.Devices(towers.CPU(0), towers.CPU(0))), twoRows, labels2, []string{"/device:CPU:0", "twice"}},
+		{"device twice", replicate.ModelFn(constModel, replicate.Config{Devices: []towers.Device{towers.CPU(0), towers.CPU(0)}}), twoRows, labels2, []string{"/device:CPU:0", "twice"}},
 		{"fewer rows than towers", replicate.ModelFn(constModel, replicate.Devices(cpus(3)...), sgd), twoRows, labels2, []string{"2 rows", "3 shards"}},
 		{"labels disagree with features", replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), sgd), threeRows, labels2, []string{`"y"`, "2 rows", `"x"`, "3"}},
-		{"panic in tower 1", replicate.ModelFn(variant(func(*towers.Tower) (*estimator.Spec, error) { panic("boom") }), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1 (/device:CPU:1)", "train", "boom"}},
-		{"error in tower 1", replicate.ModelFn(variant(func(*towers.Tower) (*estimator.Spec, error) { return nil, errors.New("no can do") }), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1", "train", "no can do"}},
-		{"variable tower 0 did not create", replicate.ModelFn(variant(func(tw *towers.Tower) (*estimator.Spec, error) {
+		{"panic in tower 1", replicate.ModelFn(variant(func(*towers.Scope) (*model.Spec, error) { panic("boom") }), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1 (/device:CPU:1)", "train", "boom"}},
+		{"error in tower 1", replicate.ModelFn(variant(func(*towers.Scope) (*model.Spec, error) { return nil, errors.New("no can do") }), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1", "train", "no can do"}},
+		{"variable tower 0 did not create", replicate.ModelFn(variant(func(tw *towers.Scope) (*model.Spec, error) {
 			_, err := tw.Variable("extra", tensor.Float64, nil, nil)
 			return nil, err
 		}), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1", `"extra"`, "not created by tower 0"}},
-		{"variable shape differs", replicate.ModelFn(variant(func(tw *towers.Tower) (*estimator.Spec, error) {
+		{"variable shape differs", replicate.ModelFn(variant(func(tw *towers.Scope) (*model.Spec, error) {
 			_, err := tw.Variable("c", tensor.Float64, tensor.Shape{2, 2}, nil)
 			return nil, err
 		}), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1", `"c"`, "(2, 2)", "(1, 1)"}},
-		{"fewer variables", replicate.ModelFn(variant(func(tw *towers.Tower) (*estimator.Spec, error) {
-			return &estimator.Spec{Loss: G.NewConstant(1.0)}, nil
+		{"fewer variables", replicate.ModelFn(variant(func(tw *towers.Scope) (*model.Spec, error) {
+			return &model.Spec{Loss: G.NewConstant(1.0)}, nil
 		}), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1", "different variables"}},
 		{"different train ops", replicate.ModelFn(func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
 			spec, err := constModel(tw, mode, f, l, p)
@@ -367,13 +368,13 @@ func TestErrors(t *testing.T) {
 			}
 			spec.TrainOps = []estimator.TrainOp{{Optimizer: optimizers.SGD(lr)}}
 			return spec, err
-		}, replicate.Devices(cpus(2)...)), twoRows, labels2, []string{"tower 1", "different train ops"}},
-		{"no loss", replicate.ModelFn(func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+		}, replicate.Config{Devices: cpus(2)}), twoRows, labels2, []string{"tower 1", "different train ops"}},
+		{"no loss", replicate.ModelFn(func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 			spec, err := constModel(tw, mode, f, l, p)
 			spec.Loss = nil
 			return spec, err
 		}, replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 0", "no loss"}},
-		{"no optimizer", replicate.ModelFn(constModel, replicate.Devices(cpus(2)...)), twoRows, labels2, []string{"no train ops", "optimizer"}},
+		{"no optimizer", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2)}), twoRows, labels2, []string{"no train ops", "optimizer"}},
 		{"missing feature", replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), sgd), map[string]*tensor.Dense{"z": column(1, 2)}, labels2, []string{"tower 0", "panic"}},
 	}
 	for _, tc := range tests {
@@ -393,7 +394,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestCancelledContextStopsTraining(t *testing.T) {
-	est, err := estimator.New(replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), replicate.Optimizer(optimizers.SGD(0.001))), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(0.001)}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +427,7 @@ func TestReduceGradientsHook(t *testing.T) {
 		}
 		return nil
 	}
-	est, err := estimator.New(replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), replicate.Optimizer(optimizers.SGD(1)), replicate.ReduceGradients(hook)), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(1), ReduceGradients: hook}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +445,7 @@ func TestReduceGradientsHook(t *testing.T) {
 	}
 
 	failing := func(context.Context, []estimator.Gradient) error { return errors.New("peer gone") }
-	est, _ = estimator.New(replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), replicate.Optimizer(optimizers.SGD(1)), replicate.ReduceGradients(failing)), estimator.RunConfig{LogEvery: -1})
+	est, _ = estimator.New(replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(1), ReduceGradients: failing}), estimator.RunConfig{LogEvery: -1})
 	err = est.Train(context.Background(), in, estimator.Steps(1))
 	if err == nil || !strings.Contains(err.Error(), "peer gone") {
 		t.Fatalf("failing hook: got %v", err)
@@ -460,15 +461,15 @@ func TestPlacementOptions(t *testing.T) {
 		model *replicate.Model
 		want  map[string]string
 	}{
-		{"default on CPU:0", replicate.ModelFn(mlpModel, replicate.Devices(cpus(3)...)),
+		{"default on CPU:0", replicate.ModelFn(mlpModel, replicate.Config{Devices: cpus(3)}),
 			map[string]string{"dense/kernel": "/device:CPU:0", "dense/bias": "/device:CPU:0", "out/kernel": "/device:CPU:0"}},
-		{"round robin", replicate.ModelFn(mlpModel, replicate.Devices(cpus(3)...), replicate.RoundRobin(towers.CPU(1), towers.CPU(2))),
+		{"round robin", replicate.ModelFn(mlpModel, replicate.Config{Devices: cpus(3), Placement: towers.RoundRobin(towers.CPU(1), towers.CPU(2))}),
 			// global_step is created first, on CPU:1.
 			map[string]string{"dense/kernel": "/device:CPU:2", "dense/bias": "/device:CPU:1", "out/kernel": "/device:CPU:2"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			est, err := estimator.New(tc.model, estimator.RunConfig{LogEvery: -1, Params: estimator.Params{"dtype": tensor.Float64, "opt": func() optimizers.Optimizer { return optimizers.SGD(0.1) }}})
+			est, err := estimator.New(tc.model, estimator.RunConfig{LogEvery: -1, Params: model.Params{"dtype": tensor.Float64, "opt": func() optimizers.Optimizer { return optimizers.SGD(0.1) }}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -496,11 +497,11 @@ func TestPlacementOptions(t *testing.T) {
 // for each mode and input signature, not once per step.
 func TestGraphsBuiltOncePerSignature(t *testing.T) {
 	calls := map[string]int{}
-	model := func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+	model := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 		calls[fmt.Sprintf("%v/tower%d/rows%d", mode, tw.Index(), f["x"].Shape()[0])]++
 		return constModel(tw, mode, f, l, p)
 	}
-	est, err := estimator.New(replicate.ModelFn(model, replicate.Devices(cpus(2)...), replicate.Optimizer(optimizers.SGD(0.01))), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(model, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(0.01)}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,6 +84,20 @@ func ParseDevice(s string) (Device, error) {
 	return d, nil
 }
 
+// ParseDevices parses several device names (see ParseDevice); the first
+// malformed one is an error.
+func ParseDevices(names ...string) ([]Device, error) {
+	out := make([]Device, len(names))
+	for i, n := range names {
+		d, err := ParseDevice(n)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
 // MustParseDevice is ParseDevice for constant names in programs; it panics on
 // a malformed name.
 func MustParseDevice(s string) Device {
@@ -97,6 +111,10 @@ func MustParseDevice(s string) Device {
 // numGPUs is the number of GPUs a built-in GPU backend reports; the default
 // build has none.
 var numGPUs = func() int { return 0 }
+
+// NumGPUs returns the number of GPUs the built-in GPU backend sees: 0 in a
+// build without one (the default, pure-Go build).
+func NumGPUs() int { return numGPUs() }
 
 // LocalDevices returns the devices towers run on by default: every local GPU
 // when a GPU backend is built in and sees one, otherwise one CPU device per

@@ -84,22 +84,6 @@ func (v *Variable) Size() int { return numeric.Len(v.backing) }
 // index (0 for the first variable created in the store).
 type Placement func(index int) Device
 
-// AutoPlacement is the default placement over the tower devices: every
-// variable on the single GPU when exactly one GPU is among devices, else on
-// CPU:0, a local parameter server.
-func AutoPlacement(devices []Device) Placement {
-	var gpus []Device
-	for _, d := range devices {
-		if d.Kind == GPUKind {
-			gpus = append(gpus, d)
-		}
-	}
-	if len(gpus) == 1 {
-		return func(int) Device { return gpus[0] }
-	}
-	return func(int) Device { return CPU(0) }
-}
-
 // RoundRobin places variables over devices in creation order: the first on
 // devices[0], the second on devices[1], and so on, wrapping around.
 func RoundRobin(devices ...Device) Placement {
@@ -118,35 +102,36 @@ type Store struct {
 	mu        sync.RWMutex
 	seed      uint64
 	placement Placement
+	ps        Device // where framework variables live
+	placed    int    // model variables placed so far
 	vars      map[string]*Variable
 	order     []*Variable
 }
 
-// StoreOption configures NewStore.
-type StoreOption func(*Store)
-
-// WithSeed sets the seed random initializers draw from. Each variable's
-// random stream depends on the seed and its name only, so initial values do
-// not depend on creation order or tower count.
-func WithSeed(seed uint64) StoreOption { return func(s *Store) { s.seed = seed } }
-
-// WithPlacement sets where new master variables are placed.
-func WithPlacement(p Placement) StoreOption { return func(s *Store) { s.placement = p } }
-
-// NewStore returns an empty store: seed 0, every variable on CPU:0.
-func NewStore(opts ...StoreOption) *Store {
-	s := &Store{vars: map[string]*Variable{}, placement: AutoPlacement(nil)}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
+// StoreConfig configures NewStore; its zero value is seed 0 with every
+// variable on CPU:0.
+type StoreConfig struct {
+	// Seed seeds random initializers. Each variable's random stream depends
+	// on the seed and its name only, so initial values do not depend on
+	// creation order or tower count.
+	Seed uint64
+	// Placement places the variables model code creates (through a Scope),
+	// counting only those; nil puts them on ParameterServer.
+	Placement Placement
+	// ParameterServer is where every other variable lives: the global
+	// step, and optimizer slots not colocated with their variable. The
+	// zero value is CPU:0.
+	ParameterServer Device
 }
 
-// SetPlacement changes where variables created from now on are placed.
-func (s *Store) SetPlacement(p Placement) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.placement = p
+// NewStore returns an empty store configured by cfg.
+func NewStore(cfg StoreConfig) *Store {
+	s := &Store{vars: map[string]*Variable{}, seed: cfg.Seed, placement: cfg.Placement, ps: cfg.ParameterServer}
+	if s.placement == nil {
+		ps := s.ps
+		s.placement = func(int) Device { return ps }
+	}
+	return s
 }
 
 // ErrNotFound is wrapped by lookups of a name the store does not hold.
@@ -154,8 +139,17 @@ var ErrNotFound = errors.New("no such variable")
 
 // GetOrCreate returns the variable named spec.Name, creating and
 // initialising it when absent. An existing variable must agree in shape and
-// dtype; created reports whether this call made it.
+// dtype; created reports whether this call made it. A variable created here
+// is a framework variable (the global step, an optimizer slot): it is placed
+// beside spec.Colocate when given, else on the parameter server; model
+// variables come from Scope.Variable.
 func (s *Store) GetOrCreate(spec VarSpec) (v *Variable, created bool, err error) {
+	return s.getOrCreate(spec, false)
+}
+
+// getOrCreate is GetOrCreate; model says a Scope asks for a model variable,
+// which the placement places.
+func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool, err error) {
 	if spec.Name == "" {
 		return nil, false, fmt.Errorf("variable: empty name")
 	}
@@ -189,9 +183,12 @@ func (s *Store) GetOrCreate(spec VarSpec) (v *Variable, created bool, err error)
 	if err := init(s.rng(spec.Name), spec.Dtype, shape, backing); err != nil {
 		return nil, false, fmt.Errorf("variable %q: initialise: %w", spec.Name, err)
 	}
-	dev := s.placement(len(s.order))
+	dev := s.ps
 	if c, ok := s.vars[spec.Colocate]; ok {
 		dev = c.device
+	} else if model {
+		dev = s.placement(s.placed)
+		s.placed++
 	}
 	v = &Variable{name: spec.Name, dtype: spec.Dtype, shape: shape, trainable: spec.Trainable, device: dev, backing: backing}
 	s.vars[spec.Name] = v

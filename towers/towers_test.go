@@ -243,7 +243,7 @@ func TestTowersShareMasters(t *testing.T) {
 	t0 := towers.New(0, towers.CPU(0), s, nil)
 	t1 := towers.New(1, towers.CPU(1), s, t0)
 	var outs []*G.Node
-	for _, tw := range []*towers.Tower{t0, t1} {
+	for _, tw := range []*towers.Scope{t0, t1} {
 		w := tw.MustVariable("w", tensor.Float64, tensor.Shape{2, 2}, towers.Constant(1))
 		x, err := tw.Input("x", tensor.Float64, tensor.Shape{3, 2})
 		if err != nil {
@@ -257,9 +257,9 @@ func TestTowersShareMasters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ts := []*towers.Tower{t0, t1}
+	ts := []*towers.Scope{t0, t1}
 	run := func() []float64 {
-		if err := towers.RunAll(context.Background(), ts, (*towers.Tower).Run); err != nil {
+		if err := towers.RunAll(context.Background(), ts, (*towers.Scope).Run); err != nil {
 			t.Fatal(err)
 		}
 		return []float64{outs[0].Value().Data().(float64), outs[1].Value().Data().(float64)}
@@ -280,8 +280,8 @@ func TestTowersShareMasters(t *testing.T) {
 
 func TestRunAllNamesPanickingTower(t *testing.T) {
 	s := towers.NewStore()
-	ts := []*towers.Tower{towers.New(0, towers.CPU(0), s, nil), towers.New(1, towers.CPU(1), s, nil)}
-	err := towers.RunAll(context.Background(), ts, func(tw *towers.Tower) error {
+	ts := []*towers.Scope{towers.New(0, towers.CPU(0), s, nil), towers.New(1, towers.CPU(1), s, nil)}
+	err := towers.RunAll(context.Background(), ts, func(tw *towers.Scope) error {
 		if tw.Index() == 1 {
 			panic("bad shape")
 		}
@@ -293,7 +293,7 @@ func TestRunAllNamesPanickingTower(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := towers.RunAll(ctx, ts, func(*towers.Tower) error { return nil }); !errors.Is(err, context.Canceled) {
+	if err := towers.RunAll(ctx, ts, func(*towers.Scope) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: got %v", err)
 	}
 }

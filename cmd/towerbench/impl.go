@@ -9,6 +9,7 @@ import (
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/optimizers"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -46,12 +47,12 @@ type towerflowTrainer struct {
 }
 
 func newTowerflowTrainer(m benchModel, k kit, data *dataset, nTowers int, seed uint64) (*towerflowTrainer, error) {
-	fn := func(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+	fn := func(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 		loss, err := m.loss(towerVariables{t}, k, features["x"], labels["y"])
 		if err != nil {
 			return nil, err
 		}
-		return &estimator.Spec{Loss: loss}, nil
+		return &model.Spec{Loss: loss}, nil
 	}
 	devices := make([]towers.Device, nTowers)
 	for i := range devices {
@@ -59,9 +60,7 @@ func newTowerflowTrainer(m benchModel, k kit, data *dataset, nTowers int, seed u
 	}
 	est, err := estimator.New(
 		replicate.ModelFn(fn,
-			replicate.Devices(devices...),
-			replicate.Optimizer(optimizers.SGD(learningRate)),
-			replicate.Reduction(replicate.BatchMean)),
+			replicate.Config{Devices: devices, Optimizer: optimizers.SGD(learningRate), Reduction: replicate.BatchMean}),
 		estimator.RunConfig{Seed: seed, LogEvery: -1})
 	if err != nil {
 		return nil, err

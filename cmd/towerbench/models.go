@@ -176,7 +176,7 @@ func (v *graphVariables) variable(name string, shape tensor.Shape, init towers.I
 }
 
 // towerVariables makes variables as a tower's shared variables.
-type towerVariables struct{ t *towers.Tower }
+type towerVariables struct{ t *towers.Scope }
 
 func (v towerVariables) variable(name string, shape tensor.Shape, init towers.Initializer) *G.Node {
 	return v.t.MustVariable(name, tensor.Float32, shape, init)

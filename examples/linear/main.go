@@ -60,9 +60,7 @@ func main() {
 
 func newModel(lr float64) *replicate.Model {
 	return replicate.ModelFn(linreg.Model,
-		replicate.Devices(towers.LocalDevices()...),
-		replicate.Optimizer(optimizers.SGD(lr)),
-		replicate.Reduction(replicate.BatchMean))
+		replicate.Config{Devices: towers.LocalDevices(), Optimizer: optimizers.SGD(lr), Reduction: replicate.BatchMean})
 }
 
 // serve exports the latest checkpoint of modelDir to modelDir/export and

@@ -10,8 +10,8 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -37,7 +37,7 @@ func Data(n int, seed uint64) (features, labels map[string]*tensor.Dense) {
 // Model is the linear model pred = x*w + b with a mean squared error loss.
 // It is an ordinary single-device model function: it runs unchanged on one
 // device or wrapped by replicate.ModelFn.
-func Model(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.Node, _ estimator.Params) (*estimator.Spec, error) {
+func Model(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 	x, ok := features["x"]
 	if !ok {
 		return nil, fmt.Errorf("feature \"x\" missing")
@@ -51,11 +51,11 @@ func Model(t *towers.Tower, mode estimator.Mode, features, labels map[string]*G.
 		return nil, err
 	}
 	pred := G.Must(G.Add(G.Must(G.Mul(x, w)), b))
-	spec := &estimator.Spec{
+	spec := &model.Spec{
 		Predictions:   map[string]*G.Node{"y": pred},
-		ExportOutputs: map[string]estimator.ExportOutput{estimator.DefaultServingSignature: estimator.RegressionOutput{Value: pred}},
+		ExportOutputs: map[string]model.ExportOutput{model.DefaultServingSignature: model.RegressionOutput{Value: pred}},
 	}
-	if mode == estimator.Predict {
+	if mode == model.Predict {
 		return spec, nil
 	}
 	y, ok := labels["y"]

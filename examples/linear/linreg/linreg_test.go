@@ -13,6 +13,7 @@ import (
 	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/examples/linear/linreg"
 	"github.com/towerflow/towerflow/internal/wanterr"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -35,9 +36,7 @@ type trained struct {
 func train(t *testing.T, n int) (trained, *estimator.Estimator) {
 	t.Helper()
 	model := replicate.ModelFn(linreg.Model,
-		replicate.Devices(cpus(n)...),
-		replicate.Optimizer(optimizers.SGD(0.5)),
-		replicate.Reduction(replicate.BatchMean))
+		replicate.Config{Devices: cpus(n), Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
 	est, err := estimator.New(model, estimator.RunConfig{Seed: 1, LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +109,7 @@ func TestPredictAfterTraining(t *testing.T) {
 			t.Fatal(err)
 		}
 		y := out.Predictions["y"].Data().([]float64)
-		reg := out.ExportOutputs[estimator.DefaultServingSignature]["outputs"].Data().([]float64)
+		reg := out.ExportOutputs[model.DefaultServingSignature]["outputs"].Data().([]float64)
 		if diff := cmp.Diff(y, reg); diff != "" {
 			t.Errorf("regression output differs from prediction y (-y +outputs):\n%s", diff)
 		}
@@ -162,9 +161,9 @@ func TestModelErrors(t *testing.T) {
 		features, labs map[string]*tensor.Dense
 		want           []string
 	}{
-		{"feature x missing", replicate.ModelFn(linreg.Model, replicate.Devices(cpus(1)...), replicate.Optimizer(optimizers.SGD(0.5))), z, x, []string{"tower 0", `feature "x" missing`}},
-		{"label y missing", replicate.ModelFn(linreg.Model, replicate.Devices(cpus(2)...), replicate.Optimizer(optimizers.SGD(0.5))), x, z, []string{"tower 0", `label "y" missing`}},
-		{"no optimizer on a plain ModelFn", estimator.ModelFn(linreg.Model), x, map[string]*tensor.Dense{"y": x["x"]}, []string{"no train ops", "optimizer"}},
+		{"feature x missing", replicate.ModelFn(linreg.Model, replicate.Config{Devices: cpus(1), Optimizer: optimizers.SGD(0.5)}), z, x, []string{"tower 0", `feature "x" missing`}},
+		{"label y missing", replicate.ModelFn(linreg.Model, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(0.5)}), x, z, []string{"tower 0", `label "y" missing`}},
+		{"no optimizer on a plain ModelFn", replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), x, map[string]*tensor.Dense{"y": x["x"]}, []string{"no train ops", "optimizer"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package estimator
+package model
 
 // Export outputs: the named tensors a model function offers to a serving
 // client under a signature key (TensorFlow's ExportOutput). A model function

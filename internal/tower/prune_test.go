@@ -1,4 +1,4 @@
-package towers_test
+package tower_test
 
 import (
 	"errors"

@@ -1,10 +1,40 @@
-package estimator
+package replicate
 
 import (
+	"fmt"
 	"slices"
 
 	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/sharding"
 )
+
+// splitBatch splits a batch for mode, TensorFlow's _split_batch: along
+// dimension 0, shard sizes differing by at most one. Train needs a row for
+// every device; Eval and Predict run on fewer towers when the batch has
+// fewer rows. Predict drops the labels.
+func (e *Engine) splitBatch(mode model.Mode, b sharding.Batch) ([]sharding.Batch, []int, error) {
+	rows, err := b.Rows()
+	if err != nil {
+		return nil, nil, err
+	}
+	if rows == 0 {
+		return nil, nil, fmt.Errorf("empty batch")
+	}
+	n := len(e.cfg.Devices)
+	if mode != model.Train {
+		n = min(n, rows)
+	}
+	if mode == model.Predict {
+		b.Labels = nil
+	}
+	shards, sizes, err := b.Split(n)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%v batch across %d towers: %w", mode, n, err)
+	}
+	return shards, sizes, nil
+}
 
 // splitCache remembers how the last few batches were split across the
 // towers, and their signature, by the identity of their tensors.
@@ -23,10 +53,10 @@ const maxSplits = 4
 
 // split is one batch's shards, with what made them.
 type split struct {
-	mode     Mode
+	mode     model.Mode
 	features map[string]splitSource
 	labels   map[string]splitSource
-	shards   []Batch
+	shards   []sharding.Batch
 	feeds    [][]feed // per tower, the shards' tensors by input name
 	rows     []int
 	key      string
@@ -39,7 +69,7 @@ type feed struct {
 }
 
 // feedsOf lists, per tower, the inputs shards give it.
-func feedsOf(shards []Batch) [][]feed {
+func feedsOf(shards []sharding.Batch) [][]feed {
 	out := make([][]feed, len(shards))
 	for i, sh := range shards {
 		for _, part := range []struct {
@@ -64,13 +94,13 @@ type splitSource struct {
 
 // cacheable reports whether b's split can be remembered: not with sparse
 // features, which are densified anew each step.
-func cacheable(b Batch) bool { return len(b.Sparse) == 0 }
+func cacheable(b sharding.Batch) bool { return len(b.Sparse) == 0 }
 
 // lookup returns the split made for a batch of the same tensors (same
 // headers over the same memory, same shapes, so the same rows and towers)
 // in the same mode, if its shard headers are still as they were made. It
 // allocates nothing.
-func (c *splitCache) lookup(mode Mode, b Batch) (*split, bool) {
+func (c *splitCache) lookup(mode model.Mode, b sharding.Batch) (*split, bool) {
 	for i := range c.entries {
 		s := &c.entries[i]
 		if s.shards != nil && s.mode == mode &&
@@ -82,7 +112,7 @@ func (c *splitCache) lookup(mode Mode, b Batch) (*split, bool) {
 }
 
 // add remembers the split of b, replacing the oldest.
-func (c *splitCache) add(mode Mode, b Batch, shards []Batch, rows []int, key string) *split {
+func (c *splitCache) add(mode model.Mode, b sharding.Batch, shards []sharding.Batch, rows []int, key string) *split {
 	c.entries[c.next] = split{
 		mode:     mode,
 		features: snapshot(b.Features), labels: snapshot(b.Labels),

@@ -1,4 +1,17 @@
-package towers
+// Package tower runs one replica of a model: the graph a model function
+// built through its towers.Scope, the inputs the engine feeds, the
+// gradients it asks for, and the program that runs it. A tower's program
+// leaves out the gradients that symbolic differentiation made as a
+// by-product and nothing reads (with respect to the input batch, say), and
+// runs the ops itself on the goroutine that calls Run: gorgonia's tape
+// machine starts a goroutine and locks a thread on every run, and with BLAS
+// calls holding both cores those goroutines wait on the Go scheduler (a
+// graph with G.Read or G.Set statements, or GPU nodes, still goes to the
+// tape machine). RunAll runs towers at the same time.
+//
+// It is internal: package replicate builds and drives towers, and model
+// code sees only the Scope, never the runtime.
+package tower
 
 import (
 	"context"
@@ -7,35 +20,26 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"runtime/trace"
-	"slices"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/parallel"
+	"github.com/towerflow/towerflow/towers"
 )
 
-// Tower is one replica of a model: its own gorgonia graph and the program
-// that runs it, built on one device over the shared variables of a Store.
-// Model code asks the tower for variables and builds ops on Graph(); the
-// engine feeds inputs and runs the tower.
-//
-// Tower 0 of a build creates variables; a later tower of the same build may
-// only reuse variables tower 0 asked for, with the same shape and dtype.
-// Tower 0's nodes keep plain names; tower i>0 prefixes them "tower_i/".
+// Tower is one replica of a model: the graph its Scope built on one device
+// over the shared variables of a Store, and the program that runs it. The
+// engine adds the inputs, asks for gradients, marks the values it reads,
+// compiles, feeds and runs the tower; model code only ever sees the Scope.
 type Tower struct {
-	index  int
-	device Device
-	store  *Store
-	first  *Tower
-	g      *G.ExprGraph
+	*towers.Scope
+	g *G.ExprGraph
 
-	vars     map[string]*G.Node
-	varOrder []string
-	inputs   map[string]*G.Node
-	inOrder  []string
-	feeds    map[string]*tensor.Dense
-	watched  map[*G.Node]*G.Value
+	inputs  map[string]*G.Node
+	inOrder []string
+	feeds   map[string]*tensor.Dense
+	watched map[*G.Node]*G.Value
 	// watchOrder is watched's keys in the order Watch saw them.
 	watchOrder []*G.Node
 	// byGrad holds the nodes Gradients added to the graph besides the
@@ -45,124 +49,28 @@ type Tower struct {
 	byGrad map[*G.Node]bool
 	prog   *program // runs the graph; nil when vm does
 	vm     G.VM
+	log    *slog.Logger
 }
 
 // tapeOnly makes Compile always use gorgonia's tape machine; tests set it
 // to check that both ways of running a graph agree.
 var tapeOnly bool
 
-// New returns an empty tower with index index on device over store. first
-// is tower 0 of the same build, or nil when this is tower 0.
-func New(index int, device Device, store *Store, first *Tower) *Tower {
+// New returns the tower of scope s, with nothing to run yet. log receives
+// debug messages (nil: none).
+func New(s *towers.Scope, log *slog.Logger) *Tower {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return &Tower{
-		index: index, device: device, store: store, first: first,
-		g:       G.NewGraph(),
-		vars:    map[string]*G.Node{},
+		Scope:   s,
+		g:       s.Graph(),
 		inputs:  map[string]*G.Node{},
 		feeds:   map[string]*tensor.Dense{},
 		watched: map[*G.Node]*G.Value{},
 		byGrad:  map[*G.Node]bool{},
+		log:     log,
 	}
-}
-
-// Index returns the tower's index; tower 0 is the first.
-func (t *Tower) Index() int { return t.index }
-
-// Device returns the device the tower runs on.
-func (t *Tower) Device() Device { return t.device }
-
-// Graph returns the tower's expression graph, on which model code builds.
-func (t *Tower) Graph() *G.ExprGraph { return t.g }
-
-// Store returns the variable store the tower reads.
-func (t *Tower) Store() *Store { return t.store }
-
-// String names the tower for messages: "tower 1 (/device:CPU:1)".
-func (t *Tower) String() string { return fmt.Sprintf("tower %d (%v)", t.index, t.device) }
-
-// Name returns name as this tower's nodes are named: unchanged on tower 0,
-// "tower_i/name" on tower i>0.
-func (t *Tower) Name(name string) string {
-	if t.index == 0 {
-		return name
-	}
-	return fmt.Sprintf("tower_%d/%s", t.index, name)
-}
-
-// VarOption adjusts a variable request.
-type VarOption func(*VarSpec)
-
-// NotTrainable marks a variable that optimizers leave alone by default
-// (a counter, a moving average).
-func NotTrainable() VarOption { return func(s *VarSpec) { s.Trainable = false } }
-
-// Variable returns the tower's node for the variable name, getting or
-// creating the master in the store. Variables are trainable unless
-// NotTrainable is given; init is used only when the master is created (nil
-// means zeros). Asking twice in one tower returns the same node.
-func (t *Tower) Variable(name string, dt tensor.Dtype, shape tensor.Shape, init Initializer, opts ...VarOption) (*G.Node, error) {
-	if n, ok := t.vars[name]; ok {
-		if !n.Shape().Eq(shape) || n.Dtype() != dt {
-			return nil, fmt.Errorf("%v: variable %q asked with shape %v dtype %v, earlier with %v %v", t, name, shape, dt, n.Shape(), n.Dtype())
-		}
-		return n, nil
-	}
-	spec := VarSpec{Name: name, Dtype: dt, Shape: shape, Init: init, Trainable: true}
-	for _, o := range opts {
-		o(&spec)
-	}
-	var v *Variable
-	if t.first == nil {
-		var err error
-		if v, _, err = t.store.GetOrCreate(spec); err != nil {
-			return nil, fmt.Errorf("%v: %w", t, err)
-		}
-	} else {
-		if _, ok := t.first.vars[name]; !ok {
-			return nil, fmt.Errorf("%v: variable %q was not created by tower 0 (tower 0 has: %v); every tower must build the same variables", t, name, t.first.varOrder)
-		}
-		var err error
-		if v, err = t.store.Lookup(name); err != nil {
-			return nil, fmt.Errorf("%v: %w", t, err)
-		}
-		if !v.shape.Eq(shape) || v.dtype != dt {
-			return nil, fmt.Errorf("%v: variable %q asked with shape %v dtype %v, tower 0 made it with shape %v dtype %v", t, name, shape, dt, v.shape, v.dtype)
-		}
-		if v.trainable != spec.Trainable {
-			return nil, fmt.Errorf("%v: variable %q asked with trainable=%v, tower 0 made it with trainable=%v", t, name, spec.Trainable, v.trainable)
-		}
-	}
-	n := newNode(t.g, v.dtype, v.shape, t.Name(name), G.WithValue(v.value()))
-	t.vars[name] = n
-	t.varOrder = append(t.varOrder, name)
-	return n, nil
-}
-
-// MustVariable is Variable for model code that prefers panics: the engine
-// turns a panic in a model function into an error naming the tower.
-func (t *Tower) MustVariable(name string, dt tensor.Dtype, shape tensor.Shape, init Initializer, opts ...VarOption) *G.Node {
-	n, err := t.Variable(name, dt, shape, init, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return n
-}
-
-// VariableNames returns the variables this tower asked for, in order.
-func (t *Tower) VariableNames() []string { return slices.Clone(t.varOrder) }
-
-// VariableNode returns this tower's node for a variable it asked for.
-func (t *Tower) VariableNode(name string) (*G.Node, bool) {
-	n, ok := t.vars[name]
-	return n, ok
-}
-
-func newNode(g *G.ExprGraph, dt tensor.Dtype, shape tensor.Shape, name string, opts ...G.NodeConsOpt) *G.Node {
-	opts = append([]G.NodeConsOpt{G.WithName(name)}, opts...)
-	if len(shape) == 0 {
-		return G.NewScalar(g, dt, opts...)
-	}
-	return G.NewTensor(g, dt, len(shape), append(opts, G.WithShape(shape.Clone()...))...)
 }
 
 // Input adds an input node fed by Feed before each run.
@@ -170,7 +78,7 @@ func (t *Tower) Input(name string, dt tensor.Dtype, shape tensor.Shape) (*G.Node
 	if _, ok := t.inputs[name]; ok {
 		return nil, fmt.Errorf("%v: input %q added twice", t, name)
 	}
-	n := newNode(t.g, dt, shape, t.Name(name))
+	n := towers.NewNode(t.g, dt, shape, t.Name(name))
 	t.inputs[name] = n
 	t.inOrder = append(t.inOrder, name)
 	return n, nil
@@ -211,9 +119,9 @@ func (t *Tower) Gradients(loss *G.Node, names []string) (map[string]*G.Node, err
 	var wrt []*G.Node
 	var wrtNames []string
 	for _, name := range names {
-		n, ok := t.vars[name]
+		n, ok := t.VariableNode(name)
 		if !ok {
-			return nil, fmt.Errorf("%v: gradient wrt variable %q, which the tower did not ask for (has: %v)", t, name, t.varOrder)
+			return nil, fmt.Errorf("%v: gradient wrt variable %q, which the tower did not ask for (has: %v)", t, name, t.VariableNames())
 		}
 		if reach[n.ID()] {
 			wrt = append(wrt, n)
@@ -328,7 +236,7 @@ func (t *Tower) Compile() (err error) {
 			t.prog = p
 			return nil
 		}
-		slog.Debug("towers: running the graph on gorgonia's tape machine", "tower", t.String(), "reason", perr)
+		t.log.Debug("tower: running the graph on gorgonia's tape machine", "tower", t.String(), "reason", perr)
 	}
 	for _, n := range t.watchOrder {
 		G.Read(n, t.watched[n])
@@ -444,4 +352,11 @@ func RunAll(ctx context.Context, ts []*Tower, fn func(*Tower) error) error {
 		errs[i] = ts[i].Guard("run", func() error { return fn(ts[i]) })
 	})
 	return errors.Join(errs...)
+}
+
+func describe(v *tensor.Dense) string {
+	if v == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("shape %v dtype %v", v.Shape(), v.Dtype())
 }

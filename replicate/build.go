@@ -1,0 +1,317 @@
+package replicate
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/tower"
+	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/sharding"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// maxBuilds bounds the towers kept for reuse: a server answering every
+// batch size would otherwise keep a build per size for ever.
+const maxBuilds = 64
+
+// evict closes the least recently used build when the cache is full.
+func (e *Engine) evict() {
+	if len(e.builds) < maxBuilds {
+		return
+	}
+	var oldest string
+	for k, b := range e.builds {
+		if oldest == "" || b.used < e.builds[oldest].used {
+			oldest = k
+		}
+	}
+	for _, t := range e.builds[oldest].towers {
+		_ = t.Close()
+	}
+	delete(e.builds, oldest)
+}
+
+// signature identifies the towers a mode needs for these shards.
+func signature(mode model.Mode, shards []sharding.Batch) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%v/%d", mode, len(shards))
+	for _, s := range shards {
+		for _, part := range []map[string]*tensor.Dense{s.Features, s.Labels} {
+			sb.WriteString("|")
+			for _, k := range slices.Sorted(maps.Keys(part)) {
+				fmt.Fprintf(&sb, "%q:%v%v;", k, part[k].Dtype(), part[k].Shape())
+			}
+		}
+	}
+	return sb.String()
+}
+
+// Build builds (or finds) the towers of mode for batch without running
+// them: the model's variables then exist, e.g. to save or warm-start them
+// before the first step.
+func (e *Engine) Build(mode model.Mode, batch sharding.Batch) error {
+	_, err := e.prepare(mode, batch)
+	return err
+}
+
+// prepare splits the batch, gets or builds the towers for its mode and
+// input signature, and feeds them.
+func (e *Engine) prepare(mode model.Mode, batch sharding.Batch) (*build, error) {
+	var shards []sharding.Batch
+	var feeds [][]feed
+	var rows []int
+	var key string
+	if s, ok := e.splits.lookup(mode, batch); ok {
+		shards, feeds, rows, key = s.shards, s.feeds, s.rows, s.key
+	} else {
+		var err error
+		if shards, rows, err = e.splitBatch(mode, batch); err != nil {
+			return nil, err
+		}
+		key = signature(mode, shards)
+		if cacheable(batch) {
+			feeds = e.splits.add(mode, batch, shards, rows, key).feeds
+		} else {
+			feeds = feedsOf(shards)
+		}
+	}
+	b, ok := e.builds[key]
+	if !ok {
+		e.evict()
+		var err error
+		if b, err = e.buildTowers(mode, shards); err != nil {
+			return nil, err
+		}
+		e.builds[key] = b
+		if e.onBuild != nil {
+			if err := e.onBuild(); err != nil {
+				delete(e.builds, key) // build again, and retry, next time
+				return nil, err
+			}
+		}
+	}
+	e.uses++
+	b.used = e.uses
+	b.rows = rows
+	b.weights = lossWeights(e.cfg.Reduction, rows)
+	for i, t := range b.towers {
+		for _, f := range feeds[i] {
+			if err := t.Feed(f.name, f.v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return b, nil
+}
+
+// buildTowers calls the model function once per shard, each on its own
+// device and graph over the shared store, checks that every tower built the
+// same model, makes the gradients of training, and compiles each tower for
+// the values the engine reads.
+func (e *Engine) buildTowers(mode model.Mode, shards []sharding.Batch) (*build, error) {
+	b := &build{mode: mode}
+	var first *towers.Scope
+	for i, shard := range shards {
+		scope := towers.NewScope(i, e.cfg.Devices[i], e.store, first)
+		if first == nil {
+			first = scope
+		}
+		t := tower.New(scope, e.log)
+		feats, err := inputs(t, "features/", shard.Features)
+		if err != nil {
+			return nil, err
+		}
+		var labels map[string]*G.Node
+		if mode != model.Predict && shard.Labels != nil {
+			if labels, err = inputs(t, "labels/", shard.Labels); err != nil {
+				return nil, err
+			}
+		}
+		var spec *model.Spec
+		what := fmt.Sprintf("build (%v mode)", mode)
+		err = t.Guard(what, func() error {
+			var err error
+			spec, err = e.fn(t.Scope, mode, feats, labels, e.params)
+			return err
+		})
+		if err != nil {
+			if _, ok := err.(*tower.PanicError); ok {
+				return nil, fmt.Errorf("model function: %w", err)
+			}
+			return nil, fmt.Errorf("%v, %v mode: model function: %w", t, mode, err)
+		}
+		if err := e.checkSpec(t, mode, spec); err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			if err := sameModel(mode, b.towers[0], b.specs[0], t, spec); err != nil {
+				return nil, err
+			}
+		}
+		b.towers = append(b.towers, t)
+		b.specs = append(b.specs, spec)
+	}
+	if mode == model.Train {
+		if err := e.minimizeTowers(b); err != nil {
+			return nil, err
+		}
+	}
+	for i, t := range b.towers {
+		if err := watch(t, mode, b.specs[i], b.plans, i); err != nil {
+			return nil, err
+		}
+		if err := t.Compile(); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// watch marks every node whose value the engine reads after a run.
+func watch(t *tower.Tower, mode model.Mode, spec *model.Spec, plans []*trainPlan, i int) error {
+	var nodes []*G.Node
+	if mode != model.Predict {
+		nodes = append(nodes, spec.Loss)
+	}
+	for _, p := range plans {
+		for _, gs := range p.grads {
+			nodes = append(nodes, gs[i])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(spec.Predictions)) {
+		nodes = append(nodes, spec.Predictions[k])
+	}
+	if mode == model.Eval {
+		for _, k := range slices.Sorted(maps.Keys(spec.EvalMetrics)) {
+			nodes = append(nodes, spec.EvalMetrics[k].Inputs...)
+		}
+	}
+	if mode == model.Predict {
+		for _, k := range slices.Sorted(maps.Keys(spec.ExportOutputs)) {
+			outs := spec.ExportOutputs[k].Nodes()
+			for _, name := range slices.Sorted(maps.Keys(outs)) {
+				nodes = append(nodes, outs[name])
+			}
+		}
+	}
+	for _, n := range nodes {
+		if err := t.Watch(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func inputs(t *tower.Tower, prefix string, m map[string]*tensor.Dense) (map[string]*G.Node, error) {
+	out := make(map[string]*G.Node, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		n, err := t.Input(prefix+k, m[k].Dtype(), m[k].Shape())
+		if err != nil {
+			return nil, err
+		}
+		out[k] = n
+	}
+	return out, nil
+}
+
+func (e *Engine) checkSpec(t *tower.Tower, mode model.Mode, spec *model.Spec) error {
+	where := fmt.Sprintf("%v, %v mode", t, mode)
+	if spec == nil {
+		return fmt.Errorf("%s: model function returned a nil spec", where)
+	}
+	if mode != model.Predict {
+		if spec.Loss == nil {
+			return fmt.Errorf("%s: spec has no loss", where)
+		}
+		if !spec.Loss.IsScalar() {
+			return fmt.Errorf("%s: loss must be a scalar, has shape %v", where, spec.Loss.Shape())
+		}
+	}
+	if mode == model.Predict && len(spec.Predictions) == 0 {
+		return fmt.Errorf("%s: spec has no predictions", where)
+	}
+	for key, out := range spec.ExportOutputs {
+		if out == nil {
+			return fmt.Errorf("%s: export output %q is nil", where, key)
+		}
+		for name, n := range out.Nodes() {
+			if n == nil {
+				return fmt.Errorf("%s: export output %q: node %q is nil", where, key, name)
+			}
+		}
+	}
+	for name, p := range spec.Predictions {
+		if p == nil {
+			return fmt.Errorf("%s: prediction %q is nil", where, name)
+		}
+	}
+	for name, m := range spec.EvalMetrics {
+		if m.New == nil {
+			return fmt.Errorf("%s: eval metric %q has no constructor", where, name)
+		}
+		if m.Err != nil {
+			return fmt.Errorf("%s: eval metric %q: %w", where, name, m.Err)
+		}
+		if name == "loss" || name == model.GlobalStepName {
+			return fmt.Errorf("%s: eval metric %q clashes with the reported %s", where, name, name)
+		}
+	}
+	if mode == model.Train && len(spec.TrainOps) == 0 && e.cfg.Optimizer == nil && e.cfg.OptimizerFn == nil {
+		return fmt.Errorf("%s: spec has no train ops and no optimizer was given (set replicate.Config.Optimizer or Spec.TrainOps)", where)
+	}
+	for i, op := range spec.TrainOps {
+		if op.Optimizer == nil {
+			return fmt.Errorf("%s: train op %d has no optimizer", where, i)
+		}
+		if op.Loss == nil && spec.Loss == nil {
+			return fmt.Errorf("%s: train op %d has no loss", where, i)
+		}
+	}
+	return nil
+}
+
+// sameModel checks that tower t built what tower 0 built.
+func sameModel(mode model.Mode, t0 *tower.Tower, s0 *model.Spec, t *tower.Tower, s *model.Spec) error {
+	differ := func(what string, a, b any) error {
+		return fmt.Errorf("%v, %v mode: model function built different %s than tower 0: %v, tower 0: %v", t, mode, what, b, a)
+	}
+	if a, b := t0.VariableNames(), t.VariableNames(); !slices.Equal(a, b) {
+		return differ("variables", a, b)
+	}
+	if a, b := metricKinds(s0.EvalMetrics), metricKinds(s.EvalMetrics); a != b {
+		return differ("eval metrics", a, b)
+	}
+	if a, b := slices.Sorted(maps.Keys(s0.Predictions)), slices.Sorted(maps.Keys(s.Predictions)); !slices.Equal(a, b) {
+		return differ("predictions", a, b)
+	}
+	if a, b := model.DescribeOutputs(s0.ExportOutputs), model.DescribeOutputs(s.ExportOutputs); a != b {
+		return differ("export outputs", a, b)
+	}
+	if a, b := trainOpCalls(s0.TrainOps), trainOpCalls(s.TrainOps); !slices.Equal(a, b) {
+		return differ("train ops", a, b)
+	}
+	return nil
+}
+
+func metricKinds(ms map[string]metrics.Bound) string {
+	var sb strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(ms)) {
+		m := ms[k].New()
+		fmt.Fprintf(&sb, "%s=%s[%d] ", k, m.Kind(), len(m.State()))
+	}
+	return strings.TrimSpace(sb.String())
+}
+
+func trainOpCalls(ops []model.TrainOp) []string {
+	out := make([]string, len(ops))
+	for i, op := range ops {
+		out[i] = fmt.Sprintf("%s on %v (own loss: %v)", op.Optimizer.Config(), op.Vars, op.Loss != nil)
+	}
+	return out
+}

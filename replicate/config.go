@@ -1,0 +1,199 @@
+package replicate
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+
+	"github.com/towerflow/towerflow/estimator/optimizers"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// LossReduction says how tower losses, and so gradients, combine.
+type LossReduction int
+
+const (
+	// BatchMean, the default, weights each tower's loss by its share of the
+	// batch's rows. For a loss that is a mean over the shard's examples, N
+	// towers then train exactly like one device, whatever the split and
+	// whatever the machine: what PyTorch DDP and Horovod do.
+	BatchMean LossReduction = iota
+	// Sum adds the tower losses: right for a loss that sums over examples,
+	// and the default of TensorFlow's replicate_model_fn. With a mean loss
+	// the effective learning rate grows with the number of towers.
+	Sum
+	// Mean divides each tower's loss by the number of towers (TensorFlow's
+	// MEAN).
+	Mean
+	// None is not a reduction: asking for it is an error, as in TensorFlow.
+	None
+)
+
+// String returns the reduction's name.
+func (r LossReduction) String() string {
+	switch r {
+	case Sum:
+		return "SUM"
+	case Mean:
+		return "MEAN"
+	case BatchMean:
+		return "BATCH_MEAN"
+	case None:
+		return "NONE"
+	}
+	return fmt.Sprintf("LossReduction(%d)", int(r))
+}
+
+// Config says how a model function is replicated. Its zero value is one
+// tower per local device (towers.LocalDevices), the batch-weighted mean of
+// the tower losses, variables on the parameter server, and no optimizer
+// (the model function's Spec then names its own in TrainOps).
+type Config struct {
+	// Devices has one entry per tower; nil means towers.LocalDevices().
+	// towers.ParseDevices makes them from TensorFlow-style names. A GPU
+	// device in a build without a GPU backend is an error; more CPU towers
+	// than cores are allowed (useful in tests) and logged.
+	Devices []towers.Device
+	// Reduction combines tower losses and gradients; default BatchMean.
+	Reduction LossReduction
+	// Placement places the model's variables, counting only the variables
+	// model code creates (towers.RoundRobin(devices...) spreads them); nil
+	// keeps them on the parameter server: the single GPU when the devices
+	// hold exactly one, else CPU:0. The global step and optimizer slots stay
+	// with the variable they belong to or on the parameter server.
+	Placement towers.Placement
+	// Optimizer minimises the Spec's loss over every trainable variable
+	// when the model function returns no train ops.
+	Optimizer optimizers.Optimizer
+	// OptimizerFn, when set instead of Optimizer, makes that optimizer from
+	// the params.
+	OptimizerFn func(model.Params) (optimizers.Optimizer, error)
+	// ReduceGradients, when set, sees the tower-summed gradients of each
+	// train op before its optimizer runs (the place to all-reduce them
+	// across processes).
+	ReduceGradients GradientReducer
+}
+
+// Model is a model function with its replication: what an Estimator runs.
+type Model struct {
+	fn  model.Fn
+	cfg Config
+}
+
+// ModelFn returns fn replicated as cfg says: one tower per device. An
+// invalid configuration is reported when an engine is made from it (see
+// Model.Validate).
+func ModelFn(fn model.Fn, cfg Config) *Model {
+	if cfg.Devices == nil {
+		cfg.Devices = towers.LocalDevices()
+	}
+	return &Model{fn: fn, cfg: cfg}
+}
+
+// Fn returns the wrapped model function.
+func (m *Model) Fn() model.Fn { return m.fn }
+
+// Devices returns the devices, one tower each.
+func (m *Model) Devices() []towers.Device { return append([]towers.Device(nil), m.cfg.Devices...) }
+
+// OnDevices returns the same model replicated over other devices (placement
+// following them): to predict with a trained model on another machine.
+func (m *Model) OnDevices(devices ...towers.Device) *Model {
+	cfg := m.cfg
+	cfg.Devices, cfg.Placement = append([]towers.Device(nil), devices...), nil
+	return &Model{fn: m.fn, cfg: cfg}
+}
+
+// Validate reports what makes the model unusable: no model function, an
+// unknown reduction or NONE, no devices, a device listed twice, a device
+// this build cannot run.
+func (m *Model) Validate() error {
+	if m == nil || m.fn == nil {
+		return fmt.Errorf("replicate: nil model function")
+	}
+	switch m.cfg.Reduction {
+	case Sum, Mean, BatchMean:
+	case None:
+		return fmt.Errorf("replicate: loss reduction NONE cannot combine tower losses; use BATCH_MEAN, SUM or MEAN")
+	default:
+		return fmt.Errorf("replicate: unknown loss reduction %v", m.cfg.Reduction)
+	}
+	if m.cfg.Optimizer != nil && m.cfg.OptimizerFn != nil {
+		return fmt.Errorf("replicate: both Optimizer and OptimizerFn are set; set one")
+	}
+	return checkDevices(m.cfg.Devices)
+}
+
+// checkDevices checks that devices can each run a tower in this build.
+func checkDevices(devices []towers.Device) error {
+	if len(devices) == 0 {
+		return fmt.Errorf("replicate: no devices")
+	}
+	seen := map[towers.Device]bool{}
+	gpus := towers.NumGPUs()
+	for _, d := range devices {
+		if seen[d] {
+			return fmt.Errorf("replicate: device %v listed twice", d)
+		}
+		seen[d] = true
+		if d.Index < 0 {
+			return fmt.Errorf("replicate: device %v has a negative index", d)
+		}
+		if d.Kind == towers.GPUKind {
+			if gpus == 0 {
+				return fmt.Errorf("replicate: device %v: this build has no GPU backend, so it cannot run a GPU tower (use CPU devices, or the default towers.LocalDevices())", d)
+			}
+			if d.Index >= gpus {
+				return fmt.Errorf("replicate: device %v: the GPU backend sees %d GPUs", d, gpus)
+			}
+		}
+	}
+	return nil
+}
+
+// logOversubscribed says, once per engine, that more CPU towers than cores
+// run: allowed, but they only add splitting and summing.
+func logOversubscribed(log *slog.Logger, devices []towers.Device) {
+	cpus := 0
+	for _, d := range devices {
+		if d.Kind == towers.CPUKind {
+			cpus++
+		}
+	}
+	if cores := runtime.GOMAXPROCS(0); cpus > cores {
+		log.Info("replicate: more CPU towers than cores; towers will share cores", "cpu_towers", cpus, "cores", cores)
+	}
+}
+
+// parameterServer is where variables live unless placed otherwise: the
+// single GPU when devices hold exactly one (no copies per step), else
+// CPU:0, a local parameter server.
+func parameterServer(devices []towers.Device) towers.Device {
+	var gpus []towers.Device
+	for _, d := range devices {
+		if d.Kind == towers.GPUKind {
+			gpus = append(gpus, d)
+		}
+	}
+	if len(gpus) == 1 {
+		return gpus[0]
+	}
+	return towers.CPU(0)
+}
+
+// optimizer returns the optimizer for specs without train ops, nil when
+// none was configured.
+func (c Config) optimizer(params model.Params) (optimizers.Optimizer, error) {
+	if c.OptimizerFn == nil {
+		return c.Optimizer, nil
+	}
+	opt, err := c.OptimizerFn(params)
+	if err != nil {
+		return nil, fmt.Errorf("make optimizer: %w", err)
+	}
+	if opt == nil {
+		return nil, fmt.Errorf("make optimizer: got nil")
+	}
+	return opt, nil
+}

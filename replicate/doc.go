@@ -1,0 +1,61 @@
+// Package replicate is towerflow's engine: it runs one model function
+// (model.Fn) as one tower per device, as TensorFlow's replicate_model_fn
+// did, and gives the same numbers as one device.
+//
+// ModelFn pairs a model function with a Config (devices, loss reduction,
+// placement, optimizer, gradient reduction); NewEngine makes the variable
+// store and runs steps: TrainStep, EvalStep (then Metrics) and PredictStep.
+// Package estimator drives an Engine in its run loop; this package knows
+// how towers are built and combined, and nothing of hooks, checkpoints or
+// input functions.
+//
+// Each rule is one function, named after its counterpart in
+// replicate_model_fn.py where there is one:
+//
+//	rule                                              function (file)
+//	split the batch along dim 0 for a mode            Engine.splitBatch (split.go), sharding.Batch.Split
+//	  (sizes differ by at most one; Eval/Predict
+//	  run fewer towers on fewer rows; no labels
+//	  in Predict)
+//	remember how a batch was split                    splitCache (split.go)
+//	build the towers of a mode and input signature,   Engine.prepare, Engine.buildTowers (build.go)
+//	  cached (at most 64 builds, least recently
+//	  used evicted)
+//	variables: one master per name; tower 0          towers.Scope.Variable
+//	  creates, tower i>0 reuses and prefixes
+//	  its nodes "tower_i/"
+//	placement: the single GPU, else CPU:0;            parameterServer (config.go), towers.StoreConfig
+//	  Config.Placement counts model variables only
+//	towers must build the same model                  sameModel, checkSpec (build.go)
+//	loss weights per reduction (_get_loss_towers)     lossWeights (loss.go)
+//	reduced loss                                      build.loss (loss.go)
+//	gradients per variable and tower                  Engine.minimizeTowers (train.go)
+//	  (_minimize_towers); none: skipped
+//	sum gradients over towers, weighted               sumTowerGradients, sumGradients (train.go, sum.go)
+//	  (_compute_sum_on_device)
+//	reduce-gradients seam (cross-process)             Engine.reduceGradients (train.go)
+//	apply each train op once, step + 1 (_train_spec)  Engine.applyTrainOps, Engine.TrainStep (train.go)
+//	each tower updates its metric states              Engine.EvalStep (eval.go)
+//	  (_eval_spec)
+//	reduce metric states into tower 0, zero the       Engine.Metrics (eval.go)
+//	  replicas (_reduce_metric_variables)
+//	predictions and export outputs concatenated       Engine.PredictStep, concatTowers (predict.go)
+//	  in tower order (_predict_spec,
+//	  _concat_tensor_dicts)
+//
+// The semantics, in short:
+//
+//   - Devices default to towers.LocalDevices(): every GPU of a GPU build,
+//     else one CPU device per core. A GPU device in a build without a GPU
+//     backend is an error; more CPU towers than cores run (and are logged).
+//   - Loss reduction: BatchMean (the default) weights each tower by its
+//     share of the batch's rows, so N towers train exactly like one device
+//     on any machine; Sum (replicate_model_fn's default) and Mean
+//     (each tower over the number of towers) are there for TensorFlow
+//     parity; None is an error. Gradients are weighted like the losses.
+//   - The optimizer runs once per step on the masters; other Spec fields
+//     come from tower 0.
+//   - Towers whose model functions build different variables, metrics,
+//     train ops or outputs are an error naming the tower; a panic in a
+//     model function is an error naming the tower and mode.
+package replicate

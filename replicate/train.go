@@ -1,0 +1,264 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+	"runtime/trace"
+
+	G "gorgonia.org/gorgonia"
+
+	"github.com/towerflow/towerflow/estimator/optimizers"
+	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/internal/parallel"
+	"github.com/towerflow/towerflow/internal/tower"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/sharding"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// trainPlan is one train op across towers.
+type trainPlan struct {
+	opt   optimizers.Optimizer
+	vars  []*towers.Variable
+	grads [][]*G.Node // [variable][tower]
+	parts [][]any     // scratch: [variable][tower]
+	sums  []any       // per variable, reused every step
+	// apply is what the optimizer applies, per variable: sums, or with one
+	// tower of weight 1 that tower's gradients themselves (no copy).
+	apply []any
+	sizes []int // elements of each variable
+}
+
+// Gradient is one variable's gradient summed over towers, as the
+// optimizer will see it.
+type Gradient struct {
+	Variable *towers.Variable
+	// Value is a []float32 or []float64 of the variable's size; it may be
+	// changed in place.
+	Value any
+}
+
+// GradientReducer sees the tower-summed gradients of one train op before
+// its optimizer runs and may change them in place: the place to all-reduce
+// gradients across processes.
+type GradientReducer func(ctx context.Context, grads []Gradient) error
+
+// minimizeTowers makes the gradient nodes of every train op on every
+// tower, TensorFlow's _minimize_towers: per trainable variable (or the
+// variables a train op names), one gradient per tower; a variable without
+// a gradient is skipped.
+func (e *Engine) minimizeTowers(b *build) error {
+	ops, err := e.trainOps(b.specs[0])
+	if err != nil {
+		return err
+	}
+	for k, op0 := range ops {
+		names := op0.Vars
+		if names == nil {
+			for _, name := range b.towers[0].VariableNames() {
+				if v, err := e.store.Lookup(name); err == nil && v.Trainable() {
+					names = append(names, name)
+				}
+			}
+		}
+		per := make([]map[string]*G.Node, len(b.towers))
+		for i, t := range b.towers {
+			loss := b.specs[i].Loss
+			if len(b.specs[i].TrainOps) > 0 && b.specs[i].TrainOps[k].Loss != nil {
+				loss = b.specs[i].TrainOps[k].Loss
+			}
+			if per[i], err = t.Gradients(loss, names); err != nil {
+				return fmt.Errorf("train op %d: %w", k, err)
+			}
+		}
+		p := &trainPlan{opt: op0.Optimizer}
+		for _, name := range names {
+			g0, ok := per[0][name]
+			if !ok {
+				continue // no gradient: skipped, as TensorFlow does
+			}
+			v, err := e.store.Lookup(name)
+			if err != nil {
+				return err
+			}
+			if !numeric.IsFloat(v.Dtype()) {
+				return fmt.Errorf("train op %d: variable %q has dtype %v; only float32 and float64 variables can be trained", k, name, v.Dtype())
+			}
+			gs := []*G.Node{g0}
+			for i := 1; i < len(b.towers); i++ {
+				g, ok := per[i][name]
+				if !ok {
+					return fmt.Errorf("train op %d: %v has no gradient for %q, tower 0 has one: every tower must build the same model", k, b.towers[i], name)
+				}
+				gs = append(gs, g)
+			}
+			p.vars = append(p.vars, v)
+			p.grads = append(p.grads, gs)
+			p.sums = append(p.sums, numeric.NewSlice(v.Dtype(), v.Size()))
+			p.apply = append(p.apply, nil)
+			p.parts = append(p.parts, make([]any, len(b.towers)))
+			p.sizes = append(p.sizes, v.Size())
+		}
+		b.plans = append(b.plans, p)
+	}
+	return nil
+}
+
+// trainOps resolves a spec's train ops, filling in the default optimizer.
+func (e *Engine) trainOps(spec *model.Spec) ([]model.TrainOp, error) {
+	if len(spec.TrainOps) > 0 {
+		return spec.TrainOps, nil
+	}
+	if e.defaultOpt == nil {
+		opt, err := e.cfg.optimizer(e.params)
+		if err != nil {
+			return nil, err
+		}
+		e.defaultOpt = opt
+	}
+	return []model.TrainOp{{Loss: spec.Loss, Optimizer: e.defaultOpt}}, nil
+}
+
+// StepHooks are what the run loop does inside a training step; the zero
+// value does nothing.
+type StepHooks struct {
+	// CheckLoss sees the reduced loss before any update; an error aborts
+	// the step, leaving every variable as it was.
+	CheckLoss func(loss float64) error
+	// Started is called when the last tower starts: the input may read
+	// ahead then (a producer woken earlier is queued ahead of a tower not
+	// yet running, and delays it by the whole read).
+	Started func()
+}
+
+// TrainStep runs one training step, TensorFlow's _train_spec: the towers
+// compute their losses and gradients at the same time, the gradients are
+// summed per variable with the loss weights, reduced further if configured,
+// and every train op's optimizer is applied once on the masters; the global
+// step grows by one. It returns the reduced loss.
+func (e *Engine) TrainStep(ctx context.Context, batch sharding.Batch, hooks StepHooks) (float64, error) {
+	region := trace.StartRegion(ctx, "prepare")
+	b, err := e.prepare(model.Train, batch)
+	region.End()
+	if err != nil {
+		return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
+	}
+	if err := runTowers(ctx, b, hooks.Started); err != nil {
+		return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
+	}
+	loss, err := b.loss()
+	if err != nil {
+		return 0, err
+	}
+	e.last = b
+	if hooks.CheckLoss != nil {
+		if err := hooks.CheckLoss(loss); err != nil {
+			return loss, err
+		}
+	}
+	region = trace.StartRegion(ctx, "sum gradients")
+	err = sumTowerGradients(b)
+	region.End()
+	if err != nil {
+		return 0, err
+	}
+	defer trace.StartRegion(ctx, "apply").End()
+	if err := e.applyTrainOps(ctx, b); err != nil {
+		return 0, err
+	}
+	e.globalStep.Data().([]int64)[0]++
+	return loss, nil
+}
+
+// runTowers runs a build's towers at the same time; started, when not nil,
+// is called as the last tower starts.
+func runTowers(ctx context.Context, b *build, started func()) error {
+	run := (*tower.Tower).Run
+	if started != nil {
+		last := len(b.towers) - 1
+		run = func(t *tower.Tower) error {
+			if t.Index() == last {
+				started()
+			}
+			return t.Run()
+		}
+	}
+	return tower.RunAll(ctx, b.towers, run)
+}
+
+// sumTowerGradients sums each variable's gradients over the towers with the
+// loss weights, TensorFlow's _compute_sum_on_device, into the train plans'
+// buffers. Every gradient is read before any optimizer writes: train ops
+// see the same step's values. Gradients are summed in chunks spread over
+// the cores, each element in tower order, so the result does not depend on
+// scheduling. One tower of weight 1 has its gradients applied as they are:
+// the values its ops computed (never a variable's or an input's memory: the
+// tower copies a watched value that shares it).
+func sumTowerGradients(b *build) error {
+	direct := len(b.towers) == 1 && b.weights[0] == 1
+	for _, p := range b.plans {
+		for j, v := range p.vars {
+			parts := p.parts[j]
+			for i, g := range p.grads[j] {
+				gv, err := b.towers[i].Value(g)
+				if err != nil {
+					return err
+				}
+				if parts[i], err = numeric.Slice(gv); err != nil {
+					return fmt.Errorf("%v: gradient of %q: %w", b.towers[i], v.Name(), err)
+				}
+				if n := numeric.Len(parts[i]); n != v.Size() {
+					return fmt.Errorf("%v: gradient of %q has %d elements, the variable %d", b.towers[i], v.Name(), n, v.Size())
+				}
+			}
+			p.apply[j] = p.sums[j]
+			if direct {
+				p.apply[j] = parts[0]
+			}
+		}
+		if direct {
+			continue
+		}
+		err := parallel.ForChunks(p.sizes, func(j, lo, hi int) error {
+			if err := sumGradients(p.sums[j], p.parts[j], b.weights, lo, hi); err != nil {
+				return fmt.Errorf("gradient of %q: %w", p.vars[j].Name(), err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyTrainOps runs each train op's optimizer once on the masters, after
+// the reduce-gradients seam.
+func (e *Engine) applyTrainOps(ctx context.Context, b *build) error {
+	for _, p := range b.plans {
+		if err := e.reduceGradients(ctx, p); err != nil {
+			return err
+		}
+		if err := p.opt.Apply(e.store, p.vars, p.apply); err != nil {
+			return fmt.Errorf("apply %s: %w", p.opt.Name(), err)
+		}
+	}
+	return nil
+}
+
+// reduceGradients hands a train op's tower-summed gradients to
+// Config.ReduceGradients, when set: the seam for a cross-process
+// all-reduce.
+func (e *Engine) reduceGradients(ctx context.Context, p *trainPlan) error {
+	if e.cfg.ReduceGradients == nil {
+		return nil
+	}
+	gs := make([]Gradient, len(p.vars))
+	for j, v := range p.vars {
+		gs[j] = Gradient{Variable: v, Value: p.apply[j]}
+	}
+	if err := e.cfg.ReduceGradients(ctx, gs); err != nil {
+		return fmt.Errorf("reduce gradients: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package sharding
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"gorgonia.org/tensor"
+)
+
+// Batch is one step's input: features and labels keyed by name, each with
+// the batch along dimension 0. Labels is nil in Predict mode. Sparse holds
+// sparse features, split by row and densified for each tower.
+type Batch struct {
+	Features map[string]*tensor.Dense
+	Labels   map[string]*tensor.Dense
+	Sparse   map[string]SparseCOO
+	// Release, when not nil, gives the batch's memory back to the input
+	// that made it, for a later batch; nothing may read the batch after.
+	// Train and Evaluate call it once a step and its hooks are done with
+	// the batch. FromTensors sets it, so that its batches are copied into
+	// a few buffers in turn rather than into new memory every step.
+	Release func()
+}
+
+// Rows returns the batch's row count, checking that every feature, label and
+// sparse feature agrees on it.
+func (b Batch) Rows() (int, error) {
+	rows, from := -1, ""
+	check := func(kind, key string, shape []int) error {
+		if len(shape) == 0 {
+			return fmt.Errorf("%s %q: rank-0 tensor has no batch dimension", kind, key)
+		}
+		if rows < 0 {
+			rows, from = shape[0], fmt.Sprintf("%s %q", kind, key)
+			return nil
+		}
+		if shape[0] != rows {
+			return fmt.Errorf("%s %q has %d rows (shape %v), %s has %d", kind, key, shape[0], shape, from, rows)
+		}
+		return nil
+	}
+	for _, part := range []struct {
+		kind string
+		m    map[string]*tensor.Dense
+	}{{"feature", b.Features}, {"label", b.Labels}} {
+		for _, k := range slices.Sorted(maps.Keys(part.m)) {
+			if part.m[k] == nil {
+				return 0, fmt.Errorf("%s %q is nil", part.kind, k)
+			}
+			if err := check(part.kind, k, part.m[k].Shape()); err != nil {
+				return 0, err
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(b.Sparse)) {
+		if _, dup := b.Features[k]; dup {
+			return 0, fmt.Errorf("feature %q is both dense and sparse", k)
+		}
+		if err := check("sparse feature", k, b.Sparse[k].DenseShape); err != nil {
+			return 0, err
+		}
+	}
+	if rows < 0 {
+		return 0, fmt.Errorf("batch has no features")
+	}
+	return rows, nil
+}
+
+// Split splits b along dimension 0 into n batches of Sizes(rows, n) rows,
+// feature by feature and label by label (b.Labels may be nil); a sparse
+// feature is split by row and each part densified into a feature of its
+// shard. The shards share b's memory, except the densified sparse features;
+// they have no Release. It returns the shards and their row counts.
+func (b Batch) Split(n int) ([]Batch, []int, error) {
+	rows, err := b.Rows()
+	if err != nil {
+		return nil, nil, err
+	}
+	sizes, err := Sizes(rows, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]Batch, n)
+	feats, err := SplitMap(b.Features, n)
+	if err != nil {
+		return nil, nil, fmt.Errorf("features: %w", err)
+	}
+	var labels []map[string]*tensor.Dense
+	if b.Labels != nil {
+		if labels, err = SplitMap(b.Labels, n); err != nil {
+			return nil, nil, fmt.Errorf("labels: %w", err)
+		}
+	}
+	for i := range out {
+		out[i].Features = feats[i]
+		if labels != nil {
+			out[i].Labels = labels[i]
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(b.Sparse)) {
+		parts, err := SplitSparse(b.Sparse[k], n)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sparse feature %q: %w", k, err)
+		}
+		for i, p := range parts {
+			d, err := p.Dense()
+			if err != nil {
+				return nil, nil, fmt.Errorf("sparse feature %q, shard %d: %w", k, i, err)
+			}
+			if out[i].Features == nil {
+				out[i].Features = map[string]*tensor.Dense{}
+			}
+			out[i].Features[k] = d
+		}
+	}
+	return out, sizes, nil
+}
