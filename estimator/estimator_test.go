@@ -80,13 +80,13 @@ func cpuDevices(n int) []towers.Device {
 
 // replicated is lineModel (or fn) on n CPU towers with BatchMean, so that
 // its losses equal one device's.
-func replicated(fn model.Fn, n int) estimator.Model {
+func replicated(fn model.Fn, n int) *replicate.Model {
 	return replicate.ModelFn(fn, replicate.Config{Devices: cpuDevices(n), Reduction: replicate.BatchMean})
 }
 
-func newEstimator(t *testing.T, model estimator.Model) *estimator.Estimator {
+func newEstimator(t *testing.T, mdl *replicate.Model) *estimator.Estimator {
 	t.Helper()
-	est, err := estimator.New(model, estimator.RunConfig{Seed: 1, LogEvery: -1})
+	est, err := estimator.New(mdl, estimator.RunConfig{Seed: 1, LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func predictRows(t *testing.T, est *estimator.Estimator, in estimator.InputFn) [
 func TestPredict(t *testing.T) {
 	tests := []struct {
 		name   string
-		model  estimator.Model
+		model  *replicate.Model
 		rows   int
 		batch  int
 		labels bool
@@ -357,8 +357,8 @@ func TestTowersMatchOneDevice(t *testing.T) {
 		Vars   map[string][]float64
 		Preds  []predRow
 	}
-	run := func(t *testing.T, model estimator.Model) result {
-		est := newEstimator(t, model)
+	run := func(t *testing.T, mdl *replicate.Model) result {
+		est := newEstimator(t, mdl)
 		ctx := context.Background()
 		train, err := estimator.FromTensors(map[string]*tensor.Dense{"x": column(xs(6)...)}, map[string]*tensor.Dense{"y": column(xs(6)...)},
 			estimator.TensorInput{BatchSize: 3, Epochs: estimator.Forever, Shuffle: true, Seed: 2})
@@ -406,7 +406,7 @@ func TestPredictBatchesExportOutputs(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		model estimator.Model
+		model *replicate.Model
 		batch int
 	}{
 		{"one device", replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), 2},
@@ -516,11 +516,11 @@ func TestSparseFeature(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%d towers", tc.towers), func(t *testing.T) {
 			var shapes [][]int
-			model := estimator.Model(replicate.ModelFn(sparseModel(&shapes), replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
+			mdl := replicate.ModelFn(sparseModel(&shapes), replicate.Config{Devices: []towers.Device{towers.CPU(0)}})
 			if tc.towers > 1 {
-				model = replicated(sparseModel(&shapes), tc.towers)
+				mdl = replicated(sparseModel(&shapes), tc.towers)
 			}
-			est := newEstimator(t, model)
+			est := newEstimator(t, mdl)
 			got := predictRows(t, est, sparseInput)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("predictions (-want +got):\n%s", diff)
@@ -683,16 +683,16 @@ func tweak(edit func(s *model.Spec, f map[string]*G.Node)) func(tw *towers.Scope
 
 func TestEvaluatePredictModelErrors(t *testing.T) {
 	const eval, predict = model.Eval, model.Predict
-	one := func(fn model.Fn) estimator.Model {
+	one := func(fn model.Fn) *replicate.Model {
 		return replicate.ModelFn(fn, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})
 	}
-	two := func(fn model.Fn) estimator.Model { return replicated(fn, 2) }
+	two := func(fn model.Fn) *replicate.Model { return replicated(fn, 2) }
 	nilSpec := func(*towers.Scope, model.Mode, map[string]*G.Node, map[string]*G.Node) (*model.Spec, error) {
 		return nil, nil
 	}
 	tests := []struct {
 		name  string
-		model estimator.Model
+		model *replicate.Model
 		mode  model.Mode
 		want  []string
 	}{
@@ -782,13 +782,13 @@ func TestEvaluatePredictModelErrors(t *testing.T) {
 // TestErrorThenSuccess: a failed build leaves the Estimator usable.
 func TestErrorThenSuccess(t *testing.T) {
 	fail := true
-	model := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+	mdl := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 		if fail {
 			return nil, errors.New("not yet")
 		}
 		return lineModel(tw, mode, f, l, p)
 	}
-	est := newEstimator(t, replicated(model, 2))
+	est := newEstimator(t, replicated(mdl, 2))
 	in := lineInput(t, xs(4), 2, true)
 	if _, err := est.Evaluate(context.Background(), in); err == nil {
 		t.Fatal("no error")
@@ -820,8 +820,8 @@ func TestNilExportOutputIsAnError(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			model := onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) { tc.edit(s) }))
-			est, err := estimator.New(replicate.ModelFn(model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{LogEvery: -1})
+			mdl := onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) { tc.edit(s) }))
+			est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{LogEvery: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -847,8 +847,8 @@ func TestNilExportOutputIsAnError(t *testing.T) {
 // Predict then yields nothing at all for the input. It should yield one
 // Prediction per example or an error, not silently drop every example.
 func TestPredictWithOnlyExportOutputs(t *testing.T) {
-	model := onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) { s.Predictions = nil }))
-	est := newEstimator(t, replicate.ModelFn(model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
+	mdl := onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) { s.Predictions = nil }))
+	est := newEstimator(t, replicate.ModelFn(mdl, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	preds, errs := 0, 0
 	for _, err := range est.Predict(context.Background(), lineInput(t, xs(3), 2, false)) {
 		if err != nil {

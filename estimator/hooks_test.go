@@ -141,14 +141,14 @@ func TestNaNGuardKeepsLastGoodVariables(t *testing.T) {
 // last use has passed (here pred, consumed by the loss's subtraction); the
 // engine must read metric inputs and predictions as they were computed.
 func TestEvalReadsValuesAsComputed(t *testing.T) {
-	model := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+	mdl := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 		spec, err := scaleModel(tw, mode, f, l, p)
 		if mode == model.Eval {
 			spec.EvalMetrics = map[string]metrics.Bound{"mean_pred": metrics.Mean(spec.Predictions["pred"])}
 		}
 		return spec, err
 	}
-	est, err := estimator.New(replicate.ModelFn(model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

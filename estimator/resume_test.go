@@ -76,7 +76,7 @@ func mlpResumeModel(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p
 
 // resumeModel is mlpResumeModel on one device (towers == 1) or replicated
 // over that many CPU towers with BatchMean.
-func resumeModel(towersN int) estimator.Model {
+func resumeModel(towersN int) *replicate.Model {
 	if towersN == 1 {
 		return replicate.ModelFn(mlpResumeModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})
 	}

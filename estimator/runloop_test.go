@@ -64,7 +64,7 @@ func knobModel(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p mode
 
 // newRunEstimator makes an Estimator with cfg (Seed 1 and a silent logger
 // unless set) that the test closes.
-func newRunEstimator(t *testing.T, model estimator.Model, cfg estimator.RunConfig) *estimator.Estimator {
+func newRunEstimator(t *testing.T, mdl *replicate.Model, cfg estimator.RunConfig) *estimator.Estimator {
 	t.Helper()
 	if cfg.Seed == 0 {
 		cfg.Seed = 1
@@ -72,7 +72,7 @@ func newRunEstimator(t *testing.T, model estimator.Model, cfg estimator.RunConfi
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	est, err := estimator.New(model, cfg)
+	est, err := estimator.New(mdl, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,11 +144,11 @@ func latestStep(t *testing.T, dir string) int64 {
 
 func models(fn model.Fn) []struct {
 	name  string
-	model estimator.Model
+	model *replicate.Model
 } {
 	return []struct {
 		name  string
-		model estimator.Model
+		model *replicate.Model
 	}{{"one device", replicate.ModelFn(fn, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})}, {"two towers", replicated(fn, 2)}}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/examples/linear/linreg"
 	"github.com/towerflow/towerflow/export"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -27,9 +28,9 @@ func ExampleLoad() {
 	defer os.RemoveAll(tmp)
 
 	// Train the linear model on two towers and export it.
-	model := replicate.ModelFn(linreg.Model,
-		replicate.Config{Devices: []towers.Device{towers.CPU(0), towers.CPU(1)}, Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
-	est, err := estimator.New(model, estimator.RunConfig{
+	m := replicate.ModelFn(linreg.Model,
+		replicate.Config{Devices: []towers.Device{towers.CPU(0), towers.CPU(1)}, Optimizer: optimizers.SGD(0.5)})
+	est, err := estimator.New(m, estimator.RunConfig{
 		ModelDir: filepath.Join(tmp, "model"), Seed: 1, LogEvery: -1, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

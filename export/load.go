@@ -434,9 +434,9 @@ func checkVariables(store *towers.Store, vars *checkpoint.Reader) (map[string]*t
 		values[name] = t
 	}
 	var problems []string
-	model := map[string]bool{}
+	mdl := map[string]bool{}
 	for _, v := range store.Variables() {
-		model[v.Name()] = true
+		mdl[v.Name()] = true
 		t, ok := values[v.Name()]
 		switch {
 		case !ok:
@@ -447,7 +447,7 @@ func checkVariables(store *towers.Store, vars *checkpoint.Reader) (map[string]*t
 		}
 	}
 	for _, name := range vars.Names() {
-		if !model[name] {
+		if !mdl[name] {
 			problems = append(problems, fmt.Sprintf("the export's variable %q is not a variable of the model", name))
 		}
 	}

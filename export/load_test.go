@@ -44,9 +44,9 @@ func cpus(n int) []towers.Device {
 // data in a fresh model directory.
 func train(t *testing.T, fn model.Fn, n int, steps int64) *estimator.Estimator {
 	t.Helper()
-	model := replicate.ModelFn(fn,
+	mdl := replicate.ModelFn(fn,
 		replicate.Config{Devices: cpus(n), Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
-	est, err := estimator.New(model, estimator.RunConfig{ModelDir: t.TempDir(), Seed: 1, LogEvery: -1, Logger: quiet})
+	est, err := estimator.New(mdl, estimator.RunConfig{ModelDir: t.TempDir(), Seed: 1, LogEvery: -1, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +110,9 @@ func plain(m map[string]*tensor.Dense) map[string]plainTensor {
 	return out
 }
 
-func load(t *testing.T, dir string, model estimator.Model, opts ...export.Option) *export.Predictor {
+func load(t *testing.T, dir string, mdl *replicate.Model) *export.Predictor {
 	t.Helper()
-	p, err := export.Load(dir, model, opts...)
+	p, err := export.Load(dir, mdl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,21 +133,11 @@ func TestRunMatchesPredict(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		model  func(model.Fn) estimator.Model
-		opts   []export.Option
-		towers int // the most towers a batch runs on
+		towers int // the devices, and so the most towers a batch runs on
 	}{
-		{"one tower", func(fn model.Fn) estimator.Model { return fn }, nil, 1},
-		{"replicate 2 devices", func(fn model.Fn) estimator.Model {
-			return replicate.ModelFn(fn, replicate.Config{Devices: cpus(2)})
-		}, nil, 2},
-		{"replicate 3 devices", func(fn model.Fn) estimator.Model {
-			return replicate.ModelFn(fn, replicate.Config{Devices: cpus(3)})
-		}, nil, 3},
-		{"Devices option 2", func(fn model.Fn) estimator.Model { return fn }, []export.Option{export.Devices(cpus(2)...)}, 2},
-		{"Devices option 3 over replicate 2", func(fn model.Fn) estimator.Model {
-			return replicate.ModelFn(fn, replicate.Config{Devices: cpus(2)})
-		}, []export.Option{export.Devices(cpus(3)...)}, 3},
+		{"one tower", 1},
+		{"replicate 2 devices", 2},
+		{"replicate 3 devices", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -158,7 +148,7 @@ func TestRunMatchesPredict(t *testing.T) {
 				mu.Unlock()
 				return linreg.Model(tw, mode, features, labels, params)
 			}
-			p := load(t, dir, tc.model(record), tc.opts...)
+			p := load(t, dir, replicate.ModelFn(record, replicate.Config{Devices: cpus(tc.towers)}))
 			if p.Dir() != dir || p.Version() != 1 || p.Step() != 5 {
 				t.Errorf("dir %q version %d step %d, want %q 1 5", p.Dir(), p.Version(), p.Step(), dir)
 			}
@@ -181,7 +171,7 @@ func TestRunMatchesPredict(t *testing.T) {
 func TestRunConcurrently(t *testing.T) {
 	ctx := context.Background()
 	est, dir := exportLinreg(t)
-	p := load(t, dir, replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), export.Devices(cpus(2)...))
+	p := load(t, dir, replicate.ModelFn(linreg.Model, replicate.Config{Devices: cpus(2)}))
 	bs := batches(1, 2, 3, 4, 5, 6, 7, 8)
 	var want []map[string]plainTensor
 	for out, err := range est.PredictBatches(ctx, inputOf(bs)) {
@@ -225,7 +215,7 @@ func TestDefaultSignatureFromPredictions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := load(t, dir, replicate.ModelFn(predictionsOnly, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), export.Devices(cpus(2)...))
+	p := load(t, dir, replicate.ModelFn(predictionsOnly, replicate.Config{Devices: cpus(2)}))
 	wantSigs := map[string]export.Signature{model.DefaultServingSignature: {
 		Method:  "predict",
 		Inputs:  map[string]export.TensorInfo{"x": {Dtype: "float64", Shape: []int{-1, 1}}},
@@ -443,9 +433,8 @@ func TestLoadErrors(t *testing.T) {
 		name     string
 		dirName  string
 		change   func(t *testing.T, dir string)
-		model    estimator.Model
+		model    *replicate.Model
 		nilModel bool
-		opts     []export.Option
 		want     []string // substrings of the error
 	}{
 		{
@@ -519,8 +508,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "dir not a version number", dirName: "latest", want: []string{`"latest"`, "not a version number"}},
 		{name: "version 0", dirName: "0", want: []string{`"0"`, "not a version number"}},
 		{name: "negative version", dirName: "-3", want: []string{`"-3"`, "not a version number"}},
-		{name: "no devices", opts: []export.Option{export.Devices()}, want: []string{"without devices"}},
-		{name: "repeated device", opts: []export.Option{export.Devices(towers.CPU(0), towers.CPU(0))}, want: []string{"listed twice"}},
+		{name: "no devices", model: replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{}}), want: []string{"no devices"}},
+		{name: "repeated device", model: replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0), towers.CPU(0)}}), want: []string{"listed twice"}},
 		{name: "nil model", nilModel: true, want: []string{"nil model"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -532,11 +521,11 @@ func TestLoadErrors(t *testing.T) {
 			if tc.change != nil {
 				tc.change(t, dir)
 			}
-			model := tc.model
-			if model == nil && !tc.nilModel {
-				model = linear
+			mdl := tc.model
+			if mdl == nil && !tc.nilModel {
+				mdl = linear
 			}
-			p, err := export.Load(dir, model, tc.opts...)
+			p, err := export.Load(dir, mdl)
 			if err == nil {
 				p.Close()
 				t.Fatalf("Load succeeded, want an error with %q", tc.want)

@@ -13,12 +13,12 @@ import (
 )
 
 // Example trains the linear-regression model on two CPU towers. Each batch
-// of 100 rows is split 50/50; with BatchMean the towers train exactly like
-// one device.
+// of 100 rows is split 50/50; with the default loss reduction, BatchMean,
+// the towers train exactly like one device.
 func Example() {
-	model := replicate.ModelFn(linreg.Model,
-		replicate.Config{Devices: []towers.Device{towers.CPU(0), towers.CPU(1)}, Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
-	est, err := estimator.New(model, estimator.RunConfig{Seed: 1, LogEvery: -1})
+	m := replicate.ModelFn(linreg.Model,
+		replicate.Config{Devices: []towers.Device{towers.CPU(0), towers.CPU(1)}, Optimizer: optimizers.SGD(0.5)})
+	est, err := estimator.New(m, estimator.RunConfig{Seed: 1, LogEvery: -1})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -55,13 +55,14 @@ func Example() {
 	// b on /device:CPU:0
 }
 
-// Example_roundRobin places the master variables over the towers' devices
-// in creation order instead of all on CPU:0.
+// Example_roundRobin places the model's variables over the towers' devices
+// in creation order instead of all on CPU:0; the global step stays on the
+// parameter server.
 func Example_roundRobin() {
 	devices := []towers.Device{towers.CPU(0), towers.CPU(1)}
-	model := replicate.ModelFn(linreg.Model,
+	m := replicate.ModelFn(linreg.Model,
 		replicate.Config{Devices: devices, Optimizer: optimizers.SGD(0.5), Placement: towers.RoundRobin(devices...)})
-	est, err := estimator.New(model, estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(m, estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,6 +81,6 @@ func Example_roundRobin() {
 	}
 	// Output:
 	// global_step on /device:CPU:0
-	// w on /device:CPU:1
-	// b on /device:CPU:0
+	// w on /device:CPU:0
+	// b on /device:CPU:1
 }

@@ -70,8 +70,8 @@ func TestCNNTowersEqualOneDevice(t *testing.T) {
 	}
 	feats := map[string]*tensor.Dense{"x": numeric.Over(tensor.Shape{rows, 1, 6, 6}, xs)}
 	labels := map[string]*tensor.Dense{"y": numeric.Over(tensor.Shape{rows, 1}, ys)}
-	train := func(model estimator.Model) map[string][]float64 {
-		est, err := estimator.New(model, estimator.RunConfig{Seed: 5, LogEvery: -1})
+	train := func(mdl *replicate.Model) map[string][]float64 {
+		est, err := estimator.New(mdl, estimator.RunConfig{Seed: 5, LogEvery: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -85,8 +85,8 @@ func classifierData(n int) (map[string]*tensor.Dense, map[string]*tensor.Dense) 
 // and 3 towers with uneven batches as on one device.
 func TestEvalMetricsEqualOneDevice(t *testing.T) {
 	feats, labels := classifierData(53)
-	evaluate := func(model estimator.Model, batch int) map[string]float64 {
-		est, err := estimator.New(model, estimator.RunConfig{Seed: 3, LogEvery: -1})
+	evaluate := func(mdl *replicate.Model, batch int) map[string]float64 {
+		est, err := estimator.New(mdl, estimator.RunConfig{Seed: 3, LogEvery: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,12 +117,12 @@ func TestEvalMetricsEqualOneDevice(t *testing.T) {
 }
 
 func TestInvalidMetricIsAnError(t *testing.T) {
-	model := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+	mdl := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 		spec, err := constModel(tw, mode, f, l, p)
 		spec.EvalMetrics = map[string]metrics.Bound{"iou": metrics.MeanIoU(l["y"], spec.Predictions["y"], 0)}
 		return spec, err
 	}
-	est, err := estimator.New(replicate.ModelFn(model, replicate.Config{Devices: cpus(2)}), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: cpus(2)}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

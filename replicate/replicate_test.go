@@ -54,7 +54,7 @@ func column(vals ...float64) *tensor.Dense {
 func TestSeedNumbers(t *testing.T) {
 	tests := []struct {
 		name      string
-		model     estimator.Model
+		model     *replicate.Model
 		wantLoss  float64
 		wantAfter float64
 	}{
@@ -169,10 +169,10 @@ type runResult struct {
 	Exports []float64
 }
 
-func trainEvalPredict(t *testing.T, model estimator.Model, dt tensor.Dtype, opt func() optimizers.Optimizer, batch, steps int, withLayers bool) runResult {
+func trainEvalPredict(t *testing.T, mdl *replicate.Model, dt tensor.Dtype, opt func() optimizers.Optimizer, batch, steps int, withLayers bool) runResult {
 	t.Helper()
 	ctx := context.Background()
-	est, err := estimator.New(model, estimator.RunConfig{Seed: 7, LogEvery: -1, Params: model.Params{"dtype": dt, "opt": opt, "layers": withLayers}})
+	est, err := estimator.New(mdl, estimator.RunConfig{Seed: 7, LogEvery: -1, Params: model.Params{"dtype": dt, "opt": opt, "layers": withLayers}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,8 +237,8 @@ func TestTowersEqualOneDevice(t *testing.T) {
 					}
 					for n := 1; n <= 4; n++ {
 						t.Run(fmt.Sprintf("%v/%s/layers=%t/batch%d/towers%d", dt, optName, withLayers, batch, n), func(t *testing.T) {
-							model := replicate.ModelFn(mlpModel, replicate.Config{Devices: cpus(n), Reduction: replicate.BatchMean})
-							got := trainEvalPredict(t, model, dt, opt, batch, 6, withLayers)
+							mdl := replicate.ModelFn(mlpModel, replicate.Config{Devices: cpus(n), Reduction: replicate.BatchMean})
+							got := trainEvalPredict(t, mdl, dt, opt, batch, 6, withLayers)
 							if diff := cmp.Diff(want, got, cmpopts.EquateApprox(tol, tol)); diff != "" {
 								t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
 							}
@@ -252,13 +252,13 @@ func TestTowersEqualOneDevice(t *testing.T) {
 
 func TestSpecFieldsAndNames(t *testing.T) {
 	var names [][]string
-	model := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+	mdl := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 		spec, err := constModel(tw, mode, f, l, p)
 		n, _ := tw.VariableNode("c")
 		names = append(names, []string{tw.Device().String(), n.Name(), f["x"].Name()})
 		return spec, err
 	}
-	est, err := estimator.New(replicate.ModelFn(model, replicate.DeviceNames("/cpu:0", "/device:CPU:1", "/CPU:2"), replicate.Optimizer(optimizers.SGD(1))), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: mustParseDevices(t, "/cpu:0", "/device:CPU:1", "/CPU:2"), Optimizer: optimizers.SGD(1)}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestSpecFieldsAndNames(t *testing.T) {
 // TestTwoTrainOps: two losses each minimising its own variables, and two
 // optimizers on one loss.
 func TestTwoTrainOps(t *testing.T) {
-	model := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+	mdl := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 		a := tw.MustVariable("a", tensor.Float64, nil, towers.Constant(1))
 		b := tw.MustVariable("b", tensor.Float64, nil, towers.Constant(1))
 		x := f["x"]
@@ -296,7 +296,8 @@ func TestTwoTrainOps(t *testing.T) {
 		}}, nil
 	}
 	run := func(devs int) map[string]float64 {
-		est, err := estimator.New(replicate.ModelFn(model, replicate.Config{Devices: cpus(devs)}), estimator.RunConfig{LogEvery: -1})
+		// The losses sum over examples: SUM, TensorFlow's reduction.
+		est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: cpus(devs), Reduction: replicate.Sum}), estimator.RunConfig{LogEvery: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,7 +335,7 @@ func TestErrors(t *testing.T) {
 			return constModel(tw, mode, f, l, p)
 		}
 	}
-	sgd := replicate.Optimizer(optimizers.SGD(1))
+	sgd := optimizers.SGD(1)
 	tests := []struct {
 		name     string
 		model    *replicate.Model
@@ -343,39 +344,38 @@ func TestErrors(t *testing.T) {
 		want     []string // substrings of the error
 	}{
 		{"reduction NONE", replicate.ModelFn(constModel, replicate.Config{Reduction: replicate.None}), twoRows, labels2, []string{"NONE"}},
-		{"bad device name", replicate.ModelFn(constModel, replicate.DeviceNames("/tpu:0")), twoRows, labels2, []string{"tpu"}},
 		{"device twice", replicate.ModelFn(constModel, replicate.Config{Devices: []towers.Device{towers.CPU(0), towers.CPU(0)}}), twoRows, labels2, []string{"/device:CPU:0", "twice"}},
-		{"fewer rows than towers", replicate.ModelFn(constModel, replicate.Devices(cpus(3)...), sgd), twoRows, labels2, []string{"2 rows", "3 shards"}},
-		{"labels disagree with features", replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), sgd), threeRows, labels2, []string{`"y"`, "2 rows", `"x"`, "3"}},
-		{"panic in tower 1", replicate.ModelFn(variant(func(*towers.Scope) (*model.Spec, error) { panic("boom") }), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1 (/device:CPU:1)", "train", "boom"}},
-		{"error in tower 1", replicate.ModelFn(variant(func(*towers.Scope) (*model.Spec, error) { return nil, errors.New("no can do") }), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1", "train", "no can do"}},
+		{"fewer rows than towers", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(3), Optimizer: sgd}), twoRows, labels2, []string{"2 rows", "3 shards"}},
+		{"labels disagree with features", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: sgd}), threeRows, labels2, []string{`"y"`, "2 rows", `"x"`, "3"}},
+		{"panic in tower 1", replicate.ModelFn(variant(func(*towers.Scope) (*model.Spec, error) { panic("boom") }), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1 (/device:CPU:1)", "train", "boom"}},
+		{"error in tower 1", replicate.ModelFn(variant(func(*towers.Scope) (*model.Spec, error) { return nil, errors.New("no can do") }), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", "train", "no can do"}},
 		{"variable tower 0 did not create", replicate.ModelFn(variant(func(tw *towers.Scope) (*model.Spec, error) {
 			_, err := tw.Variable("extra", tensor.Float64, nil, nil)
 			return nil, err
-		}), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1", `"extra"`, "not created by tower 0"}},
+		}), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", `"extra"`, "not created by tower 0"}},
 		{"variable shape differs", replicate.ModelFn(variant(func(tw *towers.Scope) (*model.Spec, error) {
 			_, err := tw.Variable("c", tensor.Float64, tensor.Shape{2, 2}, nil)
 			return nil, err
-		}), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1", `"c"`, "(2, 2)", "(1, 1)"}},
+		}), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", `"c"`, "(2, 2)", "(1, 1)"}},
 		{"fewer variables", replicate.ModelFn(variant(func(tw *towers.Scope) (*model.Spec, error) {
 			return &model.Spec{Loss: G.NewConstant(1.0)}, nil
-		}), replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 1", "different variables"}},
-		{"different train ops", replicate.ModelFn(func(tw *towers.Tower, mode estimator.Mode, f, l map[string]*G.Node, p estimator.Params) (*estimator.Spec, error) {
+		}), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", "different variables"}},
+		{"different train ops", replicate.ModelFn(func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 			spec, err := constModel(tw, mode, f, l, p)
 			lr := 1.0
 			if tw.Index() == 1 {
 				lr = 2
 			}
-			spec.TrainOps = []estimator.TrainOp{{Optimizer: optimizers.SGD(lr)}}
+			spec.TrainOps = []model.TrainOp{{Optimizer: optimizers.SGD(lr)}}
 			return spec, err
 		}, replicate.Config{Devices: cpus(2)}), twoRows, labels2, []string{"tower 1", "different train ops"}},
 		{"no loss", replicate.ModelFn(func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 			spec, err := constModel(tw, mode, f, l, p)
 			spec.Loss = nil
 			return spec, err
-		}, replicate.Devices(cpus(2)...), sgd), twoRows, labels2, []string{"tower 0", "no loss"}},
+		}, replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 0", "no loss"}},
 		{"no optimizer", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2)}), twoRows, labels2, []string{"no train ops", "optimizer"}},
-		{"missing feature", replicate.ModelFn(constModel, replicate.Devices(cpus(2)...), sgd), map[string]*tensor.Dense{"z": column(1, 2)}, labels2, []string{"tower 0", "panic"}},
+		{"missing feature", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: sgd}), map[string]*tensor.Dense{"z": column(1, 2)}, labels2, []string{"tower 0", "panic"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -417,7 +417,7 @@ func TestCancelledContextStopsTraining(t *testing.T) {
 // train op and step, before the optimizer; doubling them doubles the step.
 func TestReduceGradientsHook(t *testing.T) {
 	var seen [][]float64
-	hook := func(_ context.Context, gs []estimator.Gradient) error {
+	hook := func(_ context.Context, gs []replicate.Gradient) error {
 		for _, g := range gs {
 			v := g.Value.([]float64)
 			seen = append(seen, append([]float64{}, v...))
@@ -427,7 +427,7 @@ func TestReduceGradientsHook(t *testing.T) {
 		}
 		return nil
 	}
-	est, err := estimator.New(replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(1), ReduceGradients: hook}), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Reduction: replicate.Sum, Optimizer: optimizers.SGD(1), ReduceGradients: hook}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,8 +444,8 @@ func TestReduceGradientsHook(t *testing.T) {
 		t.Errorf("c (-want +got):\n%s", diff)
 	}
 
-	failing := func(context.Context, []estimator.Gradient) error { return errors.New("peer gone") }
-	est, _ = estimator.New(replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(1), ReduceGradients: failing}), estimator.RunConfig{LogEvery: -1})
+	failing := func(context.Context, []replicate.Gradient) error { return errors.New("peer gone") }
+	est, _ = estimator.New(replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Reduction: replicate.Sum, Optimizer: optimizers.SGD(1), ReduceGradients: failing}), estimator.RunConfig{LogEvery: -1})
 	err = est.Train(context.Background(), in, estimator.Steps(1))
 	if err == nil || !strings.Contains(err.Error(), "peer gone") {
 		t.Fatalf("failing hook: got %v", err)
@@ -464,8 +464,8 @@ func TestPlacementOptions(t *testing.T) {
 		{"default on CPU:0", replicate.ModelFn(mlpModel, replicate.Config{Devices: cpus(3)}),
 			map[string]string{"dense/kernel": "/device:CPU:0", "dense/bias": "/device:CPU:0", "out/kernel": "/device:CPU:0"}},
 		{"round robin", replicate.ModelFn(mlpModel, replicate.Config{Devices: cpus(3), Placement: towers.RoundRobin(towers.CPU(1), towers.CPU(2))}),
-			// global_step is created first, on CPU:1.
-			map[string]string{"dense/kernel": "/device:CPU:2", "dense/bias": "/device:CPU:1", "out/kernel": "/device:CPU:2"}},
+			// The model's variables in creation order; global_step stays on CPU:0.
+			map[string]string{"dense/kernel": "/device:CPU:1", "dense/bias": "/device:CPU:2", "out/kernel": "/device:CPU:1", "global_step": "/device:CPU:0"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -497,11 +497,11 @@ func TestPlacementOptions(t *testing.T) {
 // for each mode and input signature, not once per step.
 func TestGraphsBuiltOncePerSignature(t *testing.T) {
 	calls := map[string]int{}
-	model := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+	mdl := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
 		calls[fmt.Sprintf("%v/tower%d/rows%d", mode, tw.Index(), f["x"].Shape()[0])]++
 		return constModel(tw, mode, f, l, p)
 	}
-	est, err := estimator.New(replicate.ModelFn(model, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(0.01)}), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(0.01)}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,4 +525,13 @@ func TestGraphsBuiltOncePerSignature(t *testing.T) {
 	if est.GlobalStep() != 6 {
 		t.Errorf("global step %d, want 6", est.GlobalStep())
 	}
+}
+
+func mustParseDevices(t *testing.T, names ...string) []towers.Device {
+	t.Helper()
+	ds, err := towers.ParseDevices(names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
 }

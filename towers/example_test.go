@@ -27,7 +27,7 @@ func ExampleParseDevice() {
 }
 
 func ExampleStore_Flat() {
-	s := towers.NewStore()
+	s := towers.NewStore(towers.StoreConfig{})
 	for _, spec := range []towers.VarSpec{
 		{Name: "kernel", Dtype: tensor.Float64, Shape: tensor.Shape{2, 2}, Init: towers.Constant(1), Trainable: true},
 		{Name: "steps", Dtype: tensor.Int64}, // not trainable: not a weight

@@ -1,13 +1,11 @@
 package towers_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/wanterr"
@@ -64,7 +62,7 @@ func TestLocalDevicesAreCPUsWithoutGPUBackend(t *testing.T) {
 }
 
 func TestStoreGetOrCreate(t *testing.T) {
-	s := towers.NewStore(towers.WithSeed(3))
+	s := towers.NewStore(towers.StoreConfig{Seed: 3})
 	a, created, err := s.GetOrCreate(towers.VarSpec{Name: "a", Dtype: tensor.Float32, Shape: tensor.Shape{2}, Init: towers.Constant(1.5), Trainable: true})
 	if err != nil || !created {
 		t.Fatalf("create: %v, created=%v", err, created)
@@ -102,7 +100,7 @@ func TestInitializerDependsOnNameNotOrder(t *testing.T) {
 	spec := func(name string) towers.VarSpec {
 		return towers.VarSpec{Name: name, Dtype: tensor.Float64, Shape: tensor.Shape{3}, Init: towers.RandomNormal(0, 1)}
 	}
-	s1, s2 := towers.NewStore(towers.WithSeed(5)), towers.NewStore(towers.WithSeed(5))
+	s1, s2 := towers.NewStore(towers.StoreConfig{Seed: 5}), towers.NewStore(towers.StoreConfig{Seed: 5})
 	a1, _, _ := s1.GetOrCreate(spec("a"))
 	_, _, _ = s1.GetOrCreate(spec("b"))
 	_, _, _ = s2.GetOrCreate(spec("b"))
@@ -110,55 +108,68 @@ func TestInitializerDependsOnNameNotOrder(t *testing.T) {
 	if diff := cmp.Diff(a1.Data(), a2.Data()); diff != "" {
 		t.Errorf("same seed and name, other order (-first +second):\n%s", diff)
 	}
-	s3 := towers.NewStore(towers.WithSeed(6))
+	s3 := towers.NewStore(towers.StoreConfig{Seed: 6})
 	a3, _, _ := s3.GetOrCreate(spec("a"))
 	if cmp.Equal(a1.Data(), a3.Data()) {
 		t.Errorf("seeds 5 and 6 gave the same values %v", a1.Data())
 	}
 }
 
+// TestPlacement: the placement places the variables model code creates
+// through a scope, counting those only; the global step and optimizer
+// slots not colocated with a variable stay on the parameter server, and a
+// colocated slot goes with its variable.
 func TestPlacement(t *testing.T) {
+	d0, d1, d3 := towers.GPU(0), towers.GPU(1), towers.GPU(3)
 	tests := []struct {
-		name      string
-		placement towers.Placement
-		want      []string
+		name string
+		cfg  towers.StoreConfig
+		want map[string]towers.Device
 	}{
-		{"auto, CPUs", towers.AutoPlacement([]towers.Device{towers.CPU(0), towers.CPU(1)}), []string{"/device:CPU:0", "/device:CPU:0", "/device:CPU:0"}},
-		{"auto, one GPU", towers.AutoPlacement([]towers.Device{towers.GPU(0)}), []string{"/device:GPU:0", "/device:GPU:0", "/device:GPU:0"}},
-		{"auto, two GPUs", towers.AutoPlacement([]towers.Device{towers.GPU(0), towers.GPU(1)}), []string{"/device:CPU:0", "/device:CPU:0", "/device:CPU:0"}},
-		{"round robin", towers.RoundRobin(towers.GPU(0), towers.GPU(1)), []string{"/device:GPU:0", "/device:GPU:1", "/device:GPU:0"}},
+		{"default: everything on CPU:0", towers.StoreConfig{},
+			map[string]towers.Device{"global_step": towers.CPU(0), "a": towers.CPU(0), "b": towers.CPU(0), "c": towers.CPU(0), "d": towers.CPU(0), "iterations": towers.CPU(0), "b/slot": towers.CPU(0)}},
+		{"parameter server", towers.StoreConfig{ParameterServer: towers.GPU(0)},
+			map[string]towers.Device{"global_step": d0, "a": d0, "b": d0, "c": d0, "d": d0, "iterations": d0, "b/slot": d0}},
+		{"round robin counts model variables only", towers.StoreConfig{Placement: towers.RoundRobin(d0, d1, d3)},
+			map[string]towers.Device{"global_step": towers.CPU(0), "a": d0, "b": d1, "c": d3, "d": d0, "iterations": towers.CPU(0), "b/slot": d1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := towers.NewStore(towers.WithPlacement(tc.placement))
-			var got []string
-			for _, n := range []string{"a", "b", "c"} {
-				if _, _, err := s.GetOrCreate(towers.VarSpec{Name: n, Dtype: tensor.Float64}); err != nil {
+			s := towers.NewStore(tc.cfg)
+			scope := towers.NewScope(0, towers.CPU(0), s, nil)
+			if _, _, err := s.GetOrCreate(towers.VarSpec{Name: "global_step", Dtype: tensor.Int64}); err != nil {
+				t.Fatal(err)
+			}
+			for i, n := range []string{"a", "b", "c", "d"} {
+				if _, err := scope.Variable(n, tensor.Float64, nil, nil); err != nil {
 					t.Fatal(err)
 				}
+				if i == 1 { // optimizer state created between model variables
+					for _, spec := range []towers.VarSpec{{Name: "iterations", Dtype: tensor.Int64}, {Name: "b/slot", Dtype: tensor.Float64, Colocate: "b"}} {
+						if _, _, err := s.GetOrCreate(spec); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			got := map[string]towers.Device{}
+			for _, n := range s.Names() {
 				d, err := s.Device(n)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got = append(got, d.String())
+				got[n] = d
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
+				t.Errorf("devices (-want +got):\n%s", diff)
 			}
 		})
-	}
-	s := towers.NewStore(towers.WithPlacement(towers.RoundRobin(towers.CPU(0), towers.CPU(1))))
-	s.GetOrCreate(towers.VarSpec{Name: "a", Dtype: tensor.Float64})
-	s.GetOrCreate(towers.VarSpec{Name: "b", Dtype: tensor.Float64})
-	s.GetOrCreate(towers.VarSpec{Name: "b/slot", Dtype: tensor.Float64, Colocate: "b"})
-	if d, _ := s.Device("b/slot"); d != towers.CPU(1) {
-		t.Errorf("colocated slot on %v, want its variable's /device:CPU:1", d)
 	}
 }
 
 func weightsStore(t *testing.T) *towers.Store {
 	t.Helper()
-	s := towers.NewStore()
+	s := towers.NewStore(towers.StoreConfig{})
 	specs := []towers.VarSpec{
 		{Name: "w", Dtype: tensor.Float32, Shape: tensor.Shape{2, 2}, Init: towers.Constant(1), Trainable: true},
 		{Name: "step", Dtype: tensor.Int64},
@@ -233,81 +244,6 @@ func TestWeights(t *testing.T) {
 	// A failed SetWeights writes nothing.
 	if v, _ := s.Value("w"); !cmp.Equal(v.Data(), []float32{1, 2, 3, 4}) {
 		t.Errorf("w changed by a failed call: %v", v.Data())
-	}
-}
-
-// Two towers share masters through their own headers: an update of the
-// master is seen by both on their next run, and their runs are concurrent.
-func TestTowersShareMasters(t *testing.T) {
-	s := towers.NewStore()
-	t0 := towers.New(0, towers.CPU(0), s, nil)
-	t1 := towers.New(1, towers.CPU(1), s, t0)
-	var outs []*G.Node
-	for _, tw := range []*towers.Scope{t0, t1} {
-		w := tw.MustVariable("w", tensor.Float64, tensor.Shape{2, 2}, towers.Constant(1))
-		x, err := tw.Input("x", tensor.Float64, tensor.Shape{3, 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		outs = append(outs, G.Must(G.Sum(G.Must(G.Mul(x, w)))))
-		if err := tw.Compile(); err != nil {
-			t.Fatal(err)
-		}
-		if err := tw.Feed("x", tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 1, 1, 1, 1, float64(tw.Index())}))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ts := []*towers.Scope{t0, t1}
-	run := func() []float64 {
-		if err := towers.RunAll(context.Background(), ts, (*towers.Scope).Run); err != nil {
-			t.Fatal(err)
-		}
-		return []float64{outs[0].Value().Data().(float64), outs[1].Value().Data().(float64)}
-	}
-	if diff := cmp.Diff([]float64{10, 12}, run()); diff != "" {
-		t.Errorf("first run (-want +got):\n%s", diff)
-	}
-	w, _ := s.Lookup("w")
-	// w = [[3 1] [1 1]]: a row [a b] of x adds 4a+2b... summed: 16 and 18.
-	w.Data().([]float64)[0] = 3
-	if diff := cmp.Diff([]float64{16, 18}, run()); diff != "" {
-		t.Errorf("after master update (-want +got):\n%s", diff)
-	}
-	if n, _ := t1.VariableNode("w"); n.Name() != "tower_1/w" {
-		t.Errorf("tower 1 node name %q", n.Name())
-	}
-}
-
-func TestRunAllNamesPanickingTower(t *testing.T) {
-	s := towers.NewStore()
-	ts := []*towers.Scope{towers.New(0, towers.CPU(0), s, nil), towers.New(1, towers.CPU(1), s, nil)}
-	err := towers.RunAll(context.Background(), ts, func(tw *towers.Scope) error {
-		if tw.Index() == 1 {
-			panic("bad shape")
-		}
-		return nil
-	})
-	var pe *towers.PanicError
-	if !errors.As(err, &pe) || pe.Tower != "tower 1 (/device:CPU:1)" || !strings.Contains(err.Error(), "bad shape") {
-		t.Fatalf("got %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := towers.RunAll(ctx, ts, func(*towers.Scope) error { return nil }); !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled: got %v", err)
-	}
-}
-
-func TestSumGradients(t *testing.T) {
-	dst := []float64{9, 9}
-	if err := towers.SumGradients(dst, []any{[]float64{1, 2}, nil, []float64{3, 4}}, []float64{1, 5, 0.5}); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]float64{2.5, 4}, dst); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-	if err := towers.SumGradients(dst, []any{[]float32{1, 2}}, []float64{1}); err == nil || !strings.Contains(err.Error(), "tower 0") {
-		t.Errorf("dtype mismatch: %v", err)
 	}
 }
 

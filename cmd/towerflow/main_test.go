@@ -27,7 +27,7 @@ import (
 // model directory and returns the directory.
 func saveModel(t *testing.T) string {
 	t.Helper()
-	store := towers.NewStore()
+	store := towers.NewStore(towers.StoreConfig{})
 	for _, spec := range []towers.VarSpec{
 		{Name: "dense/w", Dtype: tensor.Float32, Shape: tensor.Shape{2, 3}, Init: towers.Constant(1), Trainable: true},
 		{Name: "dense/b", Dtype: tensor.Float64, Shape: tensor.Shape{3}, Init: towers.Constant(0.5), Trainable: true},

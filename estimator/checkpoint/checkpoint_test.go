@@ -83,7 +83,7 @@ func size(shape []int) int {
 // newStore returns a store holding defs with values(seed).
 func newStore(t testing.TB, defs []varDef, seed int64) *towers.Store {
 	t.Helper()
-	s := towers.NewStore()
+	s := towers.NewStore(towers.StoreConfig{})
 	for i, d := range defs {
 		_, _, err := s.GetOrCreate(towers.VarSpec{
 			Name: d.name, Dtype: d.dt, Shape: tensor.Shape(slices.Clone(d.shape)), Trainable: d.trainable,
@@ -203,7 +203,7 @@ func TestSaveRoundTrip(t *testing.T) {
 	}
 
 	t.Run("restore into an empty store", func(t *testing.T) {
-		dst := towers.NewStore()
+		dst := towers.NewStore(towers.StoreConfig{})
 		if err := r.Restore(dst); err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +256,7 @@ func TestRestorePlacesSlotsBesideTheirVariable(t *testing.T) {
 	}
 	// Round robin over two parameter servers; the model creates its
 	// weights first, so "dense/w" lands on CPU:1.
-	dst := towers.NewStore(towers.WithPlacement(towers.RoundRobin(towers.CPU(0), towers.CPU(1))))
+	dst := towers.NewStore(towers.StoreConfig{Placement: towers.RoundRobin(towers.CPU(0), towers.CPU(1))})
 	if _, _, err := dst.GetOrCreate(towers.VarSpec{Name: "other", Dtype: tensor.Float32}); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestSaveErrors(t *testing.T) {
 			t.Errorf("Save(step %d keep %d) = %v, want error containing %q", tt.step, tt.keep, err, tt.wantErr)
 		}
 	}
-	c := towers.NewStore()
+	c := towers.NewStore(towers.StoreConfig{})
 	if _, _, err := c.GetOrCreate(towers.VarSpec{Name: "z", Dtype: tensor.Complex128}); err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestSaveSameStepReplaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := towers.NewStore()
+	got := towers.NewStore(towers.StoreConfig{})
 	if err := r.Restore(got); err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +477,7 @@ func TestInterruptedSave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := towers.NewStore()
+	got := towers.NewStore(towers.StoreConfig{})
 	if err := r.Restore(got); err != nil {
 		t.Fatal(err)
 	}
@@ -676,7 +676,7 @@ func TestTensorReverifies(t *testing.T) {
 	if _, err := r.Tensor("dense/w"); err == nil || !strings.Contains(err.Error(), p) {
 		t.Errorf("Tensor of a file corrupted after Read = %v, want an error naming %s", err, p)
 	}
-	if err := r.Restore(towers.NewStore()); err == nil || !strings.Contains(err.Error(), p) {
+	if err := r.Restore(towers.NewStore(towers.StoreConfig{})); err == nil || !strings.Contains(err.Error(), p) {
 		t.Errorf("Restore of a file corrupted after Read = %v, want an error naming %s", err, p)
 	}
 }

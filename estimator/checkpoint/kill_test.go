@@ -123,7 +123,7 @@ func TestHelperSaveLoop(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process of TestKillDuringSave")
 	}
-	store := towers.NewStore()
+	store := towers.NewStore(towers.StoreConfig{})
 	for _, d := range bigVars {
 		if _, _, err := store.GetOrCreate(towers.VarSpec{Name: d.name, Dtype: d.dt, Shape: tensor.Shape(d.shape), Trainable: d.trainable}); err != nil {
 			t.Fatal(err)

@@ -34,15 +34,22 @@ var testVars = []struct {
 	{"scale", nil}, // a scalar
 }
 
-// newStore returns a store holding testVars of dtype dt, randomly initialised.
-func newStore(t testing.TB, dt tensor.Dtype, opts ...towers.StoreOption) (*towers.Store, []*towers.Variable) {
+// newStore returns a store holding testVars of dtype dt, randomly
+// initialised, created as model code creates them (through a scope, so
+// that placement places them), seed 7 unless cfg says otherwise.
+func newStore(t testing.TB, dt tensor.Dtype, cfg towers.StoreConfig) (*towers.Store, []*towers.Variable) {
 	t.Helper()
-	store := towers.NewStore(append([]towers.StoreOption{towers.WithSeed(7)}, opts...)...)
+	if cfg.Seed == 0 {
+		cfg.Seed = 7
+	}
+	store := towers.NewStore(cfg)
+	scope := towers.NewScope(0, towers.CPU(0), store, nil)
 	var vars []*towers.Variable
 	for _, tv := range testVars {
-		v, _, err := store.GetOrCreate(towers.VarSpec{
-			Name: tv.name, Dtype: dt, Shape: tv.shape, Init: towers.RandomNormal(0, 1), Trainable: true,
-		})
+		if _, err := scope.Variable(tv.name, dt, tv.shape, towers.RandomNormal(0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		v, err := store.Lookup(tv.name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +191,7 @@ func TestAgainstGorgonia(t *testing.T) {
 	for _, tt := range tests {
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 			t.Run(tt.name+"/"+dt.String(), func(t *testing.T) {
-				store, vars := newStore(t, dt)
+				store, vars := newStore(t, dt, towers.StoreConfig{})
 				model := make([]*valueGrad, len(vars))
 				vgs := make([]G.ValueGrad, len(vars))
 				for i, v := range vars {
@@ -246,7 +253,7 @@ func TestSlots(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store, vars := newStore(t, tensor.Float32, towers.WithPlacement(towers.RoundRobin(towers.CPU(0), towers.CPU(1))))
+			store, vars := newStore(t, tensor.Float32, towers.StoreConfig{Placement: towers.RoundRobin(towers.CPU(0), towers.CPU(1))})
 			devices := []towers.Device{towers.CPU(0), towers.CPU(1), towers.CPU(0)}
 			for i, v := range vars {
 				if v.Device() != devices[i] {
@@ -314,7 +321,7 @@ func TestNilGradient(t *testing.T) {
 	for _, opt := range []optimizers.Optimizer{optimizers.SGD(0.1), optimizers.Momentum(0.1, 0.9), optimizers.Adam(0.1)} {
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 			t.Run(opt.Name()+"/"+dt.String(), func(t *testing.T) {
-				store, vars := newStore(t, dt)
+				store, vars := newStore(t, dt, towers.StoreConfig{})
 				r := rand.New(rand.NewPCG(3, 4))
 				if err := opt.Apply(store, vars, randGrads(r, vars)); err != nil {
 					t.Fatal(err)
@@ -401,7 +408,7 @@ func TestHandComputed(t *testing.T) {
 	for _, tt := range tests {
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 			t.Run(tt.name+"/"+dt.String(), func(t *testing.T) {
-				store := towers.NewStore()
+				store := towers.NewStore(towers.StoreConfig{})
 				w := newVar(t, store, "w", dt, nil, tt.w)
 				for step, g := range tt.grads {
 					if err := tt.opt.Apply(store, []*towers.Variable{w}, []any{convert(dt, []float64{g})}); err != nil {
@@ -423,14 +430,14 @@ func TestHandComputed(t *testing.T) {
 func TestResume(t *testing.T) {
 	for _, opt := range []optimizers.Optimizer{optimizers.Momentum(0.1, 0.9), optimizers.Adam(0.01)} {
 		t.Run(opt.Name(), func(t *testing.T) {
-			store, vars := newStore(t, tensor.Float64)
+			store, vars := newStore(t, tensor.Float64, towers.StoreConfig{})
 			r := rand.New(rand.NewPCG(5, 6))
 			for range 3 {
 				if err := opt.Apply(store, vars, randGrads(r, vars)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			restored := towers.NewStore()
+			restored := towers.NewStore(towers.StoreConfig{})
 			for _, v := range store.Variables() {
 				val, err := store.Value(v.Name())
 				if err != nil {
@@ -573,7 +580,7 @@ func TestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := towers.NewStore()
+			store := towers.NewStore(towers.StoreConfig{})
 			w := newVar(t, store, "w", tensor.Float32, tensor.Shape{3}, 1, 1, 1)
 			if tt.setup != nil {
 				tt.setup(t, store)
@@ -610,7 +617,7 @@ func TestErrors(t *testing.T) {
 }
 
 func ExampleSGD() {
-	store := towers.NewStore()
+	store := towers.NewStore(towers.StoreConfig{})
 	w, _, _ := store.GetOrCreate(towers.VarSpec{
 		Name: "w", Dtype: tensor.Float64, Shape: tensor.Shape{2}, Trainable: true,
 		Init: towers.Values(tensor.New(tensor.WithBacking([]float64{10, 20}))),
@@ -627,7 +634,7 @@ func ExampleSGD() {
 }
 
 func ExampleMomentum() {
-	store := towers.NewStore()
+	store := towers.NewStore(towers.StoreConfig{})
 	w, _, _ := store.GetOrCreate(towers.VarSpec{Name: "w", Dtype: tensor.Float32, Trainable: true})
 	opt := optimizers.Momentum(0.5, 0.9)
 	for range 2 {
@@ -642,7 +649,7 @@ func ExampleMomentum() {
 }
 
 func ExampleAdam() {
-	store := towers.NewStore()
+	store := towers.NewStore(towers.StoreConfig{})
 	w, _, _ := store.GetOrCreate(towers.VarSpec{
 		Name: "dense/kernel", Dtype: tensor.Float32, Shape: tensor.Shape{2}, Trainable: true,
 		Init: towers.Values(tensor.New(tensor.WithBacking([]float32{1, 1}))),
@@ -664,7 +671,7 @@ func ExampleAdam() {
 }
 
 func ExampleNamed() {
-	store := towers.NewStore()
+	store := towers.NewStore(towers.StoreConfig{})
 	w, _, _ := store.GetOrCreate(towers.VarSpec{Name: "w", Dtype: tensor.Float64, Trainable: true})
 	opt := optimizers.Adam(0.01, optimizers.Named("slow_adam"), optimizers.Beta1(0.5))
 	_ = opt.Apply(store, []*towers.Variable{w}, []any{[]float64{1}})

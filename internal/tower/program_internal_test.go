@@ -13,6 +13,7 @@ import (
 
 	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/layers"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // fnOp is a one-argument op whose output has its input's type and shape
@@ -71,8 +72,8 @@ var programModels = map[string]model{
 	// gorgonia's own ops: a dense layer with a sigmoid and a squared error.
 	"gorgonia mlp": func(t *testing.T, tw *Tower) []*G.Node {
 		x, y := input(t, tw, "x", 4, 3), input(t, tw, "y", 4, 2)
-		w := tw.MustVariable("w", tensor.Float64, tensor.Shape{3, 2}, GlorotUniform())
-		b := tw.MustVariable("b", tensor.Float64, tensor.Shape{2}, Constant(0.1))
+		w := tw.MustVariable("w", tensor.Float64, tensor.Shape{3, 2}, towers.GlorotUniform())
+		b := tw.MustVariable("b", tensor.Float64, tensor.Shape{2}, towers.Constant(0.1))
 		h := G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), b, nil, []byte{0}))
 		p := G.Must(G.Sigmoid(h))
 		loss := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(p, y))))))
@@ -81,13 +82,13 @@ var programModels = map[string]model{
 	// towerflow's layers, whose ops keep their buffers between runs.
 	"layers cnn": func(t *testing.T, tw *Tower) []*G.Node {
 		x, y := input(t, tw, "x", 2, 2, 6, 6), input(t, tw, "y", 2, 3)
-		k := tw.MustVariable("k", tensor.Float64, tensor.Shape{4, 2, 3, 3}, GlorotUniform())
-		kb := tw.MustVariable("kb", tensor.Float64, tensor.Shape{4}, Constant(0.01))
+		k := tw.MustVariable("k", tensor.Float64, tensor.Shape{4, 2, 3, 3}, towers.GlorotUniform())
+		kb := tw.MustVariable("kb", tensor.Float64, tensor.Shape{4}, towers.Constant(0.01))
 		c := G.Must(layers.Conv2D(x, k, kb, layers.Conv{Padding: [2]int{1, 1}, Activation: layers.ReLU}))
 		pool := G.Must(layers.MaxPool2D(c, [2]int{2, 2}, [2]int{2, 2}))
 		flat := G.Must(G.Reshape(pool, tensor.Shape{2, 36}))
-		w := tw.MustVariable("w", tensor.Float64, tensor.Shape{36, 3}, GlorotUniform())
-		b := tw.MustVariable("b", tensor.Float64, tensor.Shape{3}, Constant(0))
+		w := tw.MustVariable("w", tensor.Float64, tensor.Shape{36, 3}, towers.GlorotUniform())
+		b := tw.MustVariable("b", tensor.Float64, tensor.Shape{3}, towers.Constant(0))
 		p := G.Must(layers.Dense(flat, w, b, layers.Linear))
 		loss := G.Must(layers.MeanSquaredError(p, y))
 		return withGradients(t, tw, loss, c, pool, p)
@@ -96,7 +97,7 @@ var programModels = map[string]model{
 	// output gradient passed through unchanged (the sum's).
 	"shared argument": func(t *testing.T, tw *Tower) []*G.Node {
 		x := input(t, tw, "x", 3)
-		w := tw.MustVariable("w", tensor.Float64, tensor.Shape{3}, Constant(0.5))
+		w := tw.MustVariable("w", tensor.Float64, tensor.Shape{3}, towers.Constant(0.5))
 		s := G.Must(G.Add(x, w))
 		sq := G.Must(G.HadamardProd(s, s))
 		loss := G.Must(G.Sum(G.Must(G.Add(G.Must(G.Tanh(sq)), w))))
@@ -133,7 +134,7 @@ func runModel(t *testing.T, m model, tape bool) ([][][]float64, bool) {
 	t.Helper()
 	tapeOnly = tape
 	defer func() { tapeOnly = false }()
-	tw := New(0, CPU(0), NewStore(), nil)
+	tw := New(towers.NewScope(0, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil), nil)
 	nodes := m(t, tw)
 	for _, n := range nodes {
 		if err := tw.Watch(n); err != nil {
@@ -213,8 +214,9 @@ func TestProgramCopiesValuesSharingLeaves(t *testing.T) {
 		{name: "computed", op: double, wantCopies: 0, want: []float64{6, 6}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tw := New(0, CPU(0), NewStore(), nil)
-			w := tw.MustVariable("w", tensor.Float64, tensor.Shape{2}, Constant(3))
+			store := towers.NewStore(towers.StoreConfig{})
+			tw := New(towers.NewScope(0, towers.CPU(0), store, nil), nil)
+			w := tw.MustVariable("w", tensor.Float64, tensor.Shape{2}, towers.Constant(3))
 			out := G.Must(G.ApplyOp(c.op, w))
 			if err := tw.Watch(out); err != nil {
 				t.Fatal(err)
@@ -241,7 +243,7 @@ func TestProgramCopiesValuesSharingLeaves(t *testing.T) {
 			if got := len(tw.prog.copies); got != c.wantCopies {
 				t.Errorf("%d values copied, want %d", got, c.wantCopies)
 			}
-			master, _ := tw.Store().Lookup("w")
+			master, _ := store.Lookup("w")
 			if diff := cmp.Diff([]float64{3, 3}, master.Data()); diff != "" {
 				t.Errorf("variable after changing the value (-want +got):\n%s", diff)
 			}
@@ -267,7 +269,7 @@ func TestProgramErrorsNameTheNode(t *testing.T) {
 		{name: "panics", do: func(G.Value) (G.Value, error) { panic("index out of range") }, want: []string{"tower 0", "run", "index out of range"}, panic: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tw := New(0, CPU(0), NewStore(), nil)
+			tw := New(towers.NewScope(0, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil), nil)
 			x := input(t, tw, "x", 2)
 			out := G.Must(G.ApplyOp(fnOp{name: "probe_" + c.name, do: c.do}, x))
 			G.WithName("probe_" + c.name)(out)
@@ -307,15 +309,15 @@ func TestProgramLeavesStatementsToTheTapeMachine(t *testing.T) {
 			return func() G.Value { return read }
 		}, []float64{3, 6}},
 		{"G.Set", func(tw *Tower, y *G.Node) func() G.Value {
-			v := tw.MustVariable("v", tensor.Float64, tensor.Shape{2}, Constant(0))
+			v := tw.MustVariable("v", tensor.Float64, tensor.Shape{2}, towers.Constant(0))
 			G.Set(v, y)
 			return nil
 		}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tw := New(0, CPU(0), NewStore(), nil)
+			tw := New(towers.NewScope(0, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil), nil)
 			x := input(t, tw, "x", 2)
-			w := tw.MustVariable("w", tensor.Float64, tensor.Shape{2}, Constant(3))
+			w := tw.MustVariable("w", tensor.Float64, tensor.Shape{2}, towers.Constant(3))
 			got := c.build(tw, G.Must(G.HadamardProd(x, w)))
 			if err := tw.Compile(); err != nil {
 				t.Fatal(err)

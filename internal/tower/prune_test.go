@@ -11,6 +11,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/internal/tower"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -89,7 +90,7 @@ func TestCompileLeavesOutUnreadGradients(t *testing.T) {
 		{name: "by the model", modelGrad: true, wantErr: errComputed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tw := towers.New(0, towers.CPU(0), towers.NewStore(), nil)
+			tw := tower.New(towers.NewScope(0, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil), nil)
 			w := tw.MustVariable("w", tensor.Float64, tensor.Shape{3}, towers.Constant(2))
 			x, err := tw.Input("x", tensor.Float64, tensor.Shape{3})
 			if err != nil {

@@ -35,9 +35,9 @@ type trained struct {
 // of 100 shuffled with seed 1, SGD 0.5, BatchMean, to step 400.
 func train(t *testing.T, n int) (trained, *estimator.Estimator) {
 	t.Helper()
-	model := replicate.ModelFn(linreg.Model,
+	mdl := replicate.ModelFn(linreg.Model,
 		replicate.Config{Devices: cpus(n), Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
-	est, err := estimator.New(model, estimator.RunConfig{Seed: 1, LogEvery: -1})
+	est, err := estimator.New(mdl, estimator.RunConfig{Seed: 1, LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestModelErrors(t *testing.T) {
 	z := map[string]*tensor.Dense{"z": tensor.New(tensor.WithShape(2, 1), tensor.WithBacking([]float64{1, 2}))}
 	tests := []struct {
 		name           string
-		model          estimator.Model
+		model          *replicate.Model
 		features, labs map[string]*tensor.Dense
 		want           []string
 	}{

@@ -1,0 +1,117 @@
+package replicate
+
+import (
+	"context"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/internal/tower"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/sharding"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// TestBuildsAreBounded: predicting with many batch sizes keeps at most
+// maxBuilds sets of towers, and evicted sizes build again when they return.
+func TestBuildsAreBounded(t *testing.T) {
+	fn := func(tw *towers.Scope, _ model.Mode, f, _ map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+		c := tw.MustVariable("c", tensor.Float64, nil, towers.Constant(2))
+		return &model.Spec{Predictions: map[string]*G.Node{"y": G.Must(G.Mul(f["x"], c))}}, nil
+	}
+	e, err := NewEngine(ModelFn(fn, Config{Devices: []towers.Device{towers.CPU(0)}}), EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, rows := range append([]int{1}, seq(2, maxBuilds+10)...) {
+		b := sharding.Batch{Features: map[string]*tensor.Dense{"x": numeric.Over(tensor.Shape{rows, 1}, make([]float64, rows))}}
+		if _, err := e.PredictStep(context.Background(), b); err != nil {
+			t.Fatalf("%d rows: %v", rows, err)
+		}
+		if n := len(e.builds); n > maxBuilds {
+			t.Fatalf("%d builds kept, at most %d allowed", n, maxBuilds)
+		}
+	}
+	if _, ok := e.builds[signature(model.Predict, []sharding.Batch{{Features: map[string]*tensor.Dense{"x": numeric.Over(tensor.Shape{1, 1}, []float64{0})}}})]; ok {
+		t.Errorf("the least recently used build (1 row) was not evicted")
+	}
+}
+
+func seq(from, to int) []int {
+	var out []int
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// TestPrepareReusesShards: a batch prepared again (the same tensors over
+// the same memory, as FromTensors hands out after Release) is fed as it was
+// split the first time; a batch of other tensors, or whose shard header an
+// op reshaped in place, is split afresh. The towers run either way (a
+// reshaped header fed again would fail the run).
+func TestPrepareReusesShards(t *testing.T) {
+	fn := func(tw *towers.Scope, _ model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+		w := tw.MustVariable("w", tensor.Float64, tensor.Shape{2, 1}, towers.Constant(0.5))
+		pred := G.Must(G.Mul(f["x"], w))
+		loss := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(pred, l["y"]))))))
+		return &model.Spec{Predictions: map[string]*G.Node{"y": pred}, Loss: loss}, nil
+	}
+	batch := func() sharding.Batch {
+		return sharding.Batch{
+			Features: map[string]*tensor.Dense{"x": numeric.Over(tensor.Shape{4, 2}, []float64{1, 2, 3, 4, 5, 6, 7, 8})},
+			Labels:   map[string]*tensor.Dense{"y": numeric.Over(tensor.Shape{4, 1}, make([]float64, 4))},
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		second func(first sharding.Batch, e *Engine) sharding.Batch // what the second prepare gets
+		reuse  bool
+	}{
+		{"same batch", func(first sharding.Batch, _ *Engine) sharding.Batch { return first }, true},
+		{"same batch, new values", func(first sharding.Batch, _ *Engine) sharding.Batch {
+			first.Features["x"].Data().([]float64)[0] = 9
+			return first
+		}, true},
+		{"other tensors", func(sharding.Batch, *Engine) sharding.Batch { return batch() }, false},
+		{"a shard reshaped in place", func(first sharding.Batch, e *Engine) sharding.Batch {
+			s, _ := e.splits.lookup(model.Eval, first)
+			if err := s.shards[0].Features["x"].Reshape(4); err != nil {
+				t.Fatal(err)
+			}
+			return first
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, err := NewEngine(ModelFn(fn, Config{Devices: []towers.Device{towers.CPU(0), towers.CPU(1)}}), EngineConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			first := batch()
+			if _, err := e.prepare(model.Eval, first); err != nil {
+				t.Fatal(err)
+			}
+			was, _ := e.splits.lookup(model.Eval, first)
+			wasShard := was.shards[1].Features["x"]
+			second := c.second(first, e)
+			b, err := e.prepare(model.Eval, second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now, ok := e.splits.lookup(model.Eval, second)
+			if !ok {
+				t.Fatal("no split remembered for the second batch")
+			}
+			if reused := now.shards[1].Features["x"] == wasShard; reused != c.reuse {
+				t.Errorf("shards reused: %v, want %v", reused, c.reuse)
+			}
+			if err := tower.RunAll(context.Background(), b.towers, (*tower.Tower).Run); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
