@@ -33,6 +33,9 @@ func (e *Estimator) restoreLatest() error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	path := r.Path()
+	for _, note := range r.Skipped() {
+		e.log.Warn("checkpoint: "+note, "model_dir", e.cfg.ModelDir)
+	}
 	if path == e.ckpt {
 		return nil
 	}

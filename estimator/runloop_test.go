@@ -1,6 +1,7 @@
 package estimator_test
 
 import (
+	"bytes"
 	cmpfn "cmp"
 	"context"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,10 +24,10 @@ import (
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
-	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -707,9 +709,11 @@ func TestRestoreSkipsDamagedCheckpoint(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			captureDefaultLog(t) // skipping a damaged checkpoint logs a warning
+			global := captureDefaultLog(t)
+			var logged bytes.Buffer
 			dir := t.TempDir()
-			cfg := estimator.RunConfig{ModelDir: dir, SaveCheckpointsSteps: 1, LogEvery: -1}
+			cfg := estimator.RunConfig{ModelDir: dir, SaveCheckpointsSteps: 1, LogEvery: -1,
+				Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 			est := newRunEstimator(t, replicated(knobModel, 2), cfg)
 			if err := est.Train(context.Background(), foreverInput(t, 4), estimator.Steps(3)); err != nil {
 				t.Fatal(err)
@@ -729,6 +733,14 @@ func TestRestoreSkipsDamagedCheckpoint(t *testing.T) {
 			if scores["global_step"] != 2 {
 				t.Errorf("evaluated at global_step %v, want 2", scores["global_step"])
 			}
+			// Skipping the damaged checkpoint is a warning on the
+			// caller's logger, naming it, and nothing on slog.Default.
+			if l := logged.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, checkpoint.Name(3)) {
+				t.Errorf("the run's logger got %q, want a warning naming %s", l, checkpoint.Name(3))
+			}
+			if global.Len() > 0 {
+				t.Errorf("the library logged to slog.Default: %q", global.String())
+			}
 			if diff := cmp.Diff(want, snapshot(t, again), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("restored variables differ from ckpt-2 (-ckpt-2 +restored):\n%s", diff)
 			}
@@ -747,20 +759,40 @@ func TestRestoreSkipsDamagedCheckpoint(t *testing.T) {
 	}
 }
 
-// captureDefaultLog sends slog.Default's output to the test log for the
-// test's duration.
-func captureDefaultLog(t *testing.T) {
+// captureDefaultLog sends slog.Default's output, at every level, to the
+// buffer it returns for the test's duration: the library must log nothing
+// there.
+func captureDefaultLog(t *testing.T) *lockedBuffer {
 	t.Helper()
 	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(tWriter{t}, nil)))
+	var buf lockedBuffer
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { slog.SetDefault(prev) })
+	return &buf
 }
 
-type tWriter struct{ t *testing.T }
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
 
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestWarmStart: a run whose model directory has no checkpoint starts its

@@ -11,8 +11,8 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
-	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/towers"
 )
 

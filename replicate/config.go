@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"runtime"
 
-	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/towers"
 )
 

@@ -6,10 +6,10 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/internal/tower"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/towers"
 )
 

@@ -45,7 +45,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -337,15 +336,14 @@ func safeName(name string) string {
 }
 
 // updatePointer makes name the latest checkpoint of dir, keeping the newest
-// keep saved ones (all if keep is 0), and deletes the others.
+// keep saved ones (all if keep is 0), and deletes the others. A missing or
+// unreadable pointer file is rebuilt from the checkpoint directories.
 func updatePointer(dir, name string, keep int) error {
 	p, err := readPointer(dir)
 	kept := p.Checkpoints
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			slog.Default().Warn("checkpoint: pointer file unreadable; rebuilding it from the checkpoint directories",
-				"dir", dir, "err", err)
-		}
+		// Missing or unreadable: the pointer is derived data, rebuilt
+		// from the checkpoint directories.
 		if kept, err = scan(dir); err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -486,15 +485,6 @@ func TestInterruptedSave(t *testing.T) {
 	}
 }
 
-// captureLogs sends slog.Default to a buffer for the rest of the test.
-func captureLogs(t *testing.T) *bytes.Buffer {
-	var buf bytes.Buffer
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	t.Cleanup(func() { slog.SetDefault(prev) })
-	return &buf
-}
-
 // corruptions damage a saved checkpoint; each returns the file the error
 // must name.
 var corruptions = []struct {
@@ -648,18 +638,19 @@ func TestCorruption(t *testing.T) {
 				t.Errorf("Read error %q does not name %s and contain %q", err, file, tt.wantErr)
 			}
 
-			// Latest skips it, with a warning naming it.
-			logs := captureLogs(t)
+			// Latest skips it.
 			got, err := Latest(dir)
 			if want := filepath.Join(dir, "ckpt-2"); err != nil || got != want {
 				t.Errorf("Latest = %q, %v; want %q", got, err, want)
 			}
-			if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "skipping damaged checkpoint") || !strings.Contains(l, file) {
-				t.Errorf("Latest logged %q, want a warning naming %s", l, file)
+			// Read of the model directory does the same, and says what
+			// it skipped.
+			r, err := Read(dir)
+			if err != nil || r.Step() != 2 {
+				t.Fatalf("Read(model dir) = %v, %v; want step 2", r, err)
 			}
-			// Read of the model directory does the same.
-			if r, err := Read(dir); err != nil || r.Step() != 2 {
-				t.Errorf("Read(model dir) = %v, %v; want step 2", r, err)
+			if l := strings.Join(r.Skipped(), "\n"); !strings.Contains(l, "skipped damaged checkpoint") || !strings.Contains(l, file) {
+				t.Errorf("Read skipped %q, want a note naming %s", l, file)
 			}
 		})
 	}
@@ -742,22 +733,27 @@ func TestLatestFallback(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := setup(t)
 			tt.damage(t, dir)
-			logs := captureLogs(t)
-			got, err := Latest(dir)
+			r, err := Read(dir)
+			// What Read says it skipped, or with nothing whole its error.
+			var l string
 			if tt.want == "" {
 				if !errors.Is(err, ErrNoCheckpoint) {
-					t.Errorf("Latest = %q, %v; want ErrNoCheckpoint", got, err)
+					t.Errorf("Read = %v, %v; want ErrNoCheckpoint", r, err)
 				}
-			} else if want := filepath.Join(dir, tt.want); err != nil || got != want {
-				t.Errorf("Latest = %q, %v; want %q", got, err, want)
-			}
-			l := logs.String()
-			if len(tt.wantLogs) == 0 && l != "" {
-				t.Errorf("unexpected log output %q", l)
+				if err != nil {
+					l = err.Error()
+				}
+			} else if want := filepath.Join(dir, tt.want); err != nil || r.Path() != want {
+				t.Fatalf("Read = %v, %v; want %q", r, err, want)
+			} else {
+				l = strings.Join(r.Skipped(), "\n")
+				if len(tt.wantLogs) == 0 && l != "" {
+					t.Errorf("unexpected notes %q", l)
+				}
 			}
 			for _, w := range tt.wantLogs {
 				if !strings.Contains(l, w) {
-					t.Errorf("log %q lacks %q", l, w)
+					t.Errorf("notes %q lack %q", l, w)
 				}
 			}
 			// A save after the damage repairs the pointer.
@@ -774,7 +770,6 @@ func TestLatestFallback(t *testing.T) {
 }
 
 func TestNoCheckpoint(t *testing.T) {
-	captureLogs(t)
 	empty := t.TempDir()
 	for _, dir := range []string{empty, filepath.Join(empty, "does-not-exist")} {
 		if _, err := Latest(dir); !errors.Is(err, ErrNoCheckpoint) {
@@ -885,7 +880,6 @@ func TestWarmStart(t *testing.T) {
 		}
 	})
 	t.Run("no checkpoint", func(t *testing.T) {
-		captureLogs(t)
 		store := newStore(t, newDefs, 1)
 		if err := WarmStart(store, t.TempDir(), "", nil); !errors.Is(err, ErrNoCheckpoint) {
 			t.Errorf("WarmStart from an empty dir = %v, want ErrNoCheckpoint", err)

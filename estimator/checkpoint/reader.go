@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,9 +23,8 @@ import (
 
 // Latest returns the path of the newest whole checkpoint of the model
 // directory dir: the one the pointer file names, verified (manifest, and
-// every variable file's size and checksum). When it is damaged Latest logs a
-// warning with slog.Default and falls back to the previously kept
-// checkpoints, newest saved first; when the pointer file itself is missing
+// every variable file's size and checksum). When it is damaged Latest falls
+// back to the previously kept checkpoints, newest saved first; when the pointer file itself is missing
 // or unreadable it scans dir for ckpt-<step> directories, highest step
 // first. Temporary directories of an interrupted Save are never candidates;
 // a checkpoint that an interrupted Save of the same step moved aside stands
@@ -41,7 +39,7 @@ func Latest(dir string) (string, error) {
 }
 
 func latest(dir string) (*Reader, error) {
-	log := slog.Default()
+	var skipped []string
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w in %s: %v", ErrNoCheckpoint, dir, err)
 	}
@@ -56,9 +54,9 @@ func latest(dir string) (*Reader, error) {
 		cands = slices.Clone(p.Checkpoints)
 		slices.Reverse(cands)
 	case !errors.Is(err, fs.ErrNotExist):
-		log.Warn("checkpoint: pointer file unreadable; scanning for checkpoints", "dir", dir, "err", err)
+		skipped = append(skipped, fmt.Sprintf("pointer file unreadable (%v); scanned %s for checkpoints", err, dir))
 	case len(scanned) > 0:
-		log.Warn("checkpoint: no pointer file; scanning for checkpoints", "dir", dir)
+		skipped = append(skipped, fmt.Sprintf("no pointer file; scanned %s for checkpoints", dir))
 	}
 	// Last resort, or the only candidates without a pointer: checkpoint
 	// directories the pointer does not name, highest step first.
@@ -74,7 +72,7 @@ func latest(dir string) (*Reader, error) {
 			// A Save replacing this step may have been interrupted with
 			// the old checkpoint moved aside.
 			if paths = asides(dir, c); len(paths) == 0 {
-				log.Warn("checkpoint: a checkpoint the pointer file names is missing", "path", filepath.Join(dir, c))
+				skipped = append(skipped, fmt.Sprintf("%s, named by the pointer file, is missing", filepath.Join(dir, c)))
 				damaged = append(damaged, c+": missing")
 				continue
 			}
@@ -82,9 +80,10 @@ func latest(dir string) (*Reader, error) {
 		for _, path := range paths {
 			r, err := open(path)
 			if err == nil {
+				r.skipped = skipped
 				return r, nil
 			}
-			log.Warn("checkpoint: skipping damaged checkpoint", "path", path, "err", err)
+			skipped = append(skipped, fmt.Sprintf("skipped damaged checkpoint %s: %v", path, err))
 			damaged = append(damaged, err.Error())
 		}
 	}
@@ -118,7 +117,16 @@ type Reader struct {
 	m      Manifest
 	index  map[string]int
 	dtypes []tensor.Dtype // of m.Variables
+	// skipped says what reading a model directory passed over on the way
+	// to this checkpoint.
+	skipped []string
 }
+
+// Skipped returns what reading a model directory passed over on the way to
+// this checkpoint, one line each: damaged or missing newer checkpoints, an
+// unreadable or missing pointer file. The caller decides whether to log
+// them; the package logs nothing.
+func (r *Reader) Skipped() []string { return slices.Clone(r.skipped) }
 
 // Read opens and verifies a checkpoint. path is a checkpoint directory
 // (holding manifest.json, or named ckpt-<step>) or a model directory, which

@@ -24,9 +24,9 @@ import (
 	"time"
 
 	"github.com/towerflow/towerflow/estimator"
-	"github.com/towerflow/towerflow/estimator/optimizers"
 	"github.com/towerflow/towerflow/examples/linear/linreg"
 	"github.com/towerflow/towerflow/export"
+	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 	"gorgonia.org/tensor"

@@ -14,7 +14,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/towerflow/towerflow/estimator/optimizers"
+	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/towers"
 )
 

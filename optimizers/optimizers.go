@@ -1,4 +1,4 @@
-// Package optimizers holds the optimizers an estimator applies, once per
+// Package optimizers holds the optimizers the replication engine applies, once per
 // training step, to the master variables of a towers.Store.
 //
 // An Optimizer is an immutable description (kind and hyper-parameters); it
