@@ -29,6 +29,7 @@ import (
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
+	"golang.org/x/term"
 	"gorgonia.org/tensor"
 )
 
@@ -59,8 +60,10 @@ func main() {
 }
 
 func newModel(lr float64) *replicate.Model {
-	return replicate.ModelFn(linreg.Model,
-		replicate.Config{Devices: towers.LocalDevices(), Optimizer: optimizers.SGD(lr), Reduction: replicate.BatchMean})
+	// The zero Config's devices and loss reduction: one tower per local
+	// device, each weighted by its share of the batch, so the run trains
+	// the same on any machine.
+	return replicate.ModelFn(linreg.Model, replicate.Config{Optimizer: optimizers.SGD(lr)})
 }
 
 // serve exports the latest checkpoint of modelDir to modelDir/export and
@@ -90,7 +93,11 @@ func serve(ctx context.Context, modelDir, addr string, lr float64) error {
 func run(ctx context.Context, modelDir string, steps int64, batch int, lr float64, n int) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	devices := towers.LocalDevices()
-	est, err := estimator.New(newModel(lr), estimator.RunConfig{ModelDir: modelDir, Seed: 1, LogEvery: 50, Logger: log})
+	cfg := estimator.RunConfig{ModelDir: modelDir, Seed: 1, LogEvery: 50, Logger: log}
+	if term.IsTerminal(int(os.Stderr.Fd())) && os.Getenv("TERM") != "dumb" {
+		cfg.ProgressBar = os.Stderr // a bar in place of a log line every 50 steps
+	}
+	est, err := estimator.New(newModel(lr), cfg)
 	if err != nil {
 		return err
 	}
