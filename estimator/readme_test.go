@@ -1,0 +1,107 @@
+package estimator_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/optimizers"
+	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// README:begin
+func linear(s *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+	w := s.MustVariable("w", tensor.Float64, nil, towers.RandomUniform(-1, 1))
+	b := s.MustVariable("b", tensor.Float64, nil, towers.Zeros())
+	pred := G.Must(G.Add(G.Must(G.Mul(features["x"], w)), b))
+	spec := &model.Spec{Predictions: map[string]*G.Node{"y": pred}}
+	if mode != model.Predict {
+		diff := G.Must(G.Sub(pred, labels["y"]))
+		spec.Loss = G.Must(G.Mean(G.Must(G.Square(diff))))
+		spec.EvalMetrics = map[string]metrics.Bound{"mae": metrics.Mean(G.Must(G.Abs(diff)))}
+	}
+	return spec, nil
+}
+
+func Example_readme() {
+	features, labels := points(1000) // y = 0.1x + 0.3
+	ctx := context.Background()
+
+	// One tower per core, each weighted by its share of the batch: N towers
+	// train exactly like one device.
+	m := replicate.ModelFn(linear, replicate.Config{Optimizer: optimizers.SGD(0.5)})
+	est, err := estimator.New(m, estimator.RunConfig{Seed: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer est.Close()
+	input, err := estimator.FromTensors(features, labels, estimator.TensorInput{BatchSize: 100, Epochs: estimator.Forever, Shuffle: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := est.Train(ctx, input, estimator.MaxSteps(400)); err != nil {
+		log.Fatal(err)
+	}
+	eval, err := estimator.FromTensors(features, labels, estimator.TensorInput{BatchSize: 100})
+	if err != nil {
+		log.Fatal(err)
+	}
+	scores, err := est.Evaluate(ctx, eval) // "loss", "global_step", "mae"
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("step %v: mae %.4f\n", scores["global_step"], scores["mae"])
+	for p, err := range est.Predict(ctx, eval) { // one Prediction per example, input order
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("y(%.1f) = %.4f\n", features["x"].Data().([]float64)[0], p["y"].Data())
+		break
+	}
+	// Output:
+	// step 400: mae 0.0000
+	// y(0.0) = [0.3000]
+}
+
+// README:end
+
+// points returns n points on y = 0.1x + 0.3 for x in [0, 1).
+func points(n int) (features, labels map[string]*tensor.Dense) {
+	xs, ys := make([]float64, n), make([]float64, n)
+	for i := range xs {
+		xs[i] = float64(i) / float64(n)
+		ys[i] = 0.1*xs[i] + 0.3
+	}
+	return map[string]*tensor.Dense{"x": tensor.New(tensor.WithShape(n, 1), tensor.WithBacking(xs))},
+		map[string]*tensor.Dense{"y": tensor.New(tensor.WithShape(n, 1), tensor.WithBacking(ys))}
+}
+
+// TestREADMEShowsTheExample: README.md's model function and run are the
+// code of Example_readme, line for line, so the README cannot drift from
+// code that compiles and runs.
+func TestREADMEShowsTheExample(t *testing.T) {
+	src, err := os.ReadFile("readme_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := string(src)
+	code = code[strings.Index(code, "// README:begin\n")+len("// README:begin\n") : strings.Index(code, "// README:end")]
+	code = strings.TrimSpace(code)
+	if !strings.Contains(string(readme), "```go\n"+code+"\n```") {
+		t.Errorf("README.md does not show Example_readme's code as a go block; paste this between ```go and ```:\n%s", code)
+	}
+}
