@@ -23,14 +23,15 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/term"
+	"gorgonia.org/tensor"
+
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/examples/linear/linreg"
 	"github.com/towerflow/towerflow/export"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
-	"golang.org/x/term"
-	"gorgonia.org/tensor"
 )
 
 func main() {

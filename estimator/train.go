@@ -1,0 +1,237 @@
+package estimator
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"runtime/trace"
+	"time"
+
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/replicate"
+)
+
+// TrainOption limits a Train call.
+type TrainOption func(*trainOptions)
+
+type trainOptions struct {
+	steps, maxSteps int64
+	hooks           []Hook
+}
+
+// Steps trains for n more steps (or until the input ends).
+func Steps(n int64) TrainOption { return func(o *trainOptions) { o.steps = n } }
+
+// MaxSteps trains until the global step reaches n (or the input ends); a
+// model already at n does nothing.
+func MaxSteps(n int64) TrainOption { return func(o *trainOptions) { o.maxSteps = n } }
+
+// Hooks adds hooks to the run, after the Estimator's own (NaN guard,
+// logging, checkpoint saving).
+func Hooks(hs ...Hook) TrainOption {
+	return func(o *trainOptions) { o.hooks = append(o.hooks, hs...) }
+}
+
+// OnStep calls fn after every training step with the new global step and
+// the step's reduced loss. fn runs inside Train and must not call the
+// Estimator's methods.
+func OnStep(fn func(step int64, loss float64)) TrainOption {
+	return Hooks(funcHook{fn: fn})
+}
+
+// Train runs training steps over input until it ends, the step limit is
+// reached, a hook asks to stop, or ctx is done (then it returns ctx's error;
+// every finished step stays applied). Hooks run around every step; End runs
+// on every hook however the run ends. A run reads as begin (restore, build
+// the towers, begin the hooks), steps, end (the hooks' End).
+func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOption) (err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var o trainOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.steps < 0 || o.maxSteps < 0 {
+		return fmt.Errorf("train: negative step limit")
+	}
+	if input == nil {
+		return fmt.Errorf("train: nil input function")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r, err := e.beginTrain(ctx, input, o)
+	if r == nil || err != nil {
+		return err
+	}
+	defer func() { err = r.end(ctx, err) }()
+	for batch, err, ok := r.first, r.firstErr, r.haveFirst; ok; batch, err, ok = r.nextBatch(ctx) {
+		if err != nil {
+			return fmt.Errorf("train: input at step %d: %w", e.eng.Step(), err)
+		}
+		stop, err := r.step(ctx, batch)
+		if err != nil {
+			return err
+		}
+		if stop {
+			break
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("train: stopped at step %d: %w", e.eng.Step(), err)
+	}
+	e.log.Debug("train done", "steps", e.eng.Step()-r.info.StartStep, "global_step", e.eng.Step(), "seconds", time.Since(r.t0).Seconds())
+	return nil
+}
+
+// trainRun is one Train call under way.
+type trainRun struct {
+	e        *Estimator
+	hooks    []Hook
+	begun    int // hooks whose Begin ran
+	checkers []LossChecker
+	requests [][]string // per hook, what it fetches this step
+	info     RunInfo
+	limit    int64 // the step to stop at, -1: none
+	t0       time.Time
+
+	next      func() (Batch, error, bool)
+	stopInput func()
+	started   func()
+	first     Batch
+	firstErr  error
+	haveFirst bool
+}
+
+// beginTrain restores the latest checkpoint, works out the step limit,
+// starts reading the input, builds the towers for the first batch (the
+// model's variables then exist, and are warm-started, when a hook saves
+// the initial checkpoint) and begins the hooks. A nil run with a nil error
+// means there is nothing to do: the model is at its limit already.
+func (e *Estimator) beginTrain(ctx context.Context, input InputFn, o trainOptions) (*trainRun, error) {
+	if err := e.restoreLatest(); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	start := e.eng.Step()
+	limit := int64(-1)
+	if o.steps > 0 {
+		limit = start + o.steps
+	}
+	if o.maxSteps > 0 && (limit < 0 || o.maxSteps < limit) {
+		limit = o.maxSteps
+	}
+	if limit >= 0 && start >= limit {
+		return nil, nil
+	}
+	r := &trainRun{e: e, limit: limit, hooks: append(e.defaultHooks(), o.hooks...)}
+	if e.cfg.ModelDir != "" {
+		r.hooks = append(r.hooks, &CheckpointSaver{
+			Dir: e.cfg.ModelDir, EverySteps: e.cfg.SaveCheckpointsSteps, Every: e.cfg.SaveCheckpointsEvery,
+			Keep: e.cfg.KeepCheckpointMax, saved: func(path string, _ int64) { e.ckpt = path },
+		})
+	}
+	r.info = RunInfo{Store: e.store(), ModelDir: e.cfg.ModelDir, Logger: e.log, StartStep: start, LastStep: limit}
+	var batches iter.Seq2[Batch, error]
+	batches, r.started = prefetch(ctx, input(ctx), true)
+	r.next, r.stopInput = iter.Pull2(batches)
+	r.first, r.firstErr, r.haveFirst = r.next()
+	if r.haveFirst && r.firstErr == nil {
+		if err := e.eng.Build(model.Train, r.first); err != nil {
+			r.stopInput()
+			return nil, fmt.Errorf("train: %w", err)
+		}
+	}
+	for _, h := range r.hooks {
+		if err := h.Begin(ctx, r.info); err != nil {
+			return nil, r.end(ctx, fmt.Errorf("train: begin hook: %w", err))
+		}
+		r.begun++
+		if c, ok := h.(LossChecker); ok {
+			r.checkers = append(r.checkers, c)
+		}
+	}
+	r.requests = make([][]string, len(r.hooks))
+	r.t0 = time.Now()
+	return r, nil
+}
+
+// nextBatch waits for the next batch of the input.
+func (r *trainRun) nextBatch(ctx context.Context) (Batch, error, bool) {
+	defer trace.StartRegion(ctx, "wait for input").End()
+	return r.next()
+}
+
+// checkLoss asks every LossChecker hook about a step's loss before the
+// update.
+func (r *trainRun) checkLoss(loss float64) error {
+	for _, c := range r.checkers {
+		if err := c.CheckLoss(r.e.eng.Step(), loss); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// step runs one training step with its hooks: BeforeStep, the engine's
+// step, the fetches, AfterStep; then the batch is released. It reports
+// whether the run should stop.
+func (r *trainRun) step(ctx context.Context, batch Batch) (stop bool, err error) {
+	e := r.e
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("train: stopped at step %d: %w", e.eng.Step(), err)
+	}
+	var fetch []string
+	for i, h := range r.hooks {
+		req, err := h.BeforeStep(ctx, e.eng.Step())
+		if err != nil {
+			return false, fmt.Errorf("train: before step %d: %w", e.eng.Step(), err)
+		}
+		r.requests[i] = req.Fetch
+		fetch = append(fetch, req.Fetch...)
+	}
+	rows, _ := batch.Rows()
+	loss, err := e.eng.TrainStep(ctx, batch, replicate.StepHooks{CheckLoss: r.checkLoss, Started: r.started})
+	if err != nil {
+		return false, fmt.Errorf("train: %w", err)
+	}
+	res := StepResult{Step: e.eng.Step(), Loss: loss, Examples: rows}
+	var values map[string]*tensor.Dense
+	if len(fetch) > 0 {
+		if values, err = e.eng.Fetch(fetch); err != nil {
+			return false, fmt.Errorf("train: step %d: %w", res.Step, err)
+		}
+	}
+	stop = r.limit >= 0 && res.Step >= r.limit
+	for i, h := range r.hooks {
+		res.Values = nil
+		if len(r.requests[i]) > 0 {
+			res.Values = make(map[string]*tensor.Dense, len(r.requests[i]))
+			for _, name := range r.requests[i] {
+				res.Values[name] = values[name]
+			}
+		}
+		s, err := h.AfterStep(ctx, res)
+		if err != nil {
+			return false, fmt.Errorf("train: after step %d: %w", res.Step, err)
+		}
+		stop = stop || s
+	}
+	if batch.Release != nil {
+		batch.Release()
+	}
+	return stop, nil
+}
+
+// end stops reading the input and runs End on every hook that began,
+// however the run ended; the first End error becomes the run's error when
+// it had none.
+func (r *trainRun) end(ctx context.Context, err error) error {
+	r.stopInput()
+	for _, h := range r.hooks[:r.begun] {
+		if herr := h.End(ctx, r.info, err); herr != nil && err == nil {
+			err = fmt.Errorf("train: end hook: %w", herr)
+		}
+	}
+	return err
+}
