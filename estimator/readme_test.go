@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/examples/linear/linreg"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/optimizers"
@@ -34,7 +35,7 @@ func linear(s *towers.Scope, mode model.Mode, features, labels map[string]*G.Nod
 }
 
 func Example_readme() {
-	features, labels := points(1000) // y = 0.1x + 0.3
+	features, labels := linreg.Data(1000, 1) // y = 0.1x + 0.3
 	ctx := context.Background()
 
 	// One tower per core, each weighted by its share of the batch: N towers
@@ -65,26 +66,16 @@ func Example_readme() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("y(%.1f) = %.4f\n", features["x"].Data().([]float64)[0], p["y"].Data())
+		x := features["x"].Data().([]float64)[0]
+		fmt.Printf("y(%.2f) = %.4f\n", x, p["y"].Data())
 		break
 	}
 	// Output:
 	// step 400: mae 0.0000
-	// y(0.0) = [0.3000]
+	// y(0.34) = [0.3340]
 }
 
 // README:end
-
-// points returns n points on y = 0.1x + 0.3 for x in [0, 1).
-func points(n int) (features, labels map[string]*tensor.Dense) {
-	xs, ys := make([]float64, n), make([]float64, n)
-	for i := range xs {
-		xs[i] = float64(i) / float64(n)
-		ys[i] = 0.1*xs[i] + 0.3
-	}
-	return map[string]*tensor.Dense{"x": tensor.New(tensor.WithShape(n, 1), tensor.WithBacking(xs))},
-		map[string]*tensor.Dense{"y": tensor.New(tensor.WithShape(n, 1), tensor.WithBacking(ys))}
-}
 
 // TestREADMEShowsTheExample: README.md's model function and run are the
 // code of Example_readme, line for line, so the README cannot drift from
