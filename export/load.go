@@ -39,8 +39,8 @@ type TensorInfo = exportdir.TensorInfo
 
 var (
 	// ErrBadInput is wrapped by Run's errors about the request's features:
-	// a missing or unexpected input, a wrong dtype or shape. A server
-	// answers them with 400 Bad Request.
+	// a missing or unexpected input, a wrong dtype or shape. A
+	// serving.Server answers them with 400 Bad Request.
 	ErrBadInput = errors.New("bad input")
 	// ErrUnknownSignature is wrapped by Run's error for a signature key the
 	// export does not have.

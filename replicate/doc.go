@@ -21,7 +21,7 @@
 //	build the towers of a mode and input signature,   Engine.prepare, Engine.buildTowers (build.go)
 //	  cached (at most 64 builds, least recently
 //	  used evicted)
-//	variables: one master per name; tower 0          towers.Scope.Variable
+//	variables: one master per name; tower 0           towers.Scope.Variable
 //	  creates, tower i>0 reuses and prefixes
 //	  its nodes "tower_i/"
 //	placement: the single GPU, else CPU:0;            parameterServer (config.go), towers.StoreConfig

@@ -8,19 +8,21 @@
 //   - Uneven splits. A batch of rows rows is cut into n shards whose sizes
 //     differ by at most one; the first rows%n shards take one extra row (the
 //     rule of TensorFlow's tf.sparse.split and numpy.array_split). See
-//     [Sizes]. Every shard gets at least one row: a
-//     batch with fewer rows than shards is an error (it matches
-//     [ErrTooFewRows]), as is n < 1.
+//     [Sizes]. Every shard gets at least one row: a batch with fewer rows
+//     than shards is an error (it matches [ErrTooFewRows]), as is n < 1.
+//     [SplitSizes] and [SplitMapSizes] take the row counts from the caller
+//     instead (for example one shard per request of a merged batch).
 //
-//   - Views. [Split] and [SplitMap] do not copy data: each shard is a new
-//     *tensor.Dense header over a contiguous sub-slice of the input's backing
-//     array, so writing to a shard writes to the input and vice versa, and
-//     shards keep the input's memory alive. Appending to a shard's Data()
-//     slice never overwrites the next shard (capacities are clipped). The only
-//     exception is an input that cannot be sliced in place - a non-contiguous
-//     view (such as a column slice) or a transposed tensor: it is first
-//     materialized (copied) and the shards share the copy, not the input.
-//     A contiguous view (such as a row range) is shared without copying.
+//   - Views. [Split], [SplitSizes], [SplitMap] and [SplitMapSizes] do not
+//     copy data: each shard is a new *tensor.Dense header over a contiguous
+//     sub-slice of the input's backing array, so writing to a shard writes
+//     to the input and vice versa, and shards keep the input's memory alive.
+//     Appending to a shard's Data() slice never overwrites the next shard
+//     (capacities are clipped). The only exception is an input that cannot
+//     be sliced in place - a non-contiguous view (such as a column slice) or
+//     a transposed tensor: it is first materialized (copied) and the shards
+//     share the copy, not the input. A contiguous view (such as a row range)
+//     is shared without copying.
 //
 //   - Copies. [Concat] and [ConcatMap] always allocate a new tensor; the
 //     result shares no memory with the shards. [SplitSparse] and
@@ -110,17 +112,68 @@ func Sizes(rows, n int) ([]int, error) {
 // Errors: t is nil, t has rank 0 (the message names the shape), or the
 // batch cannot be split into n shards (see [Sizes]).
 func Split(t *tensor.Dense, n int) ([]*tensor.Dense, error) {
-	if t == nil {
-		return nil, errors.New("cannot split a nil tensor")
+	if err := splittable(t); err != nil {
+		return nil, err
 	}
-	shape := t.Shape()
-	if shape.Dims() == 0 {
-		return nil, fmt.Errorf("rank-0 tensor (shape %v) cannot be split along dim 0", shape)
-	}
-	sizes, err := Sizes(shape[0], n)
+	sizes, err := Sizes(t.Shape()[0], n)
 	if err != nil {
 		return nil, err
 	}
+	return splitRows(t, sizes), nil
+}
+
+// SplitSizes splits t along dimension 0 into len(sizes) shards, shard i
+// holding the next sizes[i] rows: it is [Split] with the row counts chosen
+// by the caller (for example the rows of each request merged into one
+// batch). The shards are views, as with Split. A size may be 0 (the shard
+// then has no rows); the sizes must sum to t's rows.
+//
+// Errors: t is nil or of rank 0, sizes is empty, a size is negative, or
+// the sizes do not sum to t.Shape()[0] (the message names both).
+func SplitSizes(t *tensor.Dense, sizes []int) ([]*tensor.Dense, error) {
+	if err := splittable(t); err != nil {
+		return nil, err
+	}
+	if err := checkSizes(sizes, t.Shape()[0]); err != nil {
+		return nil, err
+	}
+	return splitRows(t, sizes), nil
+}
+
+// splittable checks that t can be split along dimension 0.
+func splittable(t *tensor.Dense) error {
+	if t == nil {
+		return errors.New("cannot split a nil tensor")
+	}
+	if shape := t.Shape(); shape.Dims() == 0 {
+		return fmt.Errorf("rank-0 tensor (shape %v) cannot be split along dim 0", shape)
+	}
+	return nil
+}
+
+// checkSizes checks that sizes are row counts of shards of a batch of rows
+// rows.
+func checkSizes(sizes []int, rows int) error {
+	if len(sizes) == 0 {
+		return errors.New("no shard sizes: need at least one shard")
+	}
+	sum := 0
+	for i, sz := range sizes {
+		if sz < 0 {
+			return fmt.Errorf("shard %d has negative size %d", i, sz)
+		}
+		sum += sz
+	}
+	if sum != rows {
+		return fmt.Errorf("shard sizes %v sum to %d, but the batch has %s", sizes, sum, plural(rows, "row"))
+	}
+	return nil
+}
+
+// splitRows cuts t, of rank >= 1, into views of sizes rows each; the sizes
+// are valid for t.
+func splitRows(t *tensor.Dense, sizes []int) []*tensor.Dense {
+	shape := t.Shape()
 	src := contiguous(t)
 	data := backing(src)
 	mask := maskOf(src)
@@ -128,7 +181,7 @@ func Split(t *tensor.Dense, n int) ([]*tensor.Dense, error) {
 	if shape.Dims() == 1 {
 		rowLen = 1
 	}
-	shards := make([]*tensor.Dense, n)
+	shards := make([]*tensor.Dense, len(sizes))
 	off := 0
 	for i, sz := range sizes {
 		lo, hi := off*rowLen, (off+sz)*rowLen
@@ -141,7 +194,7 @@ func Split(t *tensor.Dense, n int) ([]*tensor.Dense, error) {
 		}
 		off += sz
 	}
-	return shards, nil
+	return shards
 }
 
 // SplitMap splits every tensor of m (for example the features or the labels
@@ -157,6 +210,23 @@ func SplitMap(m map[string]*tensor.Dense, n int) ([]map[string]*tensor.Dense, er
 	if n < 1 {
 		return nil, fmt.Errorf("number of shards must be at least 1, got %d", n)
 	}
+	return splitMap(m, n, func(t *tensor.Dense) ([]*tensor.Dense, error) { return Split(t, n) })
+}
+
+// SplitMapSizes is [SplitMap] with the row counts of the shards given, as
+// [SplitSizes] takes them: result[i][key] holds the sizes[i] rows of m[key]
+// that follow those of the shards before it. A nil or empty m gives
+// len(sizes) nil maps. Errors name the key, as SplitMap's do.
+func SplitMapSizes(m map[string]*tensor.Dense, sizes []int) ([]map[string]*tensor.Dense, error) {
+	if len(sizes) == 0 {
+		return nil, errors.New("no shard sizes: need at least one shard")
+	}
+	return splitMap(m, len(sizes), func(t *tensor.Dense) ([]*tensor.Dense, error) { return SplitSizes(t, sizes) })
+}
+
+// splitMap splits every tensor of m into n shards with split, key by key,
+// once the tensors are checked to agree on dimension 0.
+func splitMap(m map[string]*tensor.Dense, n int, split func(*tensor.Dense) ([]*tensor.Dense, error)) ([]map[string]*tensor.Dense, error) {
 	out := make([]map[string]*tensor.Dense, n)
 	if len(m) == 0 {
 		return out, nil
@@ -165,11 +235,8 @@ func SplitMap(m map[string]*tensor.Dense, n int) ([]map[string]*tensor.Dense, er
 	first := ""
 	for _, k := range keys {
 		t := m[k]
-		if t == nil {
-			return nil, fmt.Errorf("feature %q: cannot split a nil tensor", k)
-		}
-		if t.Shape().Dims() == 0 {
-			return nil, fmt.Errorf("feature %q: rank-0 tensor (shape %v) cannot be split along dim 0", k, t.Shape())
+		if err := splittable(t); err != nil {
+			return nil, fmt.Errorf("feature %q: %w", k, err)
 		}
 		if first == "" {
 			first = k
@@ -184,7 +251,7 @@ func SplitMap(m map[string]*tensor.Dense, n int) ([]map[string]*tensor.Dense, er
 		out[i] = make(map[string]*tensor.Dense, len(m))
 	}
 	for _, k := range keys {
-		shards, err := Split(m[k], n)
+		shards, err := split(m[k])
 		if err != nil {
 			return nil, fmt.Errorf("feature %q: %w", k, err)
 		}

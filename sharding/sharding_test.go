@@ -525,6 +525,165 @@ func TestSplitMapErrors(t *testing.T) {
 	}
 }
 
+// ---------------------------------------------------------------- SplitSizes
+
+func TestSplitSizes(t *testing.T) {
+	masked := tensor.New(tensor.WithShape(3, 2), tensor.WithBacking(
+		[]float64{0, 1, 2, 3, 4, 5}, []bool{false, true, false, false, true, true}))
+	type shard struct {
+		Shape []int
+		Data  any
+		Mask  []bool
+	}
+	tests := []struct {
+		name  string
+		t     *tensor.Dense
+		sizes []int
+		want  []shard
+	}{
+		{"one shard", newTensor("int64", 3), []int{3}, []shard{{[]int{3}, []int64{0, 10, 20}, nil}}},
+		{"rows of requests", newTensor("float32", 5, 2), []int{1, 3, 1}, []shard{
+			{[]int{1, 2}, []float32{0.5, 1.5}, nil},
+			{[]int{3, 2}, []float32{2.5, 3.5, 4.5, 5.5, 6.5, 7.5}, nil},
+			{[]int{1, 2}, []float32{8.5, 9.5}, nil},
+		}},
+		{"uneven, larger last", newTensor("string", 4), []int{1, 3}, []shard{
+			{[]int{1}, []string{"s0"}, nil},
+			{[]int{3}, []string{"s1", "s2", "s3"}, nil},
+		}},
+		{"an empty shard", newTensor("bool", 2, 1, 2), []int{2, 0}, []shard{
+			{[]int{2, 1, 2}, []bool{true, false, false, true}, nil},
+			{[]int{0, 1, 2}, []bool{}, nil},
+		}},
+		{"masked", masked, []int{1, 2}, []shard{
+			{[]int{1, 2}, []float64{0, 1}, []bool{false, true}},
+			{[]int{2, 2}, []float64{2, 3, 4, 5}, []bool{false, false, true, true}},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			shards, err := sharding.SplitSizes(tc.t, tc.sizes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]shard, len(shards))
+			for i, s := range shards {
+				var mask []bool
+				if s.IsMasked() && s.Shape().TotalSize() > 0 {
+					mask = s.Mask()
+				}
+				got[i] = shard{append([]int(nil), s.Shape()...), dataOf(s), mask}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("SplitSizes(%v, %v) (-want +got):\n%s", tc.t.Shape(), tc.sizes, diff)
+			}
+		})
+	}
+}
+
+// TestSplitSizesViews checks that SplitSizes's shards share the input's
+// memory, and that appending to one does not clobber the next.
+func TestSplitSizesViews(t *testing.T) {
+	orig := newTensor("float64", 4)
+	shards, err := sharding.SplitSizes(orig, []int{1, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards[1].Data().([]float64)[0] = -1
+	_ = append(shards[0].Data().([]float64), 999) // must reallocate: capacity is clipped
+	if diff := cmp.Diff([]float64{0, -1, 2.5, 3.75}, orig.Data()); diff != "" {
+		t.Errorf("original after writing shard 1 and appending to shard 0 (-want +got):\n%s", diff)
+	}
+}
+
+func TestSplitSizesErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		t     *tensor.Dense
+		sizes []int
+		want  []string
+	}{
+		{"nil", nil, []int{1}, []string{"nil tensor"}},
+		{"rank 0", tensor.New(tensor.FromScalar(float32(1))), []int{1}, []string{"rank-0 tensor (shape ()) cannot be split along dim 0"}},
+		{"no sizes", newTensor("int64", 3), nil, []string{"no shard sizes"}},
+		{"negative size", newTensor("int64", 3), []int{4, -1}, []string{"shard 1 has negative size -1"}},
+		{"too few rows", newTensor("int64", 3, 2), []int{2, 2}, []string{"shard sizes [2 2] sum to 4, but the batch has 3 rows"}},
+		{"too many rows", newTensor("int64", 1), []int{0}, []string{"sum to 0, but the batch has 1 row"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := sharding.SplitSizes(tc.t, tc.sizes)
+			if err == nil {
+				t.Fatalf("SplitSizes = %d shards, want error", len(got))
+			}
+			errContains(t, err, tc.want...)
+		})
+	}
+}
+
+func TestSplitMapSizes(t *testing.T) {
+	tests := []struct {
+		name  string
+		m     map[string]*tensor.Dense
+		sizes []int
+		want  []map[string]snap
+	}{
+		{"two keys", map[string]*tensor.Dense{"x": newTensor("float32", 3, 2), "id": newTensor("int64", 3)}, []int{2, 1},
+			[]map[string]snap{
+				{"x": {Shape: []int{2, 2}, Data: []float32{0.5, 1.5, 2.5, 3.5}}, "id": {Shape: []int{2}, Data: []int64{0, 10}}},
+				{"x": {Shape: []int{1, 2}, Data: []float32{4.5, 5.5}}, "id": {Shape: []int{1}, Data: []int64{20}}},
+			}},
+		{"absent", nil, []int{2, 1}, []map[string]snap{nil, nil}},
+		{"empty", map[string]*tensor.Dense{}, []int{4}, []map[string]snap{nil}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			shards, err := sharding.SplitMapSizes(tc.m, tc.sizes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]map[string]snap, len(shards))
+			for i, s := range shards {
+				if s == nil {
+					continue
+				}
+				got[i] = map[string]snap{}
+				for k, v := range s {
+					got[i][k] = snapOf(v)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("SplitMapSizes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSplitMapSizesErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		m     map[string]*tensor.Dense
+		sizes []int
+		want  []string
+	}{
+		{"no sizes", map[string]*tensor.Dense{"x": newTensor("float64", 3)}, nil, []string{"no shard sizes"}},
+		{"sizes do not sum to the rows", map[string]*tensor.Dense{"x": newTensor("float64", 3), "y": newTensor("int64", 3)}, []int{1, 1},
+			[]string{`feature "x": shard sizes [1 1] sum to 2, but the batch has 3 rows`}},
+		{"dim 0 disagreement", map[string]*tensor.Dense{"a": newTensor("float32", 4, 2), "b": newTensor("int64", 3)}, []int{4},
+			[]string{`feature "a" has shape (4, 2) but feature "b" has shape (3)`}},
+		{"nil tensor", map[string]*tensor.Dense{"a": newTensor("float32", 4), "b": nil}, []int{4}, []string{`feature "b": cannot split a nil tensor`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := sharding.SplitMapSizes(tc.m, tc.sizes)
+			if err == nil {
+				t.Fatalf("SplitMapSizes = %v, want error", got)
+			}
+			errContains(t, err, tc.want...)
+		})
+	}
+}
+
 // ---------------------------------------------------------------- Concat
 
 func TestConcatSplitRoundTrip(t *testing.T) {

@@ -28,9 +28,9 @@ import (
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/examples/linear/linreg"
-	"github.com/towerflow/towerflow/export"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/serving"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -80,15 +80,16 @@ func serve(ctx context.Context, modelDir, addr string, lr float64) error {
 	if err != nil {
 		return err
 	}
-	srv, err := export.NewServer([]export.ModelConfig{{Name: "linear", BaseDir: base, Model: newModel(lr)}})
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	srv, err := serving.NewServer([]serving.ModelConfig{{Name: "linear", BaseDir: base, Model: newModel(lr)}}, serving.Config{Logger: log})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
 	go srv.Watch(ctx, 10*time.Second) // pick up newer exports
-	slog.Info("serving", "export", dir, "addr", addr,
+	log.Info("serving", "export", dir, "addr", addr,
 		"try", fmt.Sprintf(`curl -d '{"instances": [[0.5], [1.0]]}' %s/v1/models/linear:predict`, addr))
-	return export.ListenAndServe(ctx, addr, srv)
+	return serving.ListenAndServe(ctx, addr, srv)
 }
 
 func run(ctx context.Context, modelDir string, steps int64, batch int, lr float64, n int) error {

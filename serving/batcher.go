@@ -1,20 +1,20 @@
-package export
+package serving
 
 // Request batching: small requests for the same model version and
 // signature are merged into one Run, and each gets its rows of the outputs
-// back. See WithBatchTimeout.
+// back (see Config.BatchTimeout). Package sharding joins the requests'
+// features and cuts the outputs into each request's rows.
 
 import (
 	"context"
 	"fmt"
-	"maps"
-	"reflect"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"time"
 
 	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/sharding"
 )
 
 // batchKey says which requests may share a batch.
@@ -63,45 +63,61 @@ func newBatcher(max int, timeout time.Duration) *batcher {
 // key.v.
 func (b *batcher) submit(ctx context.Context, key batchKey, features map[string]*tensor.Dense, rows int) (map[string]*tensor.Dense, error) {
 	req := &batchRequest{features: features, rows: rows, done: make(chan batchResult, 1)}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.enqueue(key, req) {
 		return runRecovered(ctx, key.v.s, key.sig, features)
 	}
-	bt := b.pending[key]
-	if bt != nil && bt.rows+rows > b.max {
-		b.flushLocked(bt)
-		bt = nil
-	}
-	if bt == nil {
-		bt = &batch{key: key}
-		// The batch holds the version until it has run, even if every
-		// request in it has gone.
-		key.v.refs.Add(1)
-		b.pending[key] = bt
-		bt.timer = time.AfterFunc(b.timeout, func() {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			if b.pending[key] == bt {
-				b.flushLocked(bt)
-			}
-		})
-	}
-	bt.reqs = append(bt.reqs, req)
-	bt.rows += rows
-	if b.enqueued != nil {
-		b.enqueued(key, bt.rows)
-	}
-	if bt.rows >= b.max {
-		b.flushLocked(bt)
-	}
-	b.mu.Unlock()
 	select {
 	case res := <-req.done:
 		return res.outs, res.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// enqueue adds req to the open batch of its key, or to a new one when
+// there is none or req does not fit, and runs the batch once full. It
+// returns false, and enqueues nothing, once the batcher is closed.
+func (b *batcher) enqueue(key batchKey, req *batchRequest) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	bt := b.pending[key]
+	if bt != nil && bt.rows+req.rows > b.max {
+		b.flushLocked(bt)
+		bt = nil
+	}
+	if bt == nil {
+		bt = b.openLocked(key)
+	}
+	bt.reqs = append(bt.reqs, req)
+	bt.rows += req.rows
+	if b.enqueued != nil {
+		b.enqueued(key, bt.rows)
+	}
+	if bt.rows >= b.max {
+		b.flushLocked(bt)
+	}
+	return true
+}
+
+// openLocked opens the batch of key, run after the timeout unless it
+// fills first; b.mu is held.
+func (b *batcher) openLocked(key batchKey) *batch {
+	bt := &batch{key: key}
+	// The batch holds the version until it has run, even if every
+	// request in it has gone.
+	key.v.refs.Add(1)
+	b.pending[key] = bt
+	bt.timer = time.AfterFunc(b.timeout, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.pending[key] == bt {
+			b.flushLocked(bt)
+		}
+	})
+	return bt
 }
 
 // flushLocked starts running bt; b.mu is held.
@@ -127,42 +143,56 @@ func (b *batcher) close() {
 // (of the servable or here) fails every request of the batch.
 func (bt *batch) run() {
 	defer bt.key.v.release()
-	results := make([]batchResult, len(bt.reqs))
-	func() {
-		defer func() {
-			if p := recover(); p != nil {
-				err := &panicError{value: p, stack: debug.Stack()}
-				for i := range results {
-					results[i] = batchResult{err: err}
-				}
-			}
-		}()
-		outs, err := bt.runMerged()
-		off := 0
-		for i, req := range bt.reqs {
-			if err != nil {
-				results[i] = batchResult{err: err}
-				continue
-			}
-			results[i] = batchResult{outs: sliceRows(outs, off, req.rows)}
-			off += req.rows
-		}
-	}()
+	results := bt.results()
 	for i, req := range bt.reqs {
 		req.done <- results[i]
 	}
 }
 
+// results runs the merged batch and returns each request's result.
+func (bt *batch) results() (results []batchResult) {
+	fail := func(err error) []batchResult {
+		results := make([]batchResult, len(bt.reqs))
+		for i := range results {
+			results[i] = batchResult{err: err}
+		}
+		return results
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			results = fail(&panicError{value: p, stack: debug.Stack()})
+		}
+	}()
+	outs, err := bt.runMerged()
+	if err != nil {
+		return fail(err)
+	}
+	rows := make([]int, len(bt.reqs))
+	for i, req := range bt.reqs {
+		rows[i] = req.rows
+	}
+	parts, err := sharding.SplitMapSizes(outs, rows)
+	if err != nil {
+		return fail(fmt.Errorf("batch of %d requests: %w", len(bt.reqs), err))
+	}
+	results = make([]batchResult, len(bt.reqs))
+	for i, part := range parts {
+		results[i] = batchResult{outs: part}
+	}
+	return results
+}
+
+// runMerged runs the requests' features joined along dimension 0.
 func (bt *batch) runMerged() (map[string]*tensor.Dense, error) {
 	features := bt.reqs[0].features
 	if len(bt.reqs) > 1 {
-		features = map[string]*tensor.Dense{}
-		for name := range bt.reqs[0].features {
-			parts := make([]*tensor.Dense, len(bt.reqs))
-			for i, req := range bt.reqs {
-				parts[i] = req.features[name]
-			}
-			features[name] = concatRows(parts)
+		parts := make([]map[string]*tensor.Dense, len(bt.reqs))
+		for i, req := range bt.reqs {
+			parts[i] = req.features
+		}
+		var err error
+		if features, err = sharding.ConcatMap(parts); err != nil {
+			return nil, fmt.Errorf("batch of %d requests: %w", len(bt.reqs), err)
 		}
 	}
 	// The merged run belongs to no single request: a request that gives
@@ -185,31 +215,4 @@ func runRecovered(ctx context.Context, s Servable, sig string, features map[stri
 		}
 	}()
 	return s.Run(ctx, sig, features)
-}
-
-// concatRows concatenates tensors of one dtype and per-example shape
-// along dimension 0.
-func concatRows(parts []*tensor.Dense) *tensor.Dense {
-	data, shape := tensorData(parts[0])
-	all := reflect.MakeSlice(reflect.TypeOf(data), 0, 0)
-	rows := 0
-	for _, t := range parts {
-		d, s := tensorData(t)
-		all = reflect.AppendSlice(all, reflect.ValueOf(d))
-		rows += s[0]
-	}
-	shape = append([]int{rows}, shape[1:]...)
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(all.Interface()))
-}
-
-// sliceRows returns rows [off, off+n) of every output.
-func sliceRows(outs map[string]*tensor.Dense, off, n int) map[string]*tensor.Dense {
-	res := make(map[string]*tensor.Dense, len(outs))
-	for _, name := range slices.Sorted(maps.Keys(outs)) {
-		data, shape := tensorData(outs[name])
-		size := numElements(shape[1:])
-		part := reflect.ValueOf(data).Slice3(off*size, (off+n)*size, (off+n)*size).Interface()
-		res[name] = tensor.New(tensor.WithShape(append([]int{n}, shape[1:]...)...), tensor.WithBacking(part))
-	}
-	return res
 }

@@ -1,0 +1,24 @@
+// Package serving answers requests for exported models over HTTP: a
+// [Server] speaks TensorFlow Serving's REST API
+// (https://www.tensorflow.org/tfx/serving/api_rest) for the newest version
+// of each model it is given.
+//
+// It serves what package export writes and loads. Estimator.Export writes
+// numbered version directories under a model's base directory; a
+// [ModelConfig] names that base directory and the Go model function, and
+// the server loads the newest version with export.LoadLatest into an
+// *export.Predictor. A [ModelConfig.Loader] may provide versions instead:
+// any [Servable]. [Server.Reload] and [Server.Watch] swap newer versions in
+// while serving; requests in flight finish on the version they started on.
+//
+// A predict, classify or regress request goes through the same steps: its
+// route picks the model and version (404, 405 otherwise), its JSON body is
+// decoded into the tensors of a signature's inputs (400 for anything the
+// signature cannot take), the version runs the signature, alone or merged
+// with other small requests (see [Config.BatchTimeout]), and the outputs
+// are written back as TensorFlow Serving writes them.
+//
+// A Server is configured with a [Config] whose zero value works: bodies up
+// to 16 MiB, no batching, no logging. [ListenAndServe] and [Serve] run any
+// handler until a context is done, then shut down gracefully.
+package serving

@@ -1,0 +1,355 @@
+package serving
+
+// Request decoding: the body of a predict, classify or regress request
+// turned into a signature and the tensors of its inputs.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/model"
+)
+
+// readBody reads the request body up to the limit.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	limit := s.cfg.MaxBodyBytes
+	tooLarge := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", limit)}
+	if r.ContentLength > limit {
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, tooLarge
+	case err != nil:
+		return nil, badRequestf("reading the request body: %v", err)
+	}
+	return body, nil
+}
+
+// runRequest is a decoded predict, classify or regress request.
+type runRequest struct {
+	sig      string // the signature's key
+	features map[string]*tensor.Dense
+	rows     int
+	columnar bool // predict's "inputs" format, answered with "outputs"
+}
+
+// decodeRun reads a method's request body for version v: the signature
+// it names and its features, at most maxRows rows (0: no limit).
+func decodeRun(body []byte, method string, v *servedVersion, maxRows int) (runRequest, error) {
+	req, err := requestObject(body)
+	if err != nil {
+		return runRequest{}, err
+	}
+	rr := runRequest{}
+	if rr.sig, err = signatureName(req); err != nil {
+		return runRequest{}, err
+	}
+	sig, ok := v.sigs[rr.sig]
+	if !ok {
+		return runRequest{}, badRequestf("Serving signature name: %q not found in signature def (the model has %q)", rr.sig, slices.Sorted(maps.Keys(v.sigs)))
+	}
+	inputs := v.inputs[rr.sig]
+	switch {
+	case method == "predict":
+		rr.features, rr.rows, rr.columnar, err = predictFeatures(req, inputs)
+	case sig.Method != method:
+		return runRequest{}, badRequestf("Expected %s signature method_name to be tensorflow/serving/%s. Was: tensorflow/serving/%s (signature %q)", method, method, sig.Method, rr.sig)
+	default:
+		rr.features, rr.rows, err = exampleFeatures(req, method, inputs)
+	}
+	if err != nil {
+		return runRequest{}, err
+	}
+	if maxRows > 0 && rr.rows > maxRows {
+		return runRequest{}, badRequestf("the request has %d examples, more than the maximum batch size %d", rr.rows, maxRows)
+	}
+	return rr, nil
+}
+
+// requestObject parses a request body, which must be a JSON object.
+func requestObject(body []byte) (map[string]any, error) {
+	doc, err := parseJSON(body)
+	if err != nil {
+		return nil, err
+	}
+	req, ok := doc.(map[string]any)
+	if !ok {
+		return nil, badRequestf("JSON Value: %s Is not object", jsonText(doc))
+	}
+	return req, nil
+}
+
+// signatureName returns the request's "signature_name", by default
+// estimator.DefaultServingSignature.
+func signatureName(req map[string]any) (string, error) {
+	sn, ok := req["signature_name"]
+	if !ok {
+		return model.DefaultServingSignature, nil
+	}
+	str, ok := sn.(string)
+	if !ok {
+		return "", badRequestf("JSON Value: %s not formatted correctly. 'signature_name' key must be a string value.", jsonText(sn))
+	}
+	if str == "" {
+		return model.DefaultServingSignature, nil
+	}
+	return str, nil
+}
+
+// predictFeatures reads a predict request's features, in row
+// ("instances") or columnar ("inputs") format.
+func predictFeatures(req map[string]any, inputs map[string]inputSpec) (features map[string]*tensor.Dense, rows int, columnar bool, err error) {
+	instances, hasInstances := req["instances"]
+	columns, hasInputs := req["inputs"]
+	switch {
+	case hasInstances && hasInputs:
+		return nil, 0, false, badRequestf("Not formatted correctly expecting only one of 'inputs' or 'instances' keys to exist")
+	case hasInstances:
+		features, rows, err = rowFeatures(instances, inputs)
+		return features, rows, false, err
+	case hasInputs:
+		features, rows, err = columnFeatures(columns, inputs)
+		return features, rows, true, err
+	}
+	return nil, 0, false, badRequestf("Missing 'inputs' or 'instances' key")
+}
+
+func isObject(v any) bool {
+	_, ok := v.(map[string]any)
+	return ok
+}
+
+// checkNames checks that an object names exactly the inputs.
+func checkNames(obj map[string]any, inputs map[string]inputSpec, where string) error {
+	for _, name := range slices.Sorted(maps.Keys(inputs)) {
+		if _, ok := obj[name]; !ok {
+			return badRequestf("%smissing input %q (the signature takes %q)", where, name, slices.Sorted(maps.Keys(inputs)))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(obj)) {
+		if _, ok := inputs[name]; !ok {
+			return badRequestf("%sunknown input %q (the signature takes %q)", where, name, slices.Sorted(maps.Keys(inputs)))
+		}
+	}
+	return nil
+}
+
+// newColumns makes an empty column for every input.
+func newColumns(inputs map[string]inputSpec) (map[string]column, error) {
+	cols := map[string]column{}
+	for _, name := range slices.Sorted(maps.Keys(inputs)) {
+		col, err := newColumn(inputs[name].dtype)
+		if err != nil {
+			return nil, err
+		}
+		cols[name] = col
+	}
+	return cols, nil
+}
+
+// denseColumns turns the columns of rows examples into the features.
+func denseColumns(cols map[string]column, inputs map[string]inputSpec, rows int) map[string]*tensor.Dense {
+	features := map[string]*tensor.Dense{}
+	for name, in := range inputs {
+		features[name] = cols[name].dense(append([]int{rows}, in.shape...))
+	}
+	return features
+}
+
+func describe(name string, in inputSpec) string {
+	return fmt.Sprintf("input %q (%s, shape %v): ", name, in.dtype, append([]int{-1}, in.shape...))
+}
+
+// rowFeatures reads the "instances" of a predict request.
+func rowFeatures(instances any, inputs map[string]inputSpec) (map[string]*tensor.Dense, int, error) {
+	list, ok := instances.([]any)
+	if !ok {
+		return nil, 0, badRequestf("Expecting 'instances' to be a list, got %s", jsonText(instances))
+	}
+	if len(list) == 0 {
+		return nil, 0, badRequestf("No values in 'instances' array")
+	}
+	names := slices.Sorted(maps.Keys(inputs))
+	objects := isObject(list[0])
+	if !objects && len(names) > 1 {
+		return nil, 0, badRequestf("'instances' is a plain list, but the signature takes several inputs %q: each instance must be an object with one entry per input", names)
+	}
+	cols, err := newColumns(inputs)
+	if err != nil {
+		return nil, 0, err
+	}
+	for i, inst := range list {
+		if err := addInstance(cols, i, inst, objects, inputs, names); err != nil {
+			return nil, 0, err
+		}
+	}
+	return denseColumns(cols, inputs, len(list)), len(list), nil
+}
+
+// addInstance appends instance i to the columns: an object naming every
+// input when objects, else the value of the one input.
+func addInstance(cols map[string]column, i int, inst any, objects bool, inputs map[string]inputSpec, names []string) error {
+	if !objects {
+		if isObject(inst) {
+			return badRequestf("Expecting value/list but got object at item %d of 'instances'", i)
+		}
+		if err := appendNested(cols[names[0]], inst, inputs[names[0]].shape, 0); err != nil {
+			return within(err, "instance %d: %s", i, describe(names[0], inputs[names[0]]))
+		}
+		return nil
+	}
+	obj, ok := inst.(map[string]any)
+	if !ok {
+		return badRequestf("Expecting object but got %s at item %d of 'instances'", jsonTypeName(inst), i)
+	}
+	if err := checkNames(obj, inputs, fmt.Sprintf("instance %d: ", i)); err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := appendNested(cols[name], obj[name], inputs[name].shape, 0); err != nil {
+			return within(err, "instance %d: %s", i, describe(name, inputs[name]))
+		}
+	}
+	return nil
+}
+
+// columnFeatures reads the "inputs" of a predict request.
+func columnFeatures(columns any, inputs map[string]inputSpec) (map[string]*tensor.Dense, int, error) {
+	names := slices.Sorted(maps.Keys(inputs))
+	values, err := columnValues(columns, inputs, names)
+	if err != nil {
+		return nil, 0, err
+	}
+	rows, first := -1, ""
+	features := map[string]*tensor.Dense{}
+	for _, name := range names {
+		in := inputs[name]
+		list, ok := values[name].([]any)
+		if !ok {
+			return nil, 0, badRequestf("%swant a list with one entry per example, got %s", describe(name, in), jsonText(values[name]))
+		}
+		if len(list) == 0 {
+			return nil, 0, badRequestf("%sthe batch is empty", describe(name, in))
+		}
+		if rows >= 0 && len(list) != rows {
+			return nil, 0, badRequestf("input %q has %d examples, input %q has %d: every input needs the same batch", name, len(list), first, rows)
+		}
+		rows, first = len(list), name
+		col, err := newColumn(in.dtype)
+		if err != nil {
+			return nil, 0, err
+		}
+		shape := append([]int{rows}, in.shape...)
+		if err := appendNested(col, list, shape, 0); err != nil {
+			return nil, 0, within(err, "%s", describe(name, in))
+		}
+		features[name] = col.dense(shape)
+	}
+	return features, rows, nil
+}
+
+// columnValues returns the batch of each input in "inputs": an object
+// naming every input, or the batch of the one input.
+func columnValues(columns any, inputs map[string]inputSpec, names []string) (map[string]any, error) {
+	if obj, ok := columns.(map[string]any); ok {
+		if err := checkNames(obj, inputs, "'inputs': "); err != nil {
+			return nil, err
+		}
+		return obj, nil
+	}
+	if len(names) > 1 {
+		return nil, badRequestf("'inputs' is a plain value/list, but the signature takes several inputs %q: 'inputs' must be an object with one entry per input", names)
+	}
+	return map[string]any{names[0]: columns}, nil
+}
+
+// exampleFeatures reads the "context" and "examples" of a classify or
+// regress request: each feature a value or flat list holding one
+// example's values in row-major order.
+func exampleFeatures(req map[string]any, method string, inputs map[string]inputSpec) (map[string]*tensor.Dense, int, error) {
+	shared, examples, err := exampleList(req, method)
+	if err != nil {
+		return nil, 0, err
+	}
+	names := slices.Sorted(maps.Keys(inputs))
+	cols, err := newColumns(inputs)
+	if err != nil {
+		return nil, 0, err
+	}
+	for i, e := range examples {
+		obj, ok := e.(map[string]any)
+		if !ok {
+			return nil, 0, badRequestf("example %d: Example must be JSON object but got JSON %s", i, jsonTypeName(e))
+		}
+		for _, name := range names {
+			if err := addFeature(cols[name], i, name, inputs[name], obj, shared); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	return denseColumns(cols, inputs, len(examples)), len(examples), nil
+}
+
+// exampleList returns the "context" (nil without one) and the "examples"
+// of a classify or regress request.
+func exampleList(req map[string]any, method string) (shared map[string]any, examples []any, err error) {
+	if c, ok := req["context"]; ok {
+		obj, ok := c.(map[string]any)
+		if !ok {
+			return nil, nil, badRequestf("'context': Example must be JSON object but got JSON %s", jsonTypeName(c))
+		}
+		shared = obj
+	}
+	ex, ok := req["examples"]
+	if !ok {
+		return nil, nil, badRequestf("When method is %s, key 'examples' is expected and was not found", method)
+	}
+	examples, ok = ex.([]any)
+	if !ok {
+		return nil, nil, badRequestf("Expecting 'examples' value to be an list/array, got %s", jsonText(ex))
+	}
+	if len(examples) == 0 {
+		return nil, nil, badRequestf("'examples' value is an empty array")
+	}
+	return shared, examples, nil
+}
+
+// addFeature appends feature name of example i, from the example or the
+// context, to its column.
+func addFeature(col column, i int, name string, in inputSpec, example, shared map[string]any) error {
+	val, inExample := example[name]
+	cval, inContext := shared[name]
+	switch {
+	case inExample && inContext:
+		return badRequestf("example %d: feature %q is in the context too: a feature of the context must not appear in examples", i, name)
+	case inContext:
+		val = cval
+	case !inExample:
+		return badRequestf("example %d: Feature: %s (data type: %s) is required but could not be found.", i, name, in.dtype)
+	}
+	vals, ok := val.([]any)
+	if !ok {
+		vals = []any{val}
+	}
+	if want := tensor.Shape(in.shape).TotalSize(); len(vals) != want {
+		return badRequestf("example %d: feature %q has %d values, want %d (shape %v, row-major)", i, name, len(vals), want, in.shape)
+	}
+	for _, x := range vals {
+		if _, isList := x.([]any); isList || isObject(x) || x == nil {
+			return badRequestf("example %d: Feature: %s has element with unexpected JSON type: %s", i, name, jsonTypeName(x))
+		}
+		if err := col.add(x, true); err != nil {
+			return within(err, "example %d: feature %q: ", i, name)
+		}
+	}
+	return nil
+}

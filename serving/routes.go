@@ -1,0 +1,197 @@
+package serving
+
+// Routing: the URLs of the REST API, their methods, and the version a
+// request is served by.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"gorgonia.org/tensor"
+)
+
+var (
+	runPathRE    = regexp.MustCompile(`(?i)^/v1/models/([^/:]+)(?:/versions/(\d+))?:(classify|regress|predict)$`)
+	statusPathRE = regexp.MustCompile(`(?i)^/v1/models(?:/([^/:]+))?(?:/versions/(\d+))?(/metadata)?$`)
+)
+
+// statusWriter notes whether the response was started.
+type statusWriter struct {
+	http.ResponseWriter
+	started bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.started = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.started = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ServeHTTP answers one request of the REST API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		if p == http.ErrAbortHandler {
+			panic(p)
+		}
+		err := &panicError{value: p, stack: debug.Stack()}
+		s.logFailure(r, http.StatusInternalServerError, err)
+		if !sw.started {
+			writeJSON(sw, http.StatusInternalServerError, errorBody(err.Error()))
+		}
+	}()
+	if err := s.route(sw, r); err != nil {
+		s.fail(sw, r, err)
+	}
+}
+
+// fail answers a request with err, and logs it when it is the server's
+// own failure.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := errorStatus(err)
+	if code >= 500 {
+		s.logFailure(r, code, err)
+	}
+	writeJSON(w, code, errorBody(err.Error()))
+}
+
+// logFailure logs a request answered with code, a panic with its stack.
+func (s *Server) logFailure(r *http.Request, code int, err error) {
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", code, "error", err.Error()}
+	var pe *panicError
+	if errors.As(err, &pe) {
+		attrs = append(attrs, "stack", string(pe.stack))
+	}
+	s.cfg.Logger.Error("serving a request failed", attrs...)
+}
+
+// route sends a request to its handler by path and method.
+func (s *Server) route(w *statusWriter, r *http.Request) error {
+	path := r.URL.Path
+	if m := runPathRE.FindStringSubmatch(path); m != nil {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			return &httpError{http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed for %s: use POST", r.Method, path)}
+		}
+		return s.serveRun(w, r, m[1], m[2], strings.ToLower(m[3]))
+	}
+	if m := statusPathRE.FindStringSubmatch(path); m != nil {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			return &httpError{http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed for %s: use GET", r.Method, path)}
+		}
+		if m[1] == "" {
+			return badRequestf("Missing model name in request.")
+		}
+		if m[3] != "" {
+			return s.serveMetadata(w, m[1], m[2])
+		}
+		return s.serveStatus(w, m[1], m[2])
+	}
+	if len(path) >= 4 && strings.EqualFold(path[:4], "/v1/") {
+		return badRequestf("Malformed request: %s %s", r.Method, path)
+	}
+	return &httpError{http.StatusNotFound, fmt.Sprintf("Not found: %s %s", r.Method, path)}
+}
+
+// acquire finds a model and its served version and takes a reference on
+// it; versionStr is the version the URL asks for, "" for the latest.
+// forStatus picks the status API's error messages.
+func (s *Server) acquire(name, versionStr string, forStatus bool) (*servedVersion, error) {
+	var want int64
+	specific := versionStr != ""
+	if specific {
+		v, err := strconv.ParseInt(versionStr, 10, 64)
+		if err != nil {
+			return nil, badRequestf("Failed to convert version: %s to numeric.", versionStr)
+		}
+		want = v
+	}
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	m, ok := s.models[name]
+	if !ok {
+		return nil, notFound(name, want, specific, forStatus)
+	}
+	v := m.acquire()
+	if v == nil {
+		return nil, errClosed
+	}
+	if specific && v.version != want {
+		v.release()
+		return nil, notFound(name, want, specific, forStatus)
+	}
+	return v, nil
+}
+
+// notFound is the 404 for a model, or a version (want, when specific), the
+// server does not serve, in the words of the status API or of the others.
+func notFound(name string, want int64, specific, forStatus bool) error {
+	var msg string
+	switch {
+	case forStatus && !specific:
+		msg = fmt.Sprintf("Could not find any versions of model %s", name)
+	case forStatus:
+		msg = fmt.Sprintf("Could not find version %d of model %s", want, name)
+	case !specific:
+		msg = fmt.Sprintf("Servable not found for request: Latest(%s)", name)
+	default:
+		msg = fmt.Sprintf("Servable not found for request: Specific(%s, %d)", name, want)
+	}
+	return &httpError{http.StatusNotFound, msg}
+}
+
+// serveRun answers predict, classify and regress: it reads the request,
+// runs the signature on its version and writes the outputs.
+func (s *Server) serveRun(w *statusWriter, r *http.Request, name, versionStr, method string) error {
+	// The body first: a slow upload does not hold a version.
+	body, err := s.readBody(w.ResponseWriter, r)
+	if err != nil {
+		return err
+	}
+	v, err := s.acquire(name, versionStr, false)
+	if err != nil {
+		return err
+	}
+	defer v.release()
+	req, err := decodeRun(body, method, v, s.cfg.MaxBatchSize)
+	if err != nil {
+		return err
+	}
+	outs, err := s.run(r.Context(), v, req.sig, req.features, req.rows)
+	if err != nil {
+		return err
+	}
+	out, err := encodeRun(method, req.columnar, outs, req.rows)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// run computes a signature, through the batcher when batching is on.
+// Without batching a panic of the servable goes up to ServeHTTP.
+func (s *Server) run(ctx context.Context, v *servedVersion, sig string, features map[string]*tensor.Dense, rows int) (map[string]*tensor.Dense, error) {
+	if s.batcher != nil && rows < s.cfg.MaxBatchSize {
+		return s.batcher.submit(ctx, batchKey{v: v, sig: sig}, features, rows)
+	}
+	return v.s.Run(ctx, sig, features)
+}

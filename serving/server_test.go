@@ -1,0 +1,481 @@
+package serving
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/examples/linear/linreg"
+	"github.com/towerflow/towerflow/export"
+	"github.com/towerflow/towerflow/internal/wanterr"
+	"github.com/towerflow/towerflow/optimizers"
+	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/towers"
+)
+
+var quietLog = slog.New(slog.DiscardHandler)
+
+// ---- reloading ----
+
+func TestServerReload(t *testing.T) {
+	v3, v4 := newFake(3, 1), newFake(4, 100)
+	src := &versions{next: make(chan Servable, 1)}
+	src.next <- v3
+	failing := atomic.Bool{}
+	s, hs := newTestServer(t, []ModelConfig{
+		{Name: "m", Loader: src.load},
+		{Name: "flaky", Loader: func(current int64) (Servable, error) {
+			if current == 0 {
+				return newFake(1, 0), nil
+			}
+			if failing.Load() {
+				return nil, errors.New("disk on fire")
+			}
+			return nil, nil
+		}},
+	}, Config{})
+	predict := func(path string) response { return do(t, hs, "POST", path, instances(1)) }
+
+	if err := s.Reload(); err != nil { // nothing new
+		t.Fatal(err)
+	}
+	if got := status(t, hs, "m"); got != "3" {
+		t.Fatalf("version %s, want 3", got)
+	}
+	src.next <- v4
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, hs, "m"); got != "4" {
+		t.Errorf("after Reload: version %s, want 4", got)
+	}
+	if diff := cmp.Diff([]float64{102}, predictions(t, predict("/v1/models/m:predict"))); diff != "" {
+		t.Errorf("after Reload (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]float64{102}, predictions(t, predict("/v1/models/m/versions/4:predict"))); diff != "" {
+		t.Errorf("after Reload (-want +got):\n%s", diff)
+	}
+	if res := predict("/v1/models/m/versions/3:predict"); res.code != http.StatusNotFound {
+		t.Errorf("the old version: status %d: %s", res.code, res.body)
+	}
+
+	// A failing reload keeps the versions served and reports the error.
+	failing.Store(true)
+	err := s.Reload()
+	if err == nil || !strings.Contains(err.Error(), `model "flaky": disk on fire`) {
+		t.Errorf("Reload: %v", err)
+	}
+	if got := status(t, hs, "flaky"); got != "1" {
+		t.Errorf("after a failed reload: version %s, want 1", got)
+	}
+	// A loader handing the version served again is an error.
+	src.next <- newFake(4, 0)
+	if err := s.Reload(); err == nil || !strings.Contains(err.Error(), "the loader returned version 4, the one served") {
+		t.Errorf("Reload: %v", err)
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !v3.closed.Load() || !v4.closed.Load() {
+		t.Errorf("closed: version 3 %v, version 4 %v", v3.closed.Load(), v4.closed.Load())
+	}
+	if err := s.Reload(); err == nil {
+		t.Error("Reload after Close succeeded")
+	}
+}
+
+// TestServerReloadInFlight holds requests inside Run while a new version
+// is swapped in: they finish on the old version, which is closed only
+// after them.
+func TestServerReloadInFlight(t *testing.T) {
+	const n = 8
+	old := newFake(1, 1)
+	old.entered, old.gate = make(chan struct{}, n), make(chan struct{})
+	src := &versions{next: make(chan Servable, 1)}
+	src.next <- old
+	s, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: src.load}}, Config{})
+	results := make([]<-chan outcome, n)
+	for i := range n {
+		results[i] = predictAsync(hs, "/v1/models/m:predict", instances(float64(i)))
+	}
+	for range n {
+		<-old.entered
+	}
+	next := newFake(2, 100)
+	src.next <- next
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if old.closed.Load() {
+		t.Fatal("the old version was closed with requests in flight")
+	}
+	if diff := cmp.Diff([]float64{102}, predictions(t, do(t, hs, "POST", "/v1/models/m:predict", instances(1)))); diff != "" {
+		t.Errorf("new requests (-want +got):\n%s", diff)
+	}
+	close(old.gate)
+	for i, res := range results {
+		wantPredictions(t, fmt.Sprintf("request %d", i), twoXPlusOne(float64(i)), <-res)
+	}
+	s.drains.Wait() // the old version is closed in the background
+	if !old.closed.Load() {
+		t.Error("the old version was not closed after its requests")
+	}
+	if next.closed.Load() {
+		t.Error("the new version was closed")
+	}
+}
+
+// TestServerReloadUnderLoad reloads again and again while requests run
+// concurrently, with and without batching: every request succeeds (a
+// request on a closed version would get 503).
+func TestServerReloadUnderLoad(t *testing.T) {
+	for _, batching := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
+			const workers, requests, reloads = 8, 20, 10
+			src := &versions{next: make(chan Servable, 1)}
+			var all []*fakeServable
+			add := func(v int64) {
+				f := newFake(v, 1)
+				all = append(all, f)
+				src.next <- f
+			}
+			add(1)
+			var cfg Config
+			if batching {
+				cfg = Config{MaxBatchSize: 4, BatchTimeout: time.Millisecond}
+			}
+			s, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: src.load}}, cfg)
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Go(func() {
+					for i := range requests {
+						x := float64(w*1000 + i)
+						res, err := fetch(hs, "POST", "/v1/models/m:predict", instances(x))
+						if err != nil || res.code != http.StatusOK || res.body != fmt.Sprintf(`{"predictions":[[%.1f]]}`, 2*x+1) {
+							t.Errorf("x=%g: %v: status %d: %s", x, err, res.code, res.body)
+						}
+					}
+				})
+			}
+			for v := int64(2); v <= reloads+1; v++ {
+				add(v)
+				if err := s.Reload(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wg.Wait()
+			if got := status(t, hs, "m"); got != fmt.Sprint(reloads+1) {
+				t.Errorf("version %s, want %d", got, reloads+1)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range all {
+				if !f.closed.Load() {
+					t.Errorf("version %d was not closed", f.version)
+				}
+			}
+		})
+	}
+}
+
+func TestServerWatch(t *testing.T) {
+	called := make(chan int64, 1)
+	s, _ := newTestServer(t, []ModelConfig{{Name: "m", Loader: func(current int64) (Servable, error) {
+		if current == 0 {
+			return newFake(1, 1), nil
+		}
+		select {
+		case called <- current:
+		default:
+		}
+		return nil, nil
+	}}}, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		s.Watch(ctx, time.Millisecond)
+		close(done)
+	}()
+	if got := <-called; got != 1 {
+		t.Errorf("the loader was called with version %d, want 1", got)
+	}
+	cancel()
+	<-done
+
+	// Watch also returns once the server is closed.
+	closed := make(chan struct{})
+	go func() {
+		s.Watch(context.Background(), time.Hour)
+		close(closed)
+	}()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-closed
+}
+
+func TestNewServerErrors(t *testing.T) {
+	fake := func() func(int64) (Servable, error) { return fixed(newFake(1, 1)) }
+	badDtype := newFake(1, 1)
+	badDtype.sigs = map[string]export.Signature{"s": {Method: "predict", Inputs: map[string]export.TensorInfo{"x": {Dtype: "string", Shape: []int{-1}}}}}
+	badShape := newFake(1, 1)
+	badShape.sigs = map[string]export.Signature{"s": {Method: "predict", Inputs: map[string]export.TensorInfo{"x": {Dtype: "float64", Shape: []int{-1, 0}}}}}
+	one := func() []ModelConfig { return []ModelConfig{{Name: "a", Loader: fake()}} }
+	tests := []struct {
+		name   string
+		models []ModelConfig
+		cfg    Config
+		want   string
+		is     error
+	}{
+		{"no models", nil, Config{}, "no models", nil},
+		{"empty name", []ModelConfig{{Name: "", Loader: fake()}}, Config{}, `model name ""`, nil},
+		{"name with a colon", []ModelConfig{{Name: "a:b", Loader: fake()}}, Config{}, `model name "a:b"`, nil},
+		{"name with a slash", []ModelConfig{{Name: "a/b", Loader: fake()}}, Config{}, `model name "a/b"`, nil},
+		{"twice", []ModelConfig{{Name: "a", Loader: fake()}, {Name: "a", Loader: fake()}}, Config{}, `model "a" is configured twice`, nil},
+		{"no source", []ModelConfig{{Name: "a"}}, Config{}, "needs a BaseDir and a Model, or a Loader", nil},
+		{"loader error", []ModelConfig{{Name: "a", Loader: func(int64) (Servable, error) { return nil, errors.New("nope") }}}, Config{}, "nope", nil},
+		{"loader without a version", []ModelConfig{{Name: "a", Loader: func(int64) (Servable, error) { return nil, nil }}}, Config{}, "no export version", export.ErrNoVersion},
+		{"empty base dir", []ModelConfig{{Name: "a", BaseDir: t.TempDir(), Model: replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})}}, Config{}, "no export version", export.ErrNoVersion},
+		{"unservable dtype", []ModelConfig{{Name: "a", Loader: fixed(badDtype)}}, Config{}, `input "x" has dtype "string"`, nil},
+		{"bad shape", []ModelConfig{{Name: "a", Loader: fixed(badShape)}}, Config{}, `input "x" has shape [-1 0]`, nil},
+		{"negative body limit", one(), Config{MaxBodyBytes: -1}, "max body bytes -1: must not be negative", nil},
+		{"negative batch size", one(), Config{MaxBatchSize: -1}, "max batch size -1: must not be negative", nil},
+		{"negative timeout", one(), Config{BatchTimeout: -1}, "batch timeout -1ns: must not be negative", nil},
+		{"timeout without batch size", one(), Config{BatchTimeout: time.Second}, "request batching (batch timeout 1s) needs a max batch size", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := NewServer(tc.models, tc.cfg)
+			if err == nil {
+				s.Close()
+			}
+			wanterr.Mentions(t, err, tc.want)
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error %v does not wrap %v", err, tc.is)
+			}
+		})
+	}
+	// A failed NewServer closes the versions it loaded.
+	first := newFake(1, 1)
+	_, err := NewServer([]ModelConfig{{Name: "a", Loader: fixed(first)}, {Name: "b"}}, Config{})
+	if err == nil || !first.closed.Load() {
+		t.Errorf("error %v, first version closed %v", err, first.closed.Load())
+	}
+}
+
+// ---- configuration ----
+
+// TestConfigDefaults checks the configuration a server runs with: a zero
+// field takes its default, a set one is kept.
+func TestConfigDefaults(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tests := []struct {
+		name string
+		cfg  Config
+		want Config
+	}{
+		{"zero value", Config{}, Config{MaxBodyBytes: DefaultMaxBodyBytes}},
+		{"every field", Config{MaxBodyBytes: 64, MaxBatchSize: 8, BatchTimeout: time.Second, Logger: logger},
+			Config{MaxBodyBytes: 64, MaxBatchSize: 8, BatchTimeout: time.Second, Logger: logger}},
+		{"a limit without batching", Config{MaxBatchSize: 3}, Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: 3}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newTestServer(t, []ModelConfig{{Name: "m", Loader: fixed(newFake(1, 1))}}, tc.cfg)
+			got := s.cfg
+			if got.Logger == nil {
+				t.Fatal("no logger")
+			}
+			if tc.cfg.Logger == nil {
+				got.Logger = nil // a logger that discards: checked by TestNilLoggerLogsNothing
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b *slog.Logger) bool { return a == b })); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+			if batching := s.batcher != nil; batching != (tc.want.BatchTimeout > 0) {
+				t.Errorf("batching %v, want %v", batching, tc.want.BatchTimeout > 0)
+			}
+		})
+	}
+}
+
+// TestNilLoggerLogsNothing checks that a server without a Logger logs
+// nothing, not even to slog's default logger: not a failing request, a
+// panic, nor a failing reload.
+func TestNilLoggerLogsNothing(t *testing.T) {
+	var logs syncBuffer
+	prev, prevOut, prevFlags := slog.Default(), log.Writer(), log.Flags()
+	t.Cleanup(func() {
+		slog.SetDefault(prev)
+		log.SetOutput(prevOut) // SetDefault(prev) leaves package log writing to logs
+		log.SetFlags(prevFlags)
+	})
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	for _, cfg := range []Config{{}, {MaxBatchSize: 8, BatchTimeout: time.Nanosecond}} {
+		s, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: func(current int64) (Servable, error) {
+			if current == 0 {
+				return newFake(1, 1), nil
+			}
+			return nil, errors.New("disk on fire")
+		}}}, cfg)
+		var codes []int
+		for _, x := range []string{"-999", "-1001"} {
+			codes = append(codes, do(t, hs, "POST", "/v1/models/m:predict", `{"instances": [[`+x+`]]}`).code)
+		}
+		if diff := cmp.Diff([]int{500, 500}, codes); diff != "" {
+			t.Errorf("%+v: statuses (-want +got):\n%s", cfg, diff)
+		}
+		if err := s.Reload(); err == nil {
+			t.Errorf("%+v: Reload: no error", cfg)
+		}
+	}
+	if diff := cmp.Diff("", logs.String()); diff != "" {
+		t.Errorf("logged to slog.Default (-want +got):\n%s", diff)
+	}
+}
+
+// ---- listening ----
+
+func TestServe(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		io.WriteString(w, "done")
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, l, h) }()
+	got := make(chan string, 1)
+	go func() {
+		res, err := http.Get("http://" + l.Addr().String() + "/")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		got <- fmt.Sprint(res.StatusCode, " ", string(b))
+	}()
+	<-entered
+	cancel() // shuts down gracefully: the request in flight completes
+	close(release)
+	if g := <-got; g != "200 done" {
+		t.Errorf("the request in flight got %q", g)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
+func TestListenAndServe(t *testing.T) {
+	if err := ListenAndServe(context.Background(), "256.0.0.1:http", http.NotFoundHandler()); err == nil {
+		t.Error("no error for a bad address")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ListenAndServe(ctx, "127.0.0.1:0", http.NotFoundHandler()); err != nil {
+		t.Errorf("ListenAndServe: %v", err)
+	}
+}
+
+// ---- end to end ----
+
+// TestServerEndToEnd trains the linear-regression example briefly, exports
+// it, serves it over HTTP, exports a second version and reloads.
+func TestServerEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	model := replicate.ModelFn(linreg.Model,
+		replicate.Config{Devices: []towers.Device{towers.CPU(0)}, Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
+	est, err := estimator.New(model, estimator.RunConfig{Seed: 1, LogEvery: -1, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	features, labels := linreg.Data(200, 1)
+	input, err := estimator.FromTensors(features, labels, estimator.TensorInput{BatchSize: 50, Epochs: estimator.Forever, Shuffle: true, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := est.Train(ctx, input, estimator.Steps(300)); err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	serving := estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}}
+	if _, err := est.Export(ctx, base, serving); err != nil {
+		t.Fatal(err)
+	}
+	s, hs := newTestServer(t, []ModelConfig{{Name: "linreg", BaseDir: base, Model: model}}, Config{})
+
+	approx := cmpopts.EquateApprox(0, 1e-3)
+	line := func(xs ...float64) []float64 {
+		ys := make([]float64, len(xs))
+		for i, x := range xs {
+			ys[i] = linreg.TrueW*x + linreg.TrueB
+		}
+		return ys
+	}
+	check := func(version string) {
+		t.Helper()
+		if got := status(t, hs, "linreg"); got != version {
+			t.Errorf("version %s, want %s", got, version)
+		}
+		if diff := cmp.Diff(line(0.5, 1, 2), predictions(t, do(t, hs, "POST", "/v1/models/linreg:predict", instances(0.5, 1, 2))), approx); diff != "" {
+			t.Errorf("predict (-want +got):\n%s", diff)
+		}
+		res := do(t, hs, "POST", "/v1/models/linreg/versions/"+version+":regress", `{"examples": [{"x": 0.5}, {"x": [3]}]}`)
+		var reg struct{ Results []float64 }
+		if err := json.Unmarshal([]byte(res.body), &reg); err != nil || res.code != 200 {
+			t.Fatalf("regress: status %d: %s", res.code, res.body)
+		}
+		if diff := cmp.Diff(line(0.5, 3), reg.Results, approx); diff != "" {
+			t.Errorf("regress (-want +got):\n%s", diff)
+		}
+		res = do(t, hs, "GET", "/v1/models/linreg/metadata", "")
+		if res.code != 200 || !strings.Contains(res.body, `"method_name":"tensorflow/serving/regress"`) {
+			t.Errorf("metadata: status %d: %s", res.code, res.body)
+		}
+	}
+	check("1")
+
+	if err := est.Train(ctx, input, estimator.Steps(10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := est.Export(ctx, base, serving); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	check("2")
+	if res := do(t, hs, "POST", "/v1/models/linreg/versions/1:predict", instances(1)); res.code != http.StatusNotFound {
+		t.Errorf("version 1 after reload: status %d: %s", res.code, res.body)
+	}
+	if err := s.Reload(); err != nil { // nothing new
+		t.Fatal(err)
+	}
+	check("2")
+}
