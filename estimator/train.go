@@ -92,6 +92,7 @@ type trainRun struct {
 	begun    int // hooks whose Begin ran
 	checkers []LossChecker
 	requests [][]string // per hook, what it fetches this step
+	inStep   replicate.StepHooks
 	info     RunInfo
 	limit    int64 // the step to stop at, -1: none
 	t0       time.Time
@@ -152,6 +153,7 @@ func (e *Estimator) beginTrain(ctx context.Context, input InputFn, o trainOption
 		}
 	}
 	r.requests = make([][]string, len(r.hooks))
+	r.inStep = replicate.StepHooks{CheckLoss: r.checkLoss, Started: r.started}
 	r.t0 = time.Now()
 	return r, nil
 }
@@ -191,7 +193,7 @@ func (r *trainRun) step(ctx context.Context, batch Batch) (stop bool, err error)
 		fetch = append(fetch, req.Fetch...)
 	}
 	rows, _ := batch.Rows()
-	loss, err := e.eng.TrainStep(ctx, batch, replicate.StepHooks{CheckLoss: r.checkLoss, Started: r.started})
+	loss, err := e.eng.TrainStep(ctx, batch, r.inStep)
 	if err != nil {
 		return false, fmt.Errorf("train: %w", err)
 	}

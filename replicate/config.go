@@ -94,17 +94,6 @@ func ModelFn(fn model.Fn, cfg Config) *Model {
 // Fn returns the wrapped model function.
 func (m *Model) Fn() model.Fn { return m.fn }
 
-// Devices returns the devices, one tower each.
-func (m *Model) Devices() []towers.Device { return append([]towers.Device(nil), m.cfg.Devices...) }
-
-// OnDevices returns the same model replicated over other devices (placement
-// following them): to predict with a trained model on another machine.
-func (m *Model) OnDevices(devices ...towers.Device) *Model {
-	cfg := m.cfg
-	cfg.Devices, cfg.Placement = append([]towers.Device(nil), devices...), nil
-	return &Model{fn: m.fn, cfg: cfg}
-}
-
 // Validate reports what makes the model unusable: no model function, an
 // unknown reduction or NONE, no devices, a device listed twice, a device
 // this build cannot run.
