@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
 
@@ -18,16 +19,9 @@ const (
 	aucEpsilon = 1e-6
 )
 
-// AUCMetric is the metric NewAUC returns.
-//
-// Its state is four blocks of NumThresholds sums each, in this order:
-// true positives, false negatives, true negatives, false positives, i.e.
-// TF's _confusion_matrix_at_thresholds variables: tp[i] is the total weight
-// of the predictions above thresholds[i] whose label is true, fn[i] of those
-// at most thresholds[i] whose label is true, tn[i] of those at most
-// thresholds[i] whose label is false, fp[i] of those above thresholds[i]
-// whose label is false.
-type AUCMetric struct {
+// aucMetric is the metric of AUC and NewAUC, its state laid out as NewAUC
+// documents.
+type aucMetric struct {
 	kind       string
 	curve      CurveKind
 	thresholds []float32
@@ -35,11 +29,12 @@ type AUCMetric struct {
 }
 
 // NewAUC returns a zero tf.metrics.auc with summation_method='trapezoidal'
-// (TF1's default). Options: NumThresholds (default 200), Curve (default
-// ROC); others are ignored. Update takes labels, predictions[, weights];
-// labels are cast to bool (nonzero is true), predictions must lie in [0, 1]
-// (TF asserts "predictions must be in [0, 1]"), and both must have the same
-// number of elements.
+// (TF1's default). Options: NumThresholds (default 200) and Curve (default
+// ROC); Weights does not apply, the weights being Update's last input.
+// Update takes labels, predictions[, weights]; labels are cast to bool
+// (nonzero is true), predictions must lie in [0, 1] (TF asserts
+// "predictions must be in [0, 1]"), and both must have the same number of
+// elements.
 //
 // As in TF, the thresholds are 0-1e-7, i/(n-1) for i = 1..n-2, and 1+1e-7,
 // held as float32 and compared with the predictions cast to float32
@@ -51,30 +46,58 @@ type AUCMetric struct {
 // (x[i]-x[i+1]) * (y[i]+y[i+1])/2 with (x, y) = (fp_rate, recall) for ROC
 // and (recall, precision) for PR. TF evaluates in float32; this in float64.
 //
-// NewAUC fails if NumThresholds is below 2 or the curve is neither ROC nor
-// PR (TF raises "Curve must be either ROC or PR").
+// The state is four blocks of NumThresholds sums each, in this order: true
+// positives, false negatives, true negatives, false positives, i.e. TF's
+// _confusion_matrix_at_thresholds variables: tp[i] is the total weight of
+// the predictions above thresholds[i] whose label is true, fn[i] of those
+// at most thresholds[i] whose label is true, tn[i] of those at most
+// thresholds[i] whose label is false, fp[i] of those above thresholds[i]
+// whose label is false. The Kind is "auc(curve=ROC|PR,thresholds=N)".
+//
+// NewAUC fails if NumThresholds is below 2, the curve is neither ROC nor
+// PR (TF raises "Curve must be either ROC or PR"), or an option does not
+// apply.
 func NewAUC(opts ...Option) (Metric, error) {
-	o := makeOptions(opts)
-	if err := validAUC("NewAUC", o); err != nil {
+	o, err := aucOptions("NewAUC", optNumThresholds|optCurve, opts)
+	if err != nil {
 		return nil, err
 	}
 	return newAUC(o), nil
 }
 
-// validAUC checks the options of AUC; fn names the constructor for the error.
-func validAUC(fn string, o options) error {
-	if o.numThresholds < 2 {
-		return fmt.Errorf("metrics.%s: NumThresholds must be at least 2, got %d", fn, o.numThresholds)
+// AUC binds tf.metrics.auc with the trapezoidal summation (TF1's default):
+// the area under the ROC or PR curve, approximated from confusion counts at
+// NumThresholds thresholds (see NewAUC). Inputs are labels (cast to bool),
+// predictions (which must lie in [0, 1]) and, with Weights, the weights.
+// Its options are Weights, NumThresholds and Curve. A nil node, an invalid
+// NumThresholds or Curve (see NewAUC) or another option set Bound.Err.
+func AUC(labels, predictions *G.Node, opts ...Option) Bound {
+	o, err := aucOptions("AUC", optWeights|optNumThresholds|optCurve, opts)
+	if err != nil {
+		return invalid("AUC", err)
 	}
-	if o.curve != ROC && o.curve != PR {
-		return fmt.Errorf("metrics.%s: curve must be ROC or PR, got %v", fn, o.curve)
-	}
-	return nil
+	return bindNodes("AUC", func() Metric { return newAUC(o) }, o, labelsPredictions, labels, predictions)
 }
 
-func newAUC(o options) *AUCMetric {
+// aucOptions applies and checks the options of AUC or NewAUC, fn, which
+// accepts the options in accepts.
+func aucOptions(fn string, accepts optionKind, opts []Option) (options, error) {
+	o, err := makeOptions(fn, accepts, opts)
+	if err != nil {
+		return options{}, err
+	}
+	if o.numThresholds < 2 {
+		return options{}, fmt.Errorf("metrics.%s: NumThresholds must be at least 2, got %d", fn, o.numThresholds)
+	}
+	if o.curve != ROC && o.curve != PR {
+		return options{}, fmt.Errorf("metrics.%s: curve must be ROC or PR, got %v", fn, o.curve)
+	}
+	return o, nil
+}
+
+func newAUC(o options) *aucMetric {
 	n := o.numThresholds
-	return &AUCMetric{
+	return &aucMetric{
 		kind:       fmt.Sprintf("auc(curve=%v,thresholds=%d)", o.curve, n),
 		curve:      o.curve,
 		thresholds: aucThresholds(n),
@@ -97,29 +120,20 @@ func aucThresholds(n int) []float32 {
 }
 
 // Kind is "auc(curve=ROC|PR,thresholds=N)".
-func (m *AUCMetric) Kind() string { return m.kind }
+func (m *aucMetric) Kind() string { return m.kind }
 
 // State is tp, fn, tn, fp, NumThresholds sums each.
-func (m *AUCMetric) State() []float64 { return m.state }
+func (m *aucMetric) State() []float64 { return m.state }
 
-// Thresholds returns a copy of the thresholds, as float64.
-func (m *AUCMetric) Thresholds() []float64 {
-	out := make([]float64, len(m.thresholds))
-	for i, t := range m.thresholds {
-		out[i] = float64(t)
-	}
-	return out
-}
-
-// Confusion returns the four blocks of the live state: true positives, false
+// confusion returns the four blocks of the live state: true positives, false
 // negatives, true negatives and false positives at each threshold.
-func (m *AUCMetric) Confusion() (tp, fn, tn, fp []float64) {
+func (m *aucMetric) confusion() (tp, fn, tn, fp []float64) {
 	n := len(m.thresholds)
 	return m.state[:n:n], m.state[n : 2*n : 2*n], m.state[2*n : 3*n : 3*n], m.state[3*n:]
 }
 
 // Update folds labels, predictions[, weights] in.
-func (m *AUCMetric) Update(inputs []*tensor.Dense) error {
+func (m *aucMetric) Update(inputs []*tensor.Dense) error {
 	labels, predictions, weights, err := labelsAndPredictions(m.kind, inputs)
 	if err != nil {
 		return err
@@ -152,7 +166,7 @@ func (m *AUCMetric) Update(inputs []*tensor.Dense) error {
 		na += neg[i+1]
 		posAbove[i], negAbove[i] = pa, na
 	}
-	tp, fn, tn, fp := m.Confusion()
+	tp, fn, tn, fp := m.confusion()
 	var pb, nb float64 // weight with k <= i
 	for i := range n {
 		pb += pos[i]
@@ -166,8 +180,8 @@ func (m *AUCMetric) Update(inputs []*tensor.Dense) error {
 }
 
 // Result is the area under the curve from the confusion counts.
-func (m *AUCMetric) Result() float64 {
-	tp, fn, tn, fp := m.Confusion()
+func (m *aucMetric) Result() float64 {
+	tp, fn, tn, fp := m.confusion()
 	n := len(tp)
 	x := make([]float64, n)
 	y := make([]float64, n)

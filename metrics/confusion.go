@@ -58,8 +58,8 @@ func confusionCounts(kind string, inputs []*tensor.Dense) (counts [4]float64, er
 	return counts, nil
 }
 
-// pairRatio is a metric whose state is two weighted counts [a, b] and whose
-// value is a / (a + b), 0 while a + b <= 0.
+// pairRatio is the metric of Precision and Recall: its state is two
+// weighted counts [a, b] and its value a / (a + b), 0 while a + b <= 0.
 type pairRatio struct {
 	kind  string
 	a, b  outcome
@@ -90,9 +90,6 @@ func (m *pairRatio) Update(inputs []*tensor.Dense) error {
 	return nil
 }
 
-// PrecisionMetric is the metric NewPrecision returns.
-type PrecisionMetric struct{ pairRatio }
-
 // NewPrecision returns a zero tf.metrics.precision: true positives / (true
 // positives + false positives), 0 when there is no positive prediction (TF:
 // "where(greater(tp + fp, 0), divide(tp, tp + fp), 0)"). Update takes
@@ -101,11 +98,8 @@ type PrecisionMetric struct{ pairRatio }
 // [true_positives, false_positives], weighted sums as TF's true_positives
 // and false_positives.
 func NewPrecision() Metric {
-	return &PrecisionMetric{pairRatio{kind: "precision", a: truePositive, b: falsePositive}}
+	return &pairRatio{kind: "precision", a: truePositive, b: falsePositive}
 }
-
-// RecallMetric is the metric NewRecall returns.
-type RecallMetric struct{ pairRatio }
 
 // NewRecall returns a zero tf.metrics.recall: true positives / (true
 // positives + false negatives), 0 when there is no positive label (TF:
@@ -113,19 +107,19 @@ type RecallMetric struct{ pairRatio }
 // 0)"). Update takes labels, predictions[, weights], cast to bool. The state
 // is [true_positives, false_negatives].
 func NewRecall() Metric {
-	return &RecallMetric{pairRatio{kind: "recall", a: truePositive, b: falseNegative}}
+	return &pairRatio{kind: "recall", a: truePositive, b: falseNegative}
 }
 
-// CountMetric is the metric NewTruePositives, NewFalsePositives,
-// NewTrueNegatives and NewFalseNegatives return: a weighted count, whose
-// Kind names which.
-type CountMetric struct {
+// countMetric is the metric of TruePositives, FalsePositives,
+// TrueNegatives and FalseNegatives: a weighted count, whose Kind names
+// which.
+type countMetric struct {
 	kind  string
 	of    outcome
 	state [1]float64
 }
 
-func newCount(kind string, of outcome) Metric { return &CountMetric{kind: kind, of: of} }
+func newCount(kind string, of outcome) Metric { return &countMetric{kind: kind, of: of} }
 
 // NewTruePositives returns a zero tf.metrics.true_positives: the total
 // weight of the examples whose label and prediction are both true (TF:
@@ -135,31 +129,34 @@ func NewTruePositives() Metric { return newCount("true_positives", truePositive)
 
 // NewFalsePositives returns a zero tf.metrics.false_positives: the total
 // weight of the examples with a false label and a true prediction (TF:
-// "logical_and(equal(labels, False), equal(predictions, True))").
+// "logical_and(equal(labels, False), equal(predictions, True))"). The
+// state is [count].
 func NewFalsePositives() Metric { return newCount("false_positives", falsePositive) }
 
 // NewTrueNegatives returns a zero tf.metrics.true_negatives: the total
 // weight of the examples whose label and prediction are both false (TF:
-// "logical_and(equal(labels, False), equal(predictions, False))").
+// "logical_and(equal(labels, False), equal(predictions, False))"). The
+// state is [count].
 func NewTrueNegatives() Metric { return newCount("true_negatives", trueNegative) }
 
 // NewFalseNegatives returns a zero tf.metrics.false_negatives: the total
 // weight of the examples with a true label and a false prediction (TF:
-// "logical_and(equal(labels, True), equal(predictions, False))").
+// "logical_and(equal(labels, True), equal(predictions, False))"). The
+// state is [count].
 func NewFalseNegatives() Metric { return newCount("false_negatives", falseNegative) }
 
 // Kind is "true_positives", "false_positives", "true_negatives" or
 // "false_negatives".
-func (m *CountMetric) Kind() string { return m.kind }
+func (m *countMetric) Kind() string { return m.kind }
 
 // State is [count].
-func (m *CountMetric) State() []float64 { return m.state[:] }
+func (m *countMetric) State() []float64 { return m.state[:] }
 
 // Result is the count.
-func (m *CountMetric) Result() float64 { return m.state[0] }
+func (m *countMetric) Result() float64 { return m.state[0] }
 
 // Update folds labels, predictions[, weights] in.
-func (m *CountMetric) Update(inputs []*tensor.Dense) error {
+func (m *countMetric) Update(inputs []*tensor.Dense) error {
 	c, err := confusionCounts(m.kind, inputs)
 	if err != nil {
 		return err
@@ -169,42 +166,38 @@ func (m *CountMetric) Update(inputs []*tensor.Dense) error {
 }
 
 // Precision binds tf.metrics.precision (see NewPrecision). Inputs are
-// labels, predictions and, with Weights, the weights. A nil node sets
-// Bound.Err.
+// labels, predictions and, with Weights, the weights. A nil node or an
+// option other than Weights sets Bound.Err.
 func Precision(labels, predictions *G.Node, opts ...Option) Bound {
-	return bind("Precision", NewPrecision, makeOptions(opts), labelsPredictions, labels, predictions)
+	return bind("Precision", NewPrecision, opts, labelsPredictions, labels, predictions)
 }
 
-// Recall binds tf.metrics.recall (see NewRecall). Inputs are labels,
-// predictions and, with Weights, the weights. A nil node sets Bound.Err.
+// Recall binds tf.metrics.recall (see NewRecall). Inputs and errors are as
+// for Precision.
 func Recall(labels, predictions *G.Node, opts ...Option) Bound {
-	return bind("Recall", NewRecall, makeOptions(opts), labelsPredictions, labels, predictions)
+	return bind("Recall", NewRecall, opts, labelsPredictions, labels, predictions)
 }
 
 // TruePositives binds tf.metrics.true_positives (see NewTruePositives).
-// Inputs are labels, predictions and, with Weights, the weights. A nil node
-// sets Bound.Err.
+// Inputs and errors are as for Precision.
 func TruePositives(labels, predictions *G.Node, opts ...Option) Bound {
-	return bind("TruePositives", NewTruePositives, makeOptions(opts), labelsPredictions, labels, predictions)
+	return bind("TruePositives", NewTruePositives, opts, labelsPredictions, labels, predictions)
 }
 
 // FalsePositives binds tf.metrics.false_positives (see NewFalsePositives).
-// Inputs are labels, predictions and, with Weights, the weights. A nil node
-// sets Bound.Err.
+// Inputs and errors are as for Precision.
 func FalsePositives(labels, predictions *G.Node, opts ...Option) Bound {
-	return bind("FalsePositives", NewFalsePositives, makeOptions(opts), labelsPredictions, labels, predictions)
+	return bind("FalsePositives", NewFalsePositives, opts, labelsPredictions, labels, predictions)
 }
 
 // TrueNegatives binds tf.metrics.true_negatives (see NewTrueNegatives).
-// Inputs are labels, predictions and, with Weights, the weights. A nil node
-// sets Bound.Err.
+// Inputs and errors are as for Precision.
 func TrueNegatives(labels, predictions *G.Node, opts ...Option) Bound {
-	return bind("TrueNegatives", NewTrueNegatives, makeOptions(opts), labelsPredictions, labels, predictions)
+	return bind("TrueNegatives", NewTrueNegatives, opts, labelsPredictions, labels, predictions)
 }
 
 // FalseNegatives binds tf.metrics.false_negatives (see NewFalseNegatives).
-// Inputs are labels, predictions and, with Weights, the weights. A nil node
-// sets Bound.Err.
+// Inputs and errors are as for Precision.
 func FalseNegatives(labels, predictions *G.Node, opts ...Option) Bound {
-	return bind("FalseNegatives", NewFalseNegatives, makeOptions(opts), labelsPredictions, labels, predictions)
+	return bind("FalseNegatives", NewFalseNegatives, opts, labelsPredictions, labels, predictions)
 }

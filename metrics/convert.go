@@ -28,14 +28,9 @@ type array struct {
 	class class
 }
 
-// Float64s converts t to a fresh []float64 in row-major order. t may have any
+// fromDense converts t to float64 in row-major order. t may have any
 // numeric dtype (float32, float64, int, int8..int64, uint, uint8..uint64) or
 // bool (true is 1); it may be a scalar or a view.
-func Float64s(t *tensor.Dense) ([]float64, error) {
-	a, err := fromDense(t)
-	return a.data, err
-}
-
 func fromDense(t *tensor.Dense) (array, error) {
 	if t == nil {
 		return array{}, fmt.Errorf("nil tensor")
@@ -92,10 +87,10 @@ func dtypeClass(dt tensor.Dtype) class {
 	return classFloat64
 }
 
-// ToDense converts a gorgonia Value (a *tensor.Dense, a scalar such as
+// toDense converts a gorgonia Value (a *tensor.Dense, a scalar such as
 // *gorgonia.F64, or a dual value) to a *tensor.Dense for Metric.Update.
 // A *tensor.Dense is returned as it is.
-func ToDense(v G.Value) (*tensor.Dense, error) {
+func toDense(v G.Value) (*tensor.Dense, error) {
 	if v == nil {
 		return nil, fmt.Errorf("nil value")
 	}
@@ -134,11 +129,12 @@ func ToDense(v G.Value) (*tensor.Dense, error) {
 }
 
 // UpdateValues converts gorgonia values (for example the Value() of each of
-// a Bound's Inputs after the graph has run) with ToDense and calls m.Update.
+// a Bound's Inputs after the graph has run: a *tensor.Dense, a scalar such
+// as *gorgonia.F64, or a dual value) to *tensor.Dense and calls m.Update.
 func UpdateValues(m Metric, vals []G.Value) error {
 	ts := make([]*tensor.Dense, len(vals))
 	for i, v := range vals {
-		d, err := ToDense(v)
+		d, err := toDense(v)
 		if err != nil {
 			return fmt.Errorf("metrics: %s: input %d: %w", m.Kind(), i, err)
 		}

@@ -134,10 +134,9 @@ func ExampleNewPrecisionAtThresholds() {
 	if err := m.Update([]*tensor.Dense{labels, scores}); err != nil {
 		log.Fatal(err)
 	}
-	// Result is the value at the first threshold; Values has them all (TF
-	// divides by 1e-7 + tp + fp, hence not exactly 1/2, 2/3, 1).
+	// Result is the value at the first threshold (TF divides by
+	// 1e-7 + tp + fp, hence not exactly 1/2).
 	fmt.Printf("%s: %.4f\n", m.Kind(), m.Result())
-	fmt.Printf("%.4f\n", m.(*metrics.PrecisionAtThresholdsMetric).Values())
 	// Results reports one entry per threshold besides the metric's own.
 	res := metrics.Results(map[string]metrics.Metric{"precision": m})
 	names := make([]string, 0, len(res))
@@ -150,7 +149,6 @@ func ExampleNewPrecisionAtThresholds() {
 	}
 	// Output:
 	// precision_at_thresholds(0.5,0.2,0.9): 0.5000
-	// [0.5000 0.6667 1.0000]
 	// precision=0.5000
 	// precision/threshold_0.2=0.6667
 	// precision/threshold_0.5=0.5000
@@ -213,4 +211,23 @@ func ExampleBound_Err() {
 	// Output:
 	// metrics.MeanIoU: numClasses must be at least 1, got 0
 	// invalid(MeanIoU) true
+}
+
+func ExampleOption() {
+	g := G.NewGraph()
+	labels := G.NewVector(g, G.Float64, G.WithShape(4), G.WithName("labels"))
+	probs := G.NewVector(g, G.Float64, G.WithShape(4), G.WithName("probs"))
+	w := G.NewVector(g, G.Float64, G.WithShape(4), G.WithName("w"))
+	// Weights applies to every bound metric; NumThresholds and Curve to AUC.
+	auc := metrics.AUC(labels, probs, metrics.Weights(w), metrics.NumThresholds(11), metrics.Curve(metrics.PR))
+	fmt.Println(auc.Kind(), len(auc.Inputs), auc.Err)
+	// An option that does not apply is an error, not ignored.
+	mean := metrics.Mean(probs, metrics.NumThresholds(10))
+	fmt.Println(mean.Err)
+	_, err := metrics.NewAUC(metrics.Weights(w)) // weights go to Update
+	fmt.Println(err)
+	// Output:
+	// auc(curve=PR,thresholds=11) 3 <nil>
+	// metrics.Mean: option NumThresholds does not apply to Mean
+	// metrics.NewAUC: option Weights does not apply to NewAUC
 }

@@ -8,12 +8,9 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// MeanIoUMetric is the metric NewMeanIoU returns.
-//
-// Its state is the numClasses × numClasses confusion matrix in row-major
-// order, as TF's total_confusion_matrix: element [l*numClasses + p] is the
-// total weight of the examples with label l and prediction p.
-type MeanIoUMetric struct {
+// meanIoUMetric is the metric of MeanIoU and NewMeanIoU, its state laid out
+// as NewMeanIoU documents.
+type meanIoUMetric struct {
 	kind       string
 	numClasses int
 	state      []float64
@@ -24,6 +21,11 @@ type MeanIoUMetric struct {
 // IoU = true_positive / (true_positive + false_positive + false_negative),
 // from a streaming confusion matrix (tensorflow/python/ops/metrics_impl.py,
 // mean_iou and _streaming_confusion_matrix).
+//
+// The state is the numClasses × numClasses confusion matrix in row-major
+// order, as TF's total_confusion_matrix: element [l*numClasses + p] is the
+// total weight of the examples with label l and prediction p. The Kind is
+// "mean_iou(num_classes=N)".
 //
 // Update takes labels, predictions[, weights]. Labels and predictions are
 // class ids of any numeric dtype (or bool, as 0 and 1), flattened, with the
@@ -64,8 +66,8 @@ func validNumClasses(fn string, numClasses int) error {
 	return nil
 }
 
-func newMeanIoU(numClasses int) *MeanIoUMetric {
-	return &MeanIoUMetric{
+func newMeanIoU(numClasses int) *meanIoUMetric {
+	return &meanIoUMetric{
 		kind:       fmt.Sprintf("mean_iou(num_classes=%d)", numClasses),
 		numClasses: numClasses,
 		state:      make([]float64, numClasses*numClasses),
@@ -73,23 +75,10 @@ func newMeanIoU(numClasses int) *MeanIoUMetric {
 }
 
 // Kind is "mean_iou(num_classes=N)".
-func (m *MeanIoUMetric) Kind() string { return m.kind }
+func (m *meanIoUMetric) Kind() string { return m.kind }
 
 // State is the confusion matrix, row-major, rows by label.
-func (m *MeanIoUMetric) State() []float64 { return m.state }
-
-// NumClasses is the number of classes.
-func (m *MeanIoUMetric) NumClasses() int { return m.numClasses }
-
-// ConfusionMatrix returns the rows of the live state: [label][prediction].
-func (m *MeanIoUMetric) ConfusionMatrix() [][]float64 {
-	n := m.numClasses
-	rows := make([][]float64, n)
-	for i := range rows {
-		rows[i] = m.state[i*n : (i+1)*n : (i+1)*n]
-	}
-	return rows
-}
+func (m *meanIoUMetric) State() []float64 { return m.state }
 
 // classID checks that v, element i of the input called name, is an integer
 // in [0, n) and returns it.
@@ -105,7 +94,7 @@ func classID(kind, name string, a array, i int, n int) (int, error) {
 }
 
 // Update folds labels, predictions[, weights] in.
-func (m *MeanIoUMetric) Update(inputs []*tensor.Dense) error {
+func (m *meanIoUMetric) Update(inputs []*tensor.Dense) error {
 	labels, predictions, weights, err := labelsAndPredictions(m.kind, inputs)
 	if err != nil {
 		return err
@@ -129,9 +118,10 @@ func (m *MeanIoUMetric) Update(inputs []*tensor.Dense) error {
 	return nil
 }
 
-// IoU returns each class's intersection over union, and whether the class
-// counts towards the mean (its denominator is not 0), as compute_mean_iou.
-func (m *MeanIoUMetric) IoU() (iou []float64, counted []bool) {
+// classIoU returns each class's intersection over union, and whether the
+// class counts towards the mean (its denominator is not 0), as
+// compute_mean_iou.
+func (m *meanIoUMetric) classIoU() (iou []float64, counted []bool) {
 	n := m.numClasses
 	iou = make([]float64, n)
 	counted = make([]bool, n)
@@ -154,8 +144,8 @@ func (m *MeanIoUMetric) IoU() (iou []float64, counted []bool) {
 }
 
 // Result is the mean IoU over the counted classes, 0 if there is none.
-func (m *MeanIoUMetric) Result() float64 {
-	iou, counted := m.IoU()
+func (m *meanIoUMetric) Result() float64 {
+	iou, counted := m.classIoU()
 	var sum, valid float64
 	for c, v := range iou {
 		sum += v // TF sums every class's IoU, counted or not
@@ -171,10 +161,11 @@ func (m *MeanIoUMetric) Result() float64 {
 
 // MeanIoU binds tf.metrics.mean_iou over numClasses classes (see
 // NewMeanIoU). Inputs are labels, predictions (class ids) and, with Weights,
-// the weights. A nil node or numClasses below 1 set Bound.Err.
+// the weights. A nil node, numClasses below 1 or an option other than
+// Weights set Bound.Err.
 func MeanIoU(labels, predictions *G.Node, numClasses int, opts ...Option) Bound {
 	if err := validNumClasses("MeanIoU", numClasses); err != nil {
 		return invalid("MeanIoU", err)
 	}
-	return bind("MeanIoU", func() Metric { return newMeanIoU(numClasses) }, makeOptions(opts), labelsPredictions, labels, predictions)
+	return bind("MeanIoU", func() Metric { return newMeanIoU(numClasses) }, opts, labelsPredictions, labels, predictions)
 }

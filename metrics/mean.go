@@ -45,8 +45,8 @@ func (r *ratio) add(values, weights []float64) {
 	r.state[iCount] += count
 }
 
-// MeanMetric is the metric NewMean returns.
-type MeanMetric struct{ ratio }
+// meanMetric is the metric of Mean and NewMean.
+type meanMetric struct{ ratio }
 
 // NewMean returns a zero tf.metrics.mean: the weighted mean of values.
 // Update takes values[, weights]. The state is [total, count] where total is
@@ -55,10 +55,10 @@ type MeanMetric struct{ ratio }
 // metrics_impl.py): "update_op increments total with the reduced sum of the
 // product of values and weights, and it increments count with the reduced
 // sum of weights". TF sums in float32; this sums in float64.
-func NewMean() Metric { return &MeanMetric{ratio{kind: "mean"}} }
+func NewMean() Metric { return &meanMetric{ratio{kind: "mean"}} }
 
 // Update folds values[, weights] in.
-func (m *MeanMetric) Update(inputs []*tensor.Dense) error {
+func (m *meanMetric) Update(inputs []*tensor.Dense) error {
 	args, w, err := convertInputs(m.kind, inputs, "values")
 	if err != nil {
 		return err
@@ -72,8 +72,15 @@ func (m *MeanMetric) Update(inputs []*tensor.Dense) error {
 	return nil
 }
 
-// AccuracyMetric is the metric NewAccuracy returns.
-type AccuracyMetric struct{ ratio }
+// Mean binds tf.metrics.mean: the weighted mean of values (see NewMean).
+// Inputs are values and, with Weights, the weights. A nil node or an option
+// other than Weights sets Bound.Err.
+func Mean(values *G.Node, opts ...Option) Bound {
+	return bind("Mean", NewMean, opts, valuesOnly, values)
+}
+
+// accuracyMetric is the metric of Accuracy and NewAccuracy.
+type accuracyMetric struct{ ratio }
 
 // NewAccuracy returns a zero tf.metrics.accuracy: the weighted mean of
 // labels == predictions. Update takes labels, predictions[, weights]; labels
@@ -87,10 +94,10 @@ type AccuracyMetric struct{ ratio }
 // metrics_impl.py, accuracy: "an is_correct operation computes a Tensor with
 // elements 1.0 where the corresponding elements of predictions and labels
 // match and 0.0 otherwise").
-func NewAccuracy() Metric { return &AccuracyMetric{ratio{kind: "accuracy"}} }
+func NewAccuracy() Metric { return &accuracyMetric{ratio{kind: "accuracy"}} }
 
 // Update folds labels, predictions[, weights] in.
-func (m *AccuracyMetric) Update(inputs []*tensor.Dense) error {
+func (m *accuracyMetric) Update(inputs []*tensor.Dense) error {
 	labels, predictions, weights, err := labelsAndPredictions(m.kind, inputs)
 	if err != nil {
 		return err
@@ -104,6 +111,14 @@ func (m *AccuracyMetric) Update(inputs []*tensor.Dense) error {
 	}
 	m.add(correct, weights)
 	return nil
+}
+
+// Accuracy binds tf.metrics.accuracy: the weighted mean of labels ==
+// predictions (see NewAccuracy). Inputs are labels, predictions and, with
+// Weights, the weights. A nil node or an option other than Weights sets
+// Bound.Err.
+func Accuracy(labels, predictions *G.Node, opts ...Option) Bound {
+	return bind("Accuracy", NewAccuracy, opts, labelsPredictions, labels, predictions)
 }
 
 // castTo returns the conversion of a prediction of class from to the labels'
@@ -120,8 +135,8 @@ func castTo(to, from class) func(float64) float64 {
 	return func(p float64) float64 { return p }
 }
 
-// errorMean is the state and update of MeanSquaredError,
-// RootMeanSquaredError and MeanAbsoluteError: tf.metrics.mean of a
+// errorMean is the metric of MeanSquaredError and MeanAbsoluteError, and
+// the state and update of RootMeanSquaredError: tf.metrics.mean of a
 // per-element error of labels and predictions.
 type errorMean struct {
 	ratio
@@ -145,9 +160,6 @@ func (m *errorMean) Update(inputs []*tensor.Dense) error {
 func squaredError(l, p float64) float64  { return (l - p) * (l - p) }
 func absoluteError(l, p float64) float64 { return math.Abs(p - l) }
 
-// MeanSquaredErrorMetric is the metric NewMeanSquaredError returns.
-type MeanSquaredErrorMetric struct{ errorMean }
-
 // NewMeanSquaredError returns a zero tf.metrics.mean_squared_error: the
 // weighted mean of (labels - predictions)². Update takes labels,
 // predictions[, weights]; labels and predictions must have the same number
@@ -158,11 +170,13 @@ type MeanSquaredErrorMetric struct{ errorMean }
 // weights*squared_error, count the sum of weights. TF computes in the input
 // dtype and sums in float32; this computes and sums in float64.
 func NewMeanSquaredError() Metric {
-	return &MeanSquaredErrorMetric{errorMean{ratio{kind: "mean_squared_error"}, squaredError}}
+	return &errorMean{ratio{kind: "mean_squared_error"}, squaredError}
 }
 
-// RootMeanSquaredErrorMetric is the metric NewRootMeanSquaredError returns.
-type RootMeanSquaredErrorMetric struct{ errorMean }
+// rootMeanSquaredError is the metric of RootMeanSquaredError and
+// NewRootMeanSquaredError: errorMean of the squared errors, whose Result is
+// the square root.
+type rootMeanSquaredError struct{ errorMean }
 
 // NewRootMeanSquaredError returns a zero tf.metrics.root_mean_squared_error:
 // the square root of the weighted mean squared error. Its state and Update
@@ -172,14 +186,11 @@ type RootMeanSquaredErrorMetric struct{ errorMean }
 // (tensorflow/python/ops/metrics_impl.py). Its Kind differs too, so the two
 // are never merged with each other.
 func NewRootMeanSquaredError() Metric {
-	return &RootMeanSquaredErrorMetric{errorMean{ratio{kind: "root_mean_squared_error"}, squaredError}}
+	return &rootMeanSquaredError{errorMean{ratio{kind: "root_mean_squared_error"}, squaredError}}
 }
 
 // Result is sqrt(total / count), 0 while count <= 0.
-func (m *RootMeanSquaredErrorMetric) Result() float64 { return math.Sqrt(m.ratio.Result()) }
-
-// MeanAbsoluteErrorMetric is the metric NewMeanAbsoluteError returns.
-type MeanAbsoluteErrorMetric struct{ errorMean }
+func (m *rootMeanSquaredError) Result() float64 { return math.Sqrt(m.ratio.Result()) }
 
 // NewMeanAbsoluteError returns a zero tf.metrics.mean_absolute_error: the
 // weighted mean of |predictions - labels|. Update takes labels,
@@ -188,26 +199,27 @@ type MeanAbsoluteErrorMetric struct{ errorMean }
 // mean_absolute_error: "absolute_errors = math_ops.abs(predictions -
 // labels); return mean(absolute_errors, weights, ...)").
 func NewMeanAbsoluteError() Metric {
-	return &MeanAbsoluteErrorMetric{errorMean{ratio{kind: "mean_absolute_error"}, absoluteError}}
+	return &errorMean{ratio{kind: "mean_absolute_error"}, absoluteError}
 }
 
 // MeanSquaredError binds tf.metrics.mean_squared_error (see
 // NewMeanSquaredError). Inputs are labels, predictions and, with Weights,
-// the weights. A nil node sets Bound.Err.
+// the weights. A nil node or an option other than Weights sets Bound.Err.
 func MeanSquaredError(labels, predictions *G.Node, opts ...Option) Bound {
-	return bind("MeanSquaredError", NewMeanSquaredError, makeOptions(opts), labelsPredictions, labels, predictions)
+	return bind("MeanSquaredError", NewMeanSquaredError, opts, labelsPredictions, labels, predictions)
 }
 
 // RootMeanSquaredError binds tf.metrics.root_mean_squared_error (see
 // NewRootMeanSquaredError). Inputs are labels, predictions and, with
-// Weights, the weights. A nil node sets Bound.Err.
+// Weights, the weights. A nil node or an option other than Weights sets
+// Bound.Err.
 func RootMeanSquaredError(labels, predictions *G.Node, opts ...Option) Bound {
-	return bind("RootMeanSquaredError", NewRootMeanSquaredError, makeOptions(opts), labelsPredictions, labels, predictions)
+	return bind("RootMeanSquaredError", NewRootMeanSquaredError, opts, labelsPredictions, labels, predictions)
 }
 
 // MeanAbsoluteError binds tf.metrics.mean_absolute_error (see
 // NewMeanAbsoluteError). Inputs are labels, predictions and, with Weights,
-// the weights. A nil node sets Bound.Err.
+// the weights. A nil node or an option other than Weights sets Bound.Err.
 func MeanAbsoluteError(labels, predictions *G.Node, opts ...Option) Bound {
-	return bind("MeanAbsoluteError", NewMeanAbsoluteError, makeOptions(opts), labelsPredictions, labels, predictions)
+	return bind("MeanAbsoluteError", NewMeanAbsoluteError, opts, labelsPredictions, labels, predictions)
 }

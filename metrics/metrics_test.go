@@ -34,6 +34,17 @@ func scalar(v any) *tensor.Dense { return tensor.New(tensor.FromScalar(v)) }
 
 func ts(t ...*tensor.Dense) []*tensor.Dense { return t }
 
+// vectors returns one float64 vector node of length n per name, in a new
+// graph.
+func vectors(n int, names ...string) []*G.Node {
+	g := G.NewGraph()
+	nodes := make([]*G.Node, len(names))
+	for i, name := range names {
+		nodes[i] = G.NewVector(g, G.Float64, G.WithShape(n), G.WithName(name))
+	}
+	return nodes
+}
+
 // must returns m, failing the program on err: for constructors whose
 // configuration is known good.
 func must(m Metric, err error) Metric {
@@ -314,9 +325,9 @@ func TestKnownValues(t *testing.T) {
 }
 
 func TestAUCThresholds(t *testing.T) {
-	m := mustAUC(NumThresholds(5)).(*AUCMetric)
-	want := []float64{float64(float32(-1e-7)), 0.25, 0.5, 0.75, float64(float32(1 + 1e-7))}
-	if d := cmp.Diff(want, m.Thresholds()); d != "" {
+	m := mustAUC(NumThresholds(5)).(*aucMetric)
+	want := []float32{-1e-7, 0.25, 0.5, 0.75, 1 + 1e-7}
+	if d := cmp.Diff(want, m.thresholds); d != "" {
 		t.Errorf("Thresholds() mismatch (-want +got):\n%s", d)
 	}
 	if got, want := m.Kind(), "auc(curve=ROC,thresholds=5)"; got != want {
@@ -844,7 +855,7 @@ func TestUpdateErrors(t *testing.T) {
 	}
 }
 
-func TestFloat64s(t *testing.T) {
+func TestFromDense(t *testing.T) {
 	m := mat([]float64{1, 2, 3, 4, 5, 6}, 2, 3)
 	col, err := m.Slice(nil, tensor.S(1)) // a strided view: [2, 5]
 	if err != nil {
@@ -869,22 +880,20 @@ func TestFloat64s(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Float64s(tc.in)
+			got, err := fromDense(tc.in)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := cmp.Diff(tc.want, got); d != "" {
-				t.Errorf("Float64s mismatch (-want +got):\n%s", d)
+			if d := cmp.Diff(tc.want, got.data); d != "" {
+				t.Errorf("fromDense mismatch (-want +got):\n%s", d)
 			}
 		})
 	}
 }
 
 func TestBound(t *testing.T) {
-	g := G.NewGraph()
-	labels := G.NewVector(g, G.Float64, G.WithShape(4), G.WithName("labels"))
-	preds := G.NewVector(g, G.Float64, G.WithShape(4), G.WithName("preds"))
-	w := G.NewVector(g, G.Float64, G.WithShape(4), G.WithName("w"))
+	v := vectors(4, "labels", "preds", "w")
+	labels, preds, w := v[0], v[1], v[2]
 	tests := []struct {
 		name       string
 		b          Bound
@@ -894,7 +903,7 @@ func TestBound(t *testing.T) {
 		{"accuracy", Accuracy(labels, preds), "accuracy", []*G.Node{labels, preds}},
 		{"accuracy weighted", Accuracy(labels, preds, Weights(w)), "accuracy", []*G.Node{labels, preds, w}},
 		{"mean", Mean(preds), "mean", []*G.Node{preds}},
-		{"mean weighted", Mean(preds, Weights(w), NumThresholds(3)), "mean", []*G.Node{preds, w}},
+		{"mean weighted", Mean(preds, Weights(w)), "mean", []*G.Node{preds, w}},
 		{"auc", AUC(labels, preds), "auc(curve=ROC,thresholds=200)", []*G.Node{labels, preds}},
 		{
 			"auc pr weighted", AUC(labels, preds, Weights(w), NumThresholds(11), Curve(PR)),

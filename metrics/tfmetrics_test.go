@@ -382,7 +382,7 @@ func TestKnownValuesTF(t *testing.T) {
 
 func TestAtThresholdsValues(t *testing.T) {
 	in := []float64{0.5, 0.2, 0.9}
-	m := must(NewPrecisionAtThresholds(in)).(*PrecisionAtThresholdsMetric)
+	m := must(NewPrecisionAtThresholds(in)).(*atThresholds)
 	in[0] = 0.7 // the metric keeps its own copy
 	if err := m.Update(ts(vec([]bool{true, false, true, false}), vec([]float64{0.95, 0.85, 0.35, 0.15}))); err != nil {
 		t.Fatal(err)
@@ -390,44 +390,39 @@ func TestAtThresholdsValues(t *testing.T) {
 	// As in TestKnownValuesTF, tp / (1e-7 + tp + fp) with tp, fp = 1, 1;
 	// 2, 1; 1, 0.
 	want := []float64{1 / (1e-7 + 1 + 1), 2 / (1e-7 + 2 + 1), 1 / (1e-7 + 1 + 0)}
-	if d := cmp.Diff(want, m.Values(), approxState); d != "" {
-		t.Errorf("Values() (-want +got):\n%s", d)
+	if d := cmp.Diff(want, m.values(), approxState); d != "" {
+		t.Errorf("values() (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]float64{0.5, 0.2, 0.9}, m.Thresholds()); d != "" {
-		t.Errorf("Thresholds() (-want +got):\n%s", d)
+	if d := cmp.Diff([]float64{0.5, 0.2, 0.9}, m.thresholds); d != "" {
+		t.Errorf("thresholds (-want +got):\n%s", d)
 	}
-	if m.Result() != m.Values()[0] {
-		t.Errorf("Result() = %v, want the first value %v", m.Result(), m.Values()[0])
+	if m.Result() != m.values()[0] {
+		t.Errorf("Result() = %v, want the first value %v", m.Result(), m.values()[0])
 	}
-	r := must(NewRecallAtThresholds([]float64{0.25})).(*RecallAtThresholdsMetric)
-	if d := cmp.Diff([]float64{0}, r.Values()); d != "" {
-		t.Errorf("zero recall Values() (-want +got):\n%s", d)
+	r := must(NewRecallAtThresholds([]float64{0.25})).(*atThresholds)
+	if d := cmp.Diff([]float64{0}, r.values()); d != "" {
+		t.Errorf("zero recall values() (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]float64{0.25}, r.Thresholds()); d != "" {
-		t.Errorf("recall Thresholds() (-want +got):\n%s", d)
+	if d := cmp.Diff([]float64{0.25}, r.thresholds); d != "" {
+		t.Errorf("recall thresholds (-want +got):\n%s", d)
 	}
 }
 
-func TestMeanIoUAccessors(t *testing.T) {
-	m := must(NewMeanIoU(3)).(*MeanIoUMetric)
+func TestMeanIoUClasses(t *testing.T) {
+	m := must(NewMeanIoU(3)).(*meanIoUMetric)
 	if err := m.Update(ts(vec([]int{0, 0}), vec([]int{0, 2}))); err != nil {
 		t.Fatal(err)
 	}
-	if m.NumClasses() != 3 {
-		t.Errorf("NumClasses() = %d", m.NumClasses())
+	// The confusion matrix, row-major, rows by label.
+	if d := cmp.Diff([]float64{1, 0, 1, 0, 0, 0, 0, 0, 0}, m.State()); d != "" {
+		t.Errorf("State() (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([][]float64{{1, 0, 1}, {0, 0, 0}, {0, 0, 0}}, m.ConfusionMatrix()); d != "" {
-		t.Errorf("ConfusionMatrix() (-want +got):\n%s", d)
-	}
-	iou, counted := m.IoU()
+	iou, counted := m.classIoU()
 	if d := cmp.Diff([]float64{0.5, 0, 0}, iou); d != "" {
-		t.Errorf("IoU() (-want +got):\n%s", d)
+		t.Errorf("classIoU() (-want +got):\n%s", d)
 	}
 	if d := cmp.Diff([]bool{true, false, true}, counted); d != "" {
-		t.Errorf("IoU() counted (-want +got):\n%s", d)
-	}
-	if k := must(NewRecallAtK(5)).(*RecallAtKMetric).K(); k != 5 {
-		t.Errorf("K() = %d", k)
+		t.Errorf("classIoU() counted (-want +got):\n%s", d)
 	}
 }
 
@@ -497,8 +492,7 @@ func TestConstructorErrors(t *testing.T) {
 }
 
 func TestBoundErr(t *testing.T) {
-	g := G.NewGraph()
-	x := G.NewVector(g, G.Float64, G.WithShape(2), G.WithName("x"))
+	x := vectors(2, "x")[0]
 	tests := []struct {
 		name     string
 		b        Bound

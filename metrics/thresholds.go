@@ -14,14 +14,15 @@ import (
 // recall_at_thresholds, "# Avoid division by zero. epsilon = 1e-7".
 const atThresholdsEpsilon = 1e-7
 
-// atThresholds is the state and update of PrecisionAtThresholds and
-// RecallAtThresholds: two blocks of len(thresholds) weighted sums, tp and
-// other (false positives for precision, false negatives for recall), i.e.
-// the variables of TF's _confusion_matrix_at_thresholds with includes=("tp",
-// "fp") or ("tp", "fn").
+// atThresholds is the metric of PrecisionAtThresholds and
+// RecallAtThresholds (and their New*): two blocks of len(thresholds)
+// weighted sums, tp and other (false positives for precision, false
+// negatives for recall), i.e. the variables of TF's
+// _confusion_matrix_at_thresholds with includes=("tp", "fp") or ("tp",
+// "fn").
 type atThresholds struct {
 	kind       string
-	thresholds []float64 // as given, for Thresholds and the result keys
+	thresholds []float64 // as given, for the result keys
 	t32        []float32 // as TF compares them
 	other      outcome   // falsePositive or falseNegative
 	state      []float64
@@ -46,7 +47,7 @@ func validThresholds(fn string, thresholds []float64) error {
 	return nil
 }
 
-func newAtThresholds(name string, other outcome, thresholds []float64) atThresholds {
+func newAtThresholds(name string, other outcome, thresholds []float64) *atThresholds {
 	ts := append([]float64(nil), thresholds...)
 	t32 := make([]float32, len(ts))
 	strs := make([]string, len(ts))
@@ -54,7 +55,7 @@ func newAtThresholds(name string, other outcome, thresholds []float64) atThresho
 		t32[i] = float32(t)
 		strs[i] = formatThreshold(t)
 	}
-	return atThresholds{
+	return &atThresholds{
 		kind:       name + "(" + strings.Join(strs, ",") + ")",
 		thresholds: ts,
 		t32:        t32,
@@ -68,9 +69,6 @@ func formatThreshold(t float64) string { return strconv.FormatFloat(t, 'g', -1, 
 
 func (m *atThresholds) Kind() string     { return m.kind }
 func (m *atThresholds) State() []float64 { return m.state }
-
-// Thresholds returns a copy of the thresholds, as given.
-func (m *atThresholds) Thresholds() []float64 { return append([]float64(nil), m.thresholds...) }
 
 func (m *atThresholds) blocks() (tp, other []float64) {
 	n := len(m.thresholds)
@@ -104,9 +102,9 @@ func (m *atThresholds) Update(inputs []*tensor.Dense) error {
 	return nil
 }
 
-// Values returns tp / (epsilon + tp + other) at each threshold, in the
+// values returns tp / (epsilon + tp + other) at each threshold, in the
 // order of the thresholds.
-func (m *atThresholds) Values() []float64 {
+func (m *atThresholds) values() []float64 {
 	tp, other := m.blocks()
 	out := make([]float64, len(tp))
 	for i := range tp {
@@ -125,18 +123,13 @@ func (m *atThresholds) Result() float64 {
 // "threshold_<t>", t formatted as the shortest decimal that reads back as
 // the threshold given (e.g. "threshold_0.5").
 func (m *atThresholds) Results() map[string]float64 {
-	vals := m.Values()
+	vals := m.values()
 	out := make(map[string]float64, len(vals))
 	for i, t := range m.thresholds {
 		out["threshold_"+formatThreshold(t)] = vals[i]
 	}
 	return out
 }
-
-// PrecisionAtThresholdsMetric is the metric NewPrecisionAtThresholds
-// returns. Besides Metric it has Thresholds, Values (one precision per
-// threshold) and Results (MultiResult).
-type PrecisionAtThresholdsMetric struct{ atThresholds }
 
 // NewPrecisionAtThresholds returns a zero tf.metrics.precision_at_thresholds:
 // at each threshold t, the total weight of the predictions above t whose
@@ -154,9 +147,9 @@ type PrecisionAtThresholdsMetric struct{ atThresholds }
 // exactly as TF. The state is len(thresholds) true positives, then
 // len(thresholds) false positives.
 //
-// Result is the precision at the first threshold; Values has them all;
-// Results (MultiResult) keys them "threshold_<t>", which the package-level
-// Results reports as "name/threshold_<t>". The Kind lists the thresholds,
+// Result is the precision at the first threshold; Results (MultiResult)
+// has them all, keyed "threshold_<t>", which the package-level Results
+// reports as "name/threshold_<t>". The Kind lists the thresholds,
 // e.g. "precision_at_thresholds(0.5,0.9)".
 //
 // It fails if thresholds is empty, holds a NaN, or holds a value twice.
@@ -168,34 +161,16 @@ func NewPrecisionAtThresholds(thresholds []float64) (Metric, error) {
 	return newPrecisionAtThresholds(thresholds), nil
 }
 
-// Thresholds returns a copy of the thresholds, as given.
-func (m *PrecisionAtThresholdsMetric) Thresholds() []float64 { return m.atThresholds.Thresholds() }
-
-// Values returns the precision at each threshold, in the order of the
-// thresholds: tp / (1e-7 + tp + fp).
-func (m *PrecisionAtThresholdsMetric) Values() []float64 { return m.atThresholds.Values() }
-
-// Results implements MultiResult: the precision at each threshold t, keyed
-// "threshold_<t>" (e.g. "threshold_0.5").
-func (m *PrecisionAtThresholdsMetric) Results() map[string]float64 {
-	return m.atThresholds.Results()
+func newPrecisionAtThresholds(thresholds []float64) *atThresholds {
+	return newAtThresholds("precision_at_thresholds", falsePositive, thresholds)
 }
-
-func newPrecisionAtThresholds(thresholds []float64) *PrecisionAtThresholdsMetric {
-	return &PrecisionAtThresholdsMetric{newAtThresholds("precision_at_thresholds", falsePositive, thresholds)}
-}
-
-// RecallAtThresholdsMetric is the metric NewRecallAtThresholds returns.
-// Besides Metric it has Thresholds, Values (one recall per threshold) and
-// Results (MultiResult).
-type RecallAtThresholdsMetric struct{ atThresholds }
 
 // NewRecallAtThresholds returns a zero tf.metrics.recall_at_thresholds: at
 // each threshold t, the total weight of the predictions above t whose label
 // is true, divided by the total weight of the true labels, computed as TF's
 // "math_ops.divide(tp, epsilon + tp + fn)" with epsilon = 1e-7
 // (tensorflow/python/ops/metrics_impl.py). Inputs, comparisons, Result,
-// Values, Results and failures are as for NewPrecisionAtThresholds. The
+// Results and failures are as for NewPrecisionAtThresholds. The
 // state is len(thresholds) true positives, then len(thresholds) false
 // negatives. The Kind is e.g. "recall_at_thresholds(0.5,0.9)".
 func NewRecallAtThresholds(thresholds []float64) (Metric, error) {
@@ -205,43 +180,31 @@ func NewRecallAtThresholds(thresholds []float64) (Metric, error) {
 	return newRecallAtThresholds(thresholds), nil
 }
 
-// Thresholds returns a copy of the thresholds, as given.
-func (m *RecallAtThresholdsMetric) Thresholds() []float64 { return m.atThresholds.Thresholds() }
-
-// Values returns the recall at each threshold, in the order of the
-// thresholds: tp / (1e-7 + tp + fn).
-func (m *RecallAtThresholdsMetric) Values() []float64 { return m.atThresholds.Values() }
-
-// Results implements MultiResult: the recall at each threshold t, keyed
-// "threshold_<t>" (e.g. "threshold_0.5").
-func (m *RecallAtThresholdsMetric) Results() map[string]float64 { return m.atThresholds.Results() }
-
-func newRecallAtThresholds(thresholds []float64) *RecallAtThresholdsMetric {
-	return &RecallAtThresholdsMetric{newAtThresholds("recall_at_thresholds", falseNegative, thresholds)}
+func newRecallAtThresholds(thresholds []float64) *atThresholds {
+	return newAtThresholds("recall_at_thresholds", falseNegative, thresholds)
 }
 
 // PrecisionAtThresholds binds tf.metrics.precision_at_thresholds (see
 // NewPrecisionAtThresholds). Inputs are labels, predictions and, with
-// Weights, the weights. A nil node or bad thresholds (empty, NaN,
-// duplicated) set Bound.Err.
+// Weights, the weights. A nil node, bad thresholds (empty, NaN,
+// duplicated) or an option other than Weights set Bound.Err.
 func PrecisionAtThresholds(labels, predictions *G.Node, thresholds []float64, opts ...Option) Bound {
 	if err := validThresholds("PrecisionAtThresholds", thresholds); err != nil {
 		return invalid("PrecisionAtThresholds", err)
 	}
 	ts := append([]float64(nil), thresholds...)
 	return bind("PrecisionAtThresholds", func() Metric { return newPrecisionAtThresholds(ts) },
-		makeOptions(opts), labelsPredictions, labels, predictions)
+		opts, labelsPredictions, labels, predictions)
 }
 
 // RecallAtThresholds binds tf.metrics.recall_at_thresholds (see
-// NewRecallAtThresholds). Inputs are labels, predictions and, with Weights,
-// the weights. A nil node or bad thresholds (empty, NaN, duplicated) set
-// Bound.Err.
+// NewRecallAtThresholds). Inputs and errors are as for
+// PrecisionAtThresholds.
 func RecallAtThresholds(labels, predictions *G.Node, thresholds []float64, opts ...Option) Bound {
 	if err := validThresholds("RecallAtThresholds", thresholds); err != nil {
 		return invalid("RecallAtThresholds", err)
 	}
 	ts := append([]float64(nil), thresholds...)
 	return bind("RecallAtThresholds", func() Metric { return newRecallAtThresholds(ts) },
-		makeOptions(opts), labelsPredictions, labels, predictions)
+		opts, labelsPredictions, labels, predictions)
 }

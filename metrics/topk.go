@@ -8,12 +8,8 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// RecallAtKMetric is the metric NewRecallAtK returns.
-//
-// Its state is [true_positive_at_k, false_negative_at_k], the two variables
-// of TF's recall_at_top_k: the total weight of the examples whose label is
-// among the top k predictions, and of those whose label is not.
-type RecallAtKMetric struct {
+// recallAtKMetric is the metric of RecallAtK and NewRecallAtK.
+type recallAtKMetric struct {
 	kind  string
 	k     int
 	state [2]float64
@@ -43,6 +39,11 @@ type RecallAtKMetric struct {
 // score[j] > score[l], or score[j] == score[l] and j < l. For scores
 // [0.5, 0.5, 0.2] and k = 1, label 0 is a hit and label 1 a miss.
 //
+// The state is [true_positive_at_k, false_negative_at_k], the two variables
+// of TF's recall_at_top_k: the total weight of the examples whose label is
+// among the top k predictions, and of those whose label is not. The Kind is
+// "recall_at_k(k=K)".
+//
 // Result is tp / (tp + fn), and 0 before any (nonzero-weight) example: TF
 // divides without a guard and would give NaN there; 0 matches
 // tf.metrics.recall. It fails if k is below 1.
@@ -60,21 +61,18 @@ func validK(fn string, k int) error {
 	return nil
 }
 
-func newRecallAtK(k int) *RecallAtKMetric {
-	return &RecallAtKMetric{kind: fmt.Sprintf("recall_at_k(k=%d)", k), k: k}
+func newRecallAtK(k int) *recallAtKMetric {
+	return &recallAtKMetric{kind: fmt.Sprintf("recall_at_k(k=%d)", k), k: k}
 }
 
 // Kind is "recall_at_k(k=K)".
-func (m *RecallAtKMetric) Kind() string { return m.kind }
+func (m *recallAtKMetric) Kind() string { return m.kind }
 
 // State is [true_positive_at_k, false_negative_at_k].
-func (m *RecallAtKMetric) State() []float64 { return m.state[:] }
-
-// K is the k of the metric.
-func (m *RecallAtKMetric) K() int { return m.k }
+func (m *recallAtKMetric) State() []float64 { return m.state[:] }
 
 // Result is tp / (tp + fn), 0 when tp + fn is 0.
-func (m *RecallAtKMetric) Result() float64 {
+func (m *recallAtKMetric) Result() float64 {
 	d := m.state[0] + m.state[1]
 	if d == 0 {
 		return 0
@@ -83,7 +81,7 @@ func (m *RecallAtKMetric) Result() float64 {
 }
 
 // Update folds labels, predictions[, weights] in.
-func (m *RecallAtKMetric) Update(inputs []*tensor.Dense) error {
+func (m *recallAtKMetric) Update(inputs []*tensor.Dense) error {
 	args, w, err := convertInputs(m.kind, inputs, "labels", "predictions")
 	if err != nil {
 		return err
@@ -148,10 +146,11 @@ func inTopK(scores []float64, l, k int) bool {
 // RecallAtK binds tf.metrics.recall_at_k with one label per example (see
 // NewRecallAtK). Inputs are labels (class ids, [batch] or [batch, 1]),
 // predictions (scores, [batch, numClasses]) and, with Weights, the
-// per-example weights. A nil node or k below 1 set Bound.Err.
+// per-example weights. A nil node, k below 1 or an option other than
+// Weights set Bound.Err.
 func RecallAtK(labels, predictions *G.Node, k int, opts ...Option) Bound {
 	if err := validK("RecallAtK", k); err != nil {
 		return invalid("RecallAtK", err)
 	}
-	return bind("RecallAtK", func() Metric { return newRecallAtK(k) }, makeOptions(opts), labelsPredictions, labels, predictions)
+	return bind("RecallAtK", func() Metric { return newRecallAtK(k) }, opts, labelsPredictions, labels, predictions)
 }
