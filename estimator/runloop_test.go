@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"log"
 	"log/slog"
 	"math"
 	"os"
@@ -764,10 +765,16 @@ func TestRestoreSkipsDamagedCheckpoint(t *testing.T) {
 // after the run.)
 func captureDefaultLog(t *testing.T) *bytes.Buffer {
 	t.Helper()
-	prev := slog.Default()
+	prev, prevOut, prevFlags := slog.Default(), log.Writer(), log.Flags()
 	var buf bytes.Buffer
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	t.Cleanup(func() { slog.SetDefault(prev) })
+	t.Cleanup(func() {
+		// SetDefault sends the log package's output to the handler too;
+		// restoring slog's default handler does not undo that.
+		slog.SetDefault(prev)
+		log.SetOutput(prevOut)
+		log.SetFlags(prevFlags)
+	})
 	return &buf
 }
 
