@@ -535,3 +535,41 @@ func mustParseDevices(t *testing.T, names ...string) []towers.Device {
 	}
 	return ds
 }
+
+// TestResumeKeepsPlacement: a run that resumes from a checkpoint places
+// every variable (the model's, the optimizer's slots, the global step) on
+// the device a fresh run did: the restore creates the variables before the
+// model asks for them.
+func TestResumeKeepsPlacement(t *testing.T) {
+	dir := t.TempDir()
+	m := replicate.ModelFn(mlpModel, replicate.Config{Devices: cpus(3), Placement: towers.RoundRobin(towers.CPU(1), towers.CPU(2))})
+	params := model.Params{"dtype": tensor.Float64, "opt": func() optimizers.Optimizer { return optimizers.Adam(0.1) }}
+	devices := func() map[string]string {
+		est, err := estimator.New(m, estimator.RunConfig{ModelDir: dir, LogEvery: -1, Params: params})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer est.Close()
+		feats, labels := mlpData(6, tensor.Float64, 1)
+		in, _ := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: 6})
+		if err := est.Train(context.Background(), in, estimator.Steps(1)); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, name := range est.VariableNames() {
+			d, err := est.Store().Device(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[name] = d.String()
+		}
+		return out
+	}
+	fresh := devices()
+	if fresh["dense/kernel"] != "/device:CPU:1" || fresh["dense/bias"] != "/device:CPU:2" {
+		t.Fatalf("fresh run placed %v: not round robin", fresh)
+	}
+	if diff := cmp.Diff(fresh, devices()); diff != "" {
+		t.Errorf("resumed run's devices differ (-fresh +resumed):\n%s", diff)
+	}
+}

@@ -37,6 +37,11 @@ type Variable struct {
 	trainable bool
 	device    Device
 	backing   any // []T of shape.TotalSize() (1 for a scalar)
+	// colocate names the variable this one was placed beside, if any.
+	colocate string
+	// placed: model code has asked for the variable, and the placement
+	// has placed it (unless it is colocated).
+	placed bool
 }
 
 // Name returns the variable's name.
@@ -80,12 +85,15 @@ func (v *Variable) value() G.Value {
 // Size is the number of elements.
 func (v *Variable) Size() int { return numeric.Len(v.backing) }
 
-// Placement chooses the device of a new master variable from its creation
-// index (0 for the first variable created in the store).
+// Placement chooses the device of a model variable (one model code asks a
+// Scope for) from its index among the model's variables, in the order model
+// code first asks for them (0 for the first). Framework variables (the
+// global step, optimizer slots) are not counted.
 type Placement func(index int) Device
 
-// RoundRobin places variables over devices in creation order: the first on
-// devices[0], the second on devices[1], and so on, wrapping around.
+// RoundRobin places the model's variables over devices in the order model
+// code asks for them: the first on devices[0], the second on devices[1], and
+// so on, wrapping around.
 func RoundRobin(devices ...Device) Placement {
 	ds := slices.Clone(devices)
 	if len(ds) == 0 {
@@ -103,7 +111,7 @@ type Store struct {
 	seed      uint64
 	placement Placement
 	ps        Device // where framework variables live
-	placed    int    // model variables placed so far
+	placed    int    // model variables placed so far, the placement's index
 	vars      map[string]*Variable
 	order     []*Variable
 }
@@ -168,6 +176,14 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 			return nil, false, fmt.Errorf("variable %q exists with shape %v dtype %v, asked for shape %v dtype %v",
 				spec.Name, v.shape, v.dtype, spec.Shape, spec.Dtype)
 		}
+		if c, ok := s.vars[spec.Colocate]; ok && !model && !v.placed && v.colocate == "" {
+			// Restored before its owner asked for it (an optimizer's
+			// iteration count, say): it goes beside the variable now.
+			v.device, v.colocate = c.device, c.name
+		}
+		if model && !v.placed {
+			s.place(v)
+		}
 		return v, false, nil
 	}
 	init := spec.Init
@@ -183,17 +199,35 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 	if err := init(s.rng(spec.Name), spec.Dtype, shape, backing); err != nil {
 		return nil, false, fmt.Errorf("variable %q: initialise: %w", spec.Name, err)
 	}
-	dev := s.ps
+	v = &Variable{name: spec.Name, dtype: spec.Dtype, shape: shape, trainable: spec.Trainable, device: s.ps, backing: backing}
 	if c, ok := s.vars[spec.Colocate]; ok {
-		dev = c.device
-	} else if model {
-		dev = s.placement(s.placed)
-		s.placed++
+		v.device, v.colocate = c.device, c.name
 	}
-	v = &Variable{name: spec.Name, dtype: spec.Dtype, shape: shape, trainable: spec.Trainable, device: dev, backing: backing}
+	if model {
+		s.place(v)
+	}
 	s.vars[spec.Name] = v
 	s.order = append(s.order, v)
 	return v, true, nil
+}
+
+// place puts a variable model code asked for where the placement says,
+// counting model variables only, with the variables colocated with it. A
+// variable a checkpoint restore created before the model asked for it
+// (on the parameter server) is placed here at the model's first request,
+// so a resumed run places variables as a fresh one does.
+func (s *Store) place(v *Variable) {
+	v.placed = true
+	if v.colocate != "" {
+		return
+	}
+	v.device = s.placement(s.placed)
+	s.placed++
+	for _, u := range s.order {
+		if u.colocate == v.name {
+			u.device = v.device
+		}
+	}
 }
 
 func (s *Store) rng(name string) *rand.Rand {

@@ -253,22 +253,45 @@ func TestRestorePlacesSlotsBesideTheirVariable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Round robin over two parameter servers; the model creates its
-	// weights first, so "dense/w" lands on CPU:1.
-	dst := towers.NewStore(towers.StoreConfig{Placement: towers.RoundRobin(towers.CPU(0), towers.CPU(1))})
-	if _, _, err := dst.GetOrCreate(towers.VarSpec{Name: "other", Dtype: tensor.Float32}); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := dst.GetOrCreate(towers.VarSpec{Name: "dense/w", Dtype: tensor.Float32, Shape: tensor.Shape{3, 4}, Trainable: true}); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Restore(dst); err != nil {
-		t.Fatal(err)
-	}
-	w, _ := dst.Device("dense/w")
-	m, _ := dst.Device("dense/w/Adam/m")
-	if w != m {
-		t.Errorf("dense/w is on %v, its slot on %v", w, m)
+	for _, tc := range []struct {
+		name         string
+		modelFirst   bool // the model asks for its variables before the restore
+		wantW, wantM towers.Device
+	}{
+		// Round robin over two devices; the model asks for "other" and
+		// then "dense/w", so "dense/w" goes on CPU:1 and its slot with it.
+		{"model first", true, towers.CPU(1), towers.CPU(1)},
+		// The restore creates both on the parameter server; the model's
+		// request then places "dense/w" and moves its slot along.
+		{"restore first", false, towers.CPU(1), towers.CPU(1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := towers.NewStore(towers.StoreConfig{Placement: towers.RoundRobin(towers.CPU(0), towers.CPU(1)), ParameterServer: towers.CPU(7)})
+			scope := towers.NewScope(0, towers.CPU(0), dst, nil)
+			ask := func() {
+				if _, err := scope.Variable("other", tensor.Float32, nil, nil); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := scope.Variable("dense/w", tensor.Float32, tensor.Shape{3, 4}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.modelFirst {
+				ask()
+			}
+			if err := r.Restore(dst); err != nil {
+				t.Fatal(err)
+			}
+			if m, _ := dst.Device("dense/w/Adam/m"); !tc.modelFirst && m != towers.CPU(7) {
+				t.Errorf("before the model asks, the slot is on %v, want the parameter server", m)
+			}
+			ask()
+			w, _ := dst.Device("dense/w")
+			m, _ := dst.Device("dense/w/Adam/m")
+			if diff := cmp.Diff([]towers.Device{tc.wantW, tc.wantM}, []towers.Device{w, m}); diff != "" {
+				t.Errorf("devices of dense/w and its slot (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -345,7 +345,9 @@ func (r *Reader) Tensor(name string) (*tensor.Dense, error) {
 // trainability, so optimizer slots and the global step exist before an
 // optimizer or estimator asks for them; it is placed beside the variable
 // whose name is its longest '/'-prefix when there is one ("w/Adam/m" beside
-// "w", as optimizers place slots), else where the store's placement puts it.
+// "w", as optimizers place slots), else on the store's parameter server
+// until model code asks for it (towers.Scope.Variable), which places it as
+// in a fresh run, with the variables beside it.
 // A variable the store holds must have the checkpoint's shape and dtype
 // exactly; all of them are checked before anything is written. Store
 // variables the checkpoint lacks are left alone.
