@@ -30,7 +30,7 @@ var relApprox = cmpopts.EquateApprox(1e-12, 1e-12)
 
 // lineModel is y = w*x + b over feature "x" of shape [n, 1], with w starting
 // at 2 and b at 0.5 and a mean squared error loss minimised by its own SGD
-// train op, so it runs as a plain estimator.ModelFn. It predicts
+// train op, so it needs no replicate.Config.Optimizer. It predicts
 //
 //	"y":    [n, 1], rank 2
 //	"flat": [n],    rank 1 (y reshaped)

@@ -17,7 +17,7 @@ import (
 )
 
 // linearModel learns y = w*x + b with a mean squared error loss. Its train
-// op names its optimizer, so it runs on one device as a plain ModelFn.
+// op names its optimizer, so it needs no replicate.Config.Optimizer.
 func linearModel(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
 	w := t.MustVariable("w", tensor.Float64, nil, towers.RandomUniform(-1, 1))
 	b := t.MustVariable("b", tensor.Float64, nil, towers.Zeros())

@@ -7,5 +7,5 @@
 // Serving's REST API.
 //
 // The export outputs themselves (the signatures a model function offers)
-// are part of the model function's Spec: see estimator.ExportOutput.
+// are part of the model function's Spec: see model.ExportOutput.
 package export

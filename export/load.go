@@ -68,7 +68,7 @@ type Predictor struct {
 	sigs    map[string]Signature
 	inputs  map[string]map[string]input // by signature, then input name
 	// fromPredictions: the model has no export outputs, and the only
-	// signature, estimator.DefaultServingSignature, serves its predictions.
+	// signature, model.DefaultServingSignature, serves its predictions.
 	fromPredictions bool
 
 	mu     sync.RWMutex // Run holds it shared, Close exclusively

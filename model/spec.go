@@ -3,7 +3,7 @@
 // itself, and the Spec it returns (loss, predictions, eval metrics, export
 // outputs, train ops). It is a leaf: package replicate (the engine that runs
 // one tower per device) and package estimator (the run loop) both import
-// it, and a model written against it runs under either.
+// it; a model written against it runs on one device or on many.
 package model
 
 import (

@@ -38,17 +38,17 @@ func (e *Engine) splitBatch(mode model.Mode, b sharding.Batch) ([]sharding.Batch
 
 // splitCache remembers how the last few batches were split across the
 // towers, and their signature, by the identity of their tensors.
-// FromTensors hands out the same few batches in turn (see Batch.Release),
-// so in a training loop a step splits nothing, allocates no shard header
-// and formats no signature: the towers are fed the shards made for that
-// batch the first time.
+// estimator.FromTensors hands out the same few batches in turn (see
+// sharding.Batch.Release), so in a training loop a step splits nothing,
+// allocates no shard header and formats no signature: the towers are fed
+// the shards made for that batch the first time.
 type splitCache struct {
 	entries [maxSplits]split
 	next    int // the entry to replace next
 }
 
-// maxSplits is how many batches the cache remembers: FromTensors keeps up
-// to four.
+// maxSplits is how many batches the cache remembers:
+// estimator.FromTensors keeps up to four.
 const maxSplits = 4
 
 // split is one batch's shards, with what made them.

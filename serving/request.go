@@ -89,7 +89,7 @@ func requestObject(body []byte) (map[string]any, error) {
 }
 
 // signatureName returns the request's "signature_name", by default
-// estimator.DefaultServingSignature.
+// model.DefaultServingSignature.
 func signatureName(req map[string]any) (string, error) {
 	sn, ok := req["signature_name"]
 	if !ok {

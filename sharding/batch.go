@@ -17,9 +17,10 @@ type Batch struct {
 	Sparse   map[string]SparseCOO
 	// Release, when not nil, gives the batch's memory back to the input
 	// that made it, for a later batch; nothing may read the batch after.
-	// Train and Evaluate call it once a step and its hooks are done with
-	// the batch. FromTensors sets it, so that its batches are copied into
-	// a few buffers in turn rather than into new memory every step.
+	// estimator.Train and Evaluate call it once a step and its hooks are
+	// done with the batch. estimator.FromTensors sets it, so that its
+	// batches are copied into a few buffers in turn rather than into new
+	// memory every step.
 	Release func()
 }
 

@@ -24,9 +24,10 @@ import (
 // Latest returns the path of the newest whole checkpoint of the model
 // directory dir: the one the pointer file names, verified (manifest, and
 // every variable file's size and checksum). When it is damaged Latest falls
-// back to the previously kept checkpoints, newest saved first; when the pointer file itself is missing
-// or unreadable it scans dir for ckpt-<step> directories, highest step
-// first. Temporary directories of an interrupted Save are never candidates;
+// back to the previously kept checkpoints, newest saved first; when the
+// pointer file itself is missing or unreadable it scans dir for
+// ckpt-<step> directories, highest step first (Read says what it passed
+// over: Reader.Skipped). Temporary directories of an interrupted Save are never candidates;
 // a checkpoint that an interrupted Save of the same step moved aside stands
 // in for its missing original.
 // It returns an error wrapping ErrNoCheckpoint when no checkpoint is whole.

@@ -163,7 +163,7 @@ func TestModelErrors(t *testing.T) {
 	}{
 		{"feature x missing", replicate.ModelFn(linreg.Model, replicate.Config{Devices: cpus(1), Optimizer: optimizers.SGD(0.5)}), z, x, []string{"tower 0", `feature "x" missing`}},
 		{"label y missing", replicate.ModelFn(linreg.Model, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(0.5)}), x, z, []string{"tower 0", `label "y" missing`}},
-		{"no optimizer on a plain ModelFn", replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), x, map[string]*tensor.Dense{"y": x["x"]}, []string{"no train ops", "optimizer"}},
+		{"no optimizer on one device", replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), x, map[string]*tensor.Dense{"y": x["x"]}, []string{"no train ops", "optimizer"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
