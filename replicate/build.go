@@ -262,8 +262,12 @@ func (e *Engine) checkSpec(t *tower.Tower, mode model.Mode, spec *model.Spec) er
 			return fmt.Errorf("%s: eval metric %q clashes with the reported %s", where, name, name)
 		}
 	}
-	if mode == model.Train && len(spec.TrainOps) == 0 && e.cfg.Optimizer == nil && e.cfg.OptimizerFn == nil {
+	hasOpt := e.cfg.Optimizer != nil || e.cfg.OptimizerFn != nil
+	if mode == model.Train && len(spec.TrainOps) == 0 && !hasOpt {
 		return fmt.Errorf("%s: spec has no train ops and no optimizer was given (set replicate.Config.Optimizer or Spec.TrainOps)", where)
+	}
+	if mode == model.Train && len(spec.TrainOps) > 0 && hasOpt {
+		return fmt.Errorf("%s: spec has train ops and replicate.Config has an optimizer, which would not be used: set one of the two", where)
 	}
 	for i, op := range spec.TrainOps {
 		if op.Optimizer == nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/optimizers"
@@ -87,6 +88,8 @@ type Model struct {
 func ModelFn(fn model.Fn, cfg Config) *Model {
 	if cfg.Devices == nil {
 		cfg.Devices = towers.LocalDevices()
+	} else {
+		cfg.Devices = slices.Clone(cfg.Devices)
 	}
 	return &Model{fn: fn, cfg: cfg}
 }

@@ -3,14 +3,13 @@ package replicate_test
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-
-	"log/slog"
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/examples/linear/linreg"

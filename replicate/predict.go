@@ -38,7 +38,7 @@ func (e *Engine) PredictStep(ctx context.Context, batch sharding.Batch) (Outputs
 	e.lastPredict = b
 	out := Outputs{Predictions: map[string]*tensor.Dense{}, ExportOutputs: map[string]map[string]*tensor.Dense{}}
 	for _, k := range slices.Sorted(maps.Keys(b.specs[0].Predictions)) {
-		if out.Predictions[k], err = concatTowers(b, fmt.Sprintf("prediction %q", k), func(s *model.Spec) *G.Node { return s.Predictions[k] }); err != nil {
+		if out.Predictions[k], err = concatTowers(b, fmt.Sprintf("prediction %q", k), true, func(s *model.Spec) *G.Node { return s.Predictions[k] }); err != nil {
 			return Outputs{}, fmt.Errorf("predict: %w", err)
 		}
 	}
@@ -46,7 +46,7 @@ func (e *Engine) PredictStep(ctx context.Context, batch sharding.Batch) (Outputs
 		out.ExportOutputs[sig] = map[string]*tensor.Dense{}
 		for _, name := range slices.Sorted(maps.Keys(b.specs[0].ExportOutputs[sig].Nodes())) {
 			what := fmt.Sprintf("export output %q of signature %q", name, sig)
-			if out.ExportOutputs[sig][name], err = concatTowers(b, what, func(s *model.Spec) *G.Node { return s.ExportOutputs[sig].Nodes()[name] }); err != nil {
+			if out.ExportOutputs[sig][name], err = concatTowers(b, what, true, func(s *model.Spec) *G.Node { return s.ExportOutputs[sig].Nodes()[name] }); err != nil {
 				return Outputs{}, fmt.Errorf("predict: %w", err)
 			}
 		}
@@ -56,8 +56,9 @@ func (e *Engine) PredictStep(ctx context.Context, batch sharding.Batch) (Outputs
 
 // concatTowers reads one output of every tower of the last run of b and
 // concatenates them along dimension 0 in tower order, TensorFlow's
-// _concat_tensor_dicts; each tower's part must have its shard's rows.
-func concatTowers(b *build, what string, pick func(*model.Spec) *G.Node) (*tensor.Dense, error) {
+// _concat_tensor_dicts. With perRow, each tower's part must have its
+// shard's rows (predictions and export outputs must).
+func concatTowers(b *build, what string, perRow bool, pick func(*model.Spec) *G.Node) (*tensor.Dense, error) {
 	parts := make([]*tensor.Dense, len(b.towers))
 	for i, s := range b.specs {
 		pv, err := b.towers[i].Value(pick(s))
@@ -68,12 +69,16 @@ func concatTowers(b *build, what string, pick func(*model.Spec) *G.Node) (*tenso
 		if err != nil {
 			return nil, fmt.Errorf("%v: %s: %w", b.towers[i], what, err)
 		}
-		if v.Dims() == 0 || v.Shape()[0] != b.rows[i] {
+		if perRow && (v.Dims() == 0 || v.Shape()[0] != b.rows[i]) {
 			return nil, fmt.Errorf("%v: %s has shape %v for a shard of %d rows; predictions need the batch along dimension 0", b.towers[i], what, v.Shape(), b.rows[i])
 		}
 		parts[i] = v
 	}
-	return sharding.Concat(parts)
+	v, err := sharding.Concat(parts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return v, nil
 }
 
 // PredictSpec returns what the latest predict step's model declared: its
@@ -98,7 +103,7 @@ func (e *Engine) Fetch(names []string) (map[string]*tensor.Dense, error) {
 		if e.last == nil || e.last.specs[0].Predictions[name] == nil {
 			return nil, fmt.Errorf("fetch %q: neither a variable nor a prediction of the model", name)
 		}
-		v, err := concatTowers(e.last, fmt.Sprintf("fetch %q", name), func(s *model.Spec) *G.Node { return s.Predictions[name] })
+		v, err := concatTowers(e.last, fmt.Sprintf("fetch %q", name), false, func(s *model.Spec) *G.Node { return s.Predictions[name] })
 		if err != nil {
 			return nil, err
 		}

@@ -375,6 +375,11 @@ func TestErrors(t *testing.T) {
 			return spec, err
 		}, replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 0", "no loss"}},
 		{"no optimizer", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2)}), twoRows, labels2, []string{"no train ops", "optimizer"}},
+		{"optimizer and train ops", replicate.ModelFn(func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+			spec, err := constModel(tw, mode, f, l, p)
+			spec.TrainOps = []model.TrainOp{{Optimizer: optimizers.SGD(1)}}
+			return spec, err
+		}, replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 0", "train ops", "optimizer", "would not be used"}},
 		{"missing feature", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: sgd}), map[string]*tensor.Dense{"z": column(1, 2)}, labels2, []string{"tower 0", "panic"}},
 	}
 	for _, tc := range tests {

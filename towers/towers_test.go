@@ -49,6 +49,33 @@ func TestParseDevice(t *testing.T) {
 	}
 }
 
+func TestParseDevices(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		want  []towers.Device
+		err   []string
+	}{
+		{names: []string{"/cpu:0", "/device:CPU:1", "/GPU:2"}, want: []towers.Device{towers.CPU(0), towers.CPU(1), towers.GPU(2)}},
+		{names: nil, want: []towers.Device{}},
+		{names: []string{"/cpu:0", "/tpu:0"}, err: []string{`"/tpu:0"`, "unknown device type"}},
+		{names: []string{"/cpu:x"}, err: []string{`"/cpu:x"`, "index"}},
+	} {
+		t.Run(strings.Join(tc.names, ","), func(t *testing.T) {
+			got, err := towers.ParseDevices(tc.names...)
+			if tc.err != nil {
+				wanterr.Mentions(t, err, tc.err...)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestLocalDevicesAreCPUsWithoutGPUBackend(t *testing.T) {
 	ds := towers.LocalDevices()
 	if len(ds) == 0 {
