@@ -55,10 +55,11 @@ type RunConfig struct {
 	// Logger receives progress, checkpoint and export messages; nil means
 	// none. The Estimator logs nowhere else.
 	Logger *slog.Logger
-	// ProgressBar, when not nil, gets a progress bar of training steps in
-	// place of the log lines every LogEvery steps (for an interactive
-	// terminal: the examples pass os.Stderr when it is one).
-	ProgressBar io.Writer
+	// Progress, when not nil, gets a progress bar of training steps (a
+	// ProgressBar hook) in place of the log lines every LogEvery steps: for
+	// an interactive terminal (the examples pass os.Stderr when it is
+	// one). A negative LogEvery, which turns progress off, cannot have it.
+	Progress io.Writer
 	// Params are handed to every model function call.
 	Params model.Params
 	// WarmStart initialises a run whose model directory has no checkpoint
@@ -93,8 +94,8 @@ type Estimator struct {
 // loss reduction NONE, a GPU device in a build without a GPU backend) is an
 // error here.
 func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
-	if m == nil {
-		return nil, fmt.Errorf("new estimator: nil model")
+	if err := cfg.check(m); err != nil {
+		return nil, fmt.Errorf("new estimator: %w", err)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -112,12 +113,23 @@ func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
 	}
 	e := &Estimator{cfg: cfg, log: log, eng: eng}
 	if cfg.WarmStart != nil {
-		if cfg.WarmStart.From == "" {
-			return nil, fmt.Errorf("new estimator: warm start without a checkpoint to start from")
-		}
 		eng.OnBuild(e.warmStart)
 	}
 	return e, nil
+}
+
+// check reports what is wrong with a model and run configuration before
+// anything is built.
+func (cfg *RunConfig) check(m *replicate.Model) error {
+	switch {
+	case m == nil:
+		return fmt.Errorf("nil model")
+	case cfg.LogEvery < 0 && cfg.Progress != nil:
+		return fmt.Errorf("RunConfig.Progress is set but LogEvery is negative, which turns progress reporting off; set one of the two")
+	case cfg.WarmStart != nil && cfg.WarmStart.From == "":
+		return fmt.Errorf("warm start without a checkpoint to start from (RunConfig.WarmStart.From is empty)")
+	}
+	return nil
 }
 
 // warmStart applies the warm start once, after the first build, unless the

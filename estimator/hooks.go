@@ -159,7 +159,7 @@ func (NaNGuard) CheckLoss(step int64, loss float64) error {
 }
 
 // defaultHooks are the hooks every training run has, before the caller's:
-// the NaN guard, progress (a bar on RunConfig.ProgressBar when given, else
+// the NaN guard, progress (a bar on RunConfig.Progress when given, else
 // log lines) and the train history of the model directory.
 func (e *Estimator) defaultHooks() []Hook {
 	hooks := []Hook{NaNGuard{}}

@@ -9,11 +9,11 @@ import (
 )
 
 // progressHook reports training progress: a progress bar on
-// RunConfig.ProgressBar when the caller gave one, else log lines every
+// RunConfig.Progress when the caller gave one, else log lines every
 // LogEvery steps.
 func (e *Estimator) progressHook() Hook {
-	if e.cfg.ProgressBar != nil {
-		return &ProgressBar{Out: e.cfg.ProgressBar, Every: int64(e.cfg.LogEvery)}
+	if e.cfg.Progress != nil {
+		return &ProgressBar{Out: e.cfg.Progress, Every: int64(e.cfg.LogEvery)}
 	}
 	return NewLoggingHook(int64(e.cfg.LogEvery))
 }

@@ -97,7 +97,7 @@ func run(ctx context.Context, modelDir string, steps int64, batch int, lr float6
 	devices := towers.LocalDevices()
 	cfg := estimator.RunConfig{ModelDir: modelDir, Seed: 1, LogEvery: 50, Logger: log}
 	if term.IsTerminal(int(os.Stderr.Fd())) && os.Getenv("TERM") != "dumb" {
-		cfg.ProgressBar = os.Stderr // a bar in place of a log line every 50 steps
+		cfg.Progress = os.Stderr // a bar in place of a log line every 50 steps
 	}
 	est, err := estimator.New(newModel(lr), cfg)
 	if err != nil {
