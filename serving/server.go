@@ -60,7 +60,7 @@ type ModelConfig struct {
 	// Loader, when set, replaces loading from BaseDir: it is called with
 	// the version being served (0 when there is none yet) and returns the
 	// version to serve instead, or nil and no error to keep the current
-	// one. With Loader set, BaseDir and Model are not used.
+	// one. A Loader replaces BaseDir and Model: giving both is an error.
 	Loader func(current int64) (Servable, error)
 }
 
@@ -199,10 +199,12 @@ func (s *Server) addModel(c ModelConfig) error {
 		return fmt.Errorf("model %q is configured twice", c.Name)
 	}
 	m := &servedModel{name: c.Name, load: c.Loader}
-	if m.load == nil {
-		if c.BaseDir == "" || c.Model == nil {
-			return fmt.Errorf("model %q: needs a BaseDir and a Model, or a Loader", c.Name)
-		}
+	switch {
+	case m.load != nil && (c.BaseDir != "" || c.Model != nil):
+		return fmt.Errorf("model %q: has a Loader and a BaseDir or Model; a Loader replaces them, give one or the other", c.Name)
+	case m.load == nil && (c.BaseDir == "" || c.Model == nil):
+		return fmt.Errorf("model %q: needs a BaseDir and a Model, or a Loader", c.Name)
+	case m.load == nil:
 		m.load = dirLoader(c)
 	}
 	sv, err := m.load(0)
