@@ -33,9 +33,7 @@ func (e *Estimator) restoreLatest() error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	path := r.Path()
-	for _, note := range r.Skipped() {
-		e.log.Warn("checkpoint: "+note, "model_dir", e.cfg.ModelDir)
-	}
+	e.logSkipped(r)
 	if path == e.ckpt {
 		return nil
 	}
@@ -45,6 +43,15 @@ func (e *Estimator) restoreLatest() error {
 	e.ckpt = path
 	e.log.Info("restored checkpoint", "path", path, "step", r.Step())
 	return nil
+}
+
+// logSkipped warns, on the caller's logger, of what reading a model
+// directory passed over on the way to r: damaged checkpoints, a lost
+// pointer file.
+func (e *Estimator) logSkipped(r *checkpoint.Reader) {
+	for _, note := range r.Skipped() {
+		e.log.Warn("checkpoint: "+note, "checkpoint", r.Path())
+	}
 }
 
 // CheckpointSaver saves the store to a model directory every EverySteps

@@ -140,7 +140,12 @@ func (e *Estimator) warmStart() error {
 		return nil
 	}
 	ws := e.cfg.WarmStart
-	if err := checkpoint.WarmStart(e.store(), ws.From, ws.Pattern, ws.Rename); err != nil {
+	r, err := checkpoint.Read(ws.From)
+	if err != nil {
+		return fmt.Errorf("warm start: %w", err)
+	}
+	e.logSkipped(r)
+	if err := r.WarmStart(e.store(), ws.Pattern, ws.Rename); err != nil {
 		return fmt.Errorf("warm start from %s: %w", ws.From, err)
 	}
 	e.eng.OnBuild(nil)

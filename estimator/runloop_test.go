@@ -647,8 +647,9 @@ func TestTrainAndEvaluateErrors(t *testing.T) {
 }
 
 // TestRestoreSkipsDamagedCheckpoint: a new Estimator on a directory whose
-// newest checkpoint is damaged restores the one before, and training on
-// replaces the damaged one.
+// newest checkpoint is damaged restores the one before (and a warm start
+// from it starts from the one before), warning on the caller's logger, and
+// training on replaces the damaged one.
 func TestRestoreSkipsDamagedCheckpoint(t *testing.T) {
 	variableFile := func(t *testing.T, ckpt string) string {
 		t.Helper()
@@ -743,6 +744,20 @@ func TestRestoreSkipsDamagedCheckpoint(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, snapshot(t, again), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("restored variables differ from ckpt-2 (-ckpt-2 +restored):\n%s", diff)
+			}
+			// A warm start from the directory starts from ckpt-2 too,
+			// and warns on its own logger of what it skipped.
+			var warmLogged bytes.Buffer
+			warm := newRunEstimator(t, replicated(knobModel, 2), estimator.RunConfig{LogEvery: -1, WarmStart: &estimator.WarmStart{From: dir},
+				Logger: slog.New(slog.NewTextHandler(&warmLogged, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+			if _, err := warm.Evaluate(context.Background(), lineInput(t, xs(4), 4, true)); err != nil {
+				t.Fatal(err)
+			}
+			if l := warmLogged.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, checkpoint.Name(3)) {
+				t.Errorf("the warm-started run's logger got %q, want a warning naming %s", l, checkpoint.Name(3))
+			}
+			if got := snapshot(t, warm)["w"]; !cmp.Equal(want["w"], got) {
+				t.Errorf("warm-started w %v, want ckpt-2's %v", got, want["w"])
 			}
 			// Training on saves step 3 afresh over the damaged one.
 			if err := again.Train(context.Background(), foreverInput(t, 4), estimator.Steps(1)); err != nil {

@@ -31,8 +31,8 @@ func usagef(format string, args ...any) error {
 }
 
 // commands maps a subcommand to its function, which writes its output to
-// stdout and returns its error.
-var commands = map[string]func(stdout io.Writer, args []string) error{
+// stdout, warnings to stderr, and returns its error.
+var commands = map[string]func(stdout, stderr io.Writer, args []string) error{
 	"inspect": inspect,
 	"plot":    plotHistory,
 }
@@ -49,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "towerflow: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
-	err := cmd(stdout, args[1:])
+	err := cmd(stdout, stderr, args[1:])
 	var ue *usageError
 	switch {
 	case err == nil:

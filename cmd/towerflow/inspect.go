@@ -17,8 +17,9 @@ import (
 const inspectSynopsis = "[-values] [-n count] <checkpoint dir or model dir>"
 
 // inspect is the inspect command: it prints a checkpoint's path, step,
-// format and variables.
-func inspect(stdout io.Writer, args []string) error {
+// format and variables, and warns on stderr of what reading a model
+// directory passed over (a damaged newer checkpoint, a lost pointer file).
+func inspect(stdout, stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	values := fs.Bool("values", false, "print the first values of each variable")
 	count := fs.Int("n", 6, "how many values -values prints per variable")
@@ -35,6 +36,9 @@ func inspect(stdout io.Writer, args []string) error {
 	r, err := checkpoint.Read(pos[0])
 	if err != nil {
 		return err // names the directory or file
+	}
+	for _, note := range r.Skipped() {
+		fmt.Fprintf(stderr, "towerflow inspect: warning: %s\n", note)
 	}
 	m := r.Manifest()
 

@@ -9,8 +9,9 @@
 //
 // inspect prints a checkpoint's path, step and format and a table of its
 // variables (name, dtype, shape, trainability, size in elements and bytes)
-// with totals; given a model directory it reads the latest checkpoint. With
-// -values it also prints the first values of each variable.
+// with totals; given a model directory it reads the latest whole
+// checkpoint, and says on standard error which damaged newer ones it passed
+// over. With -values it also prints the first values of each variable.
 //
 // plot reads the model directory's train_history.jsonl and
 // eval_history.jsonl (JSON Lines: {"step", "loss", "time"} and {"step",

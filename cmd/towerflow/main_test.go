@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -73,6 +74,15 @@ func TestInspect(t *testing.T) {
 		total += e.Bytes
 	}
 	row := func(name string, cells ...string) []string { return append(cells, fileBytes[name]) }
+	// A copy of the model directory whose newest checkpoint lost its
+	// manifest: inspect falls back to the one before and says so.
+	damaged := filepath.Join(t.TempDir(), "damaged")
+	if err := os.CopyFS(damaged, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(damaged, "ckpt-100", checkpoint.ManifestFile)); err != nil {
+		t.Fatal(err)
+	}
 	wantRows := map[string][]string{
 		"NAME":        {"DTYPE", "NPY", "SHAPE", "TRAINABLE", "ELEMENTS", "BYTES", "FILE BYTES"},
 		"dense/w":     row("dense/w", "float32", "<f4", "[2 3]", "true", "6", "24"),
@@ -86,6 +96,10 @@ func TestInspect(t *testing.T) {
 		wantPath  string
 		wantStep  string
 		wantLines []string // more lines the output must contain, trimmed
+		// wantWarnings is how many warnings inspect gives on stderr, each
+		// naming something in warningsName.
+		wantWarnings int
+		warningsName []string
 	}{
 		{
 			name:     "model dir means the latest checkpoint",
@@ -117,12 +131,28 @@ func TestInspect(t *testing.T) {
 			wantStep:  "100",
 			wantLines: []string{"dense/w      [1 1 …] (2 of 6)"},
 		},
+		{
+			name:         "model dir with a damaged latest checkpoint",
+			args:         []string{damaged},
+			wantPath:     filepath.Join(damaged, "ckpt-42"),
+			wantStep:     "42",
+			wantWarnings: 1,
+			warningsName: []string{filepath.Join(damaged, "ckpt-100"), checkpoint.ManifestFile},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var out bytes.Buffer
-			if err := inspect(&out, tc.args); err != nil {
+			var out, warnings bytes.Buffer
+			if err := inspect(&out, &warnings, tc.args); err != nil {
 				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantWarnings, strings.Count(warnings.String(), "warning:")); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s\nstderr:\n%s", diff, warnings.String())
+			}
+			for _, w := range tc.warningsName {
+				if !strings.Contains(warnings.String(), w) {
+					t.Errorf("warnings do not name %s:\n%s", w, warnings.String())
+				}
 			}
 			s := out.String()
 			wantHeader := fmt.Sprintf("checkpoint: %s\nstep:       %s\nformat:     %s\n", tc.wantPath, tc.wantStep, checkpoint.Format)
@@ -167,7 +197,7 @@ func TestInspectErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			checkCommandError(t, inspect(&bytes.Buffer{}, tc.args), tc.wantUsage, tc.wantIn...)
+			checkCommandError(t, inspect(&bytes.Buffer{}, io.Discard, tc.args), tc.wantUsage, tc.wantIn...)
 		})
 	}
 }
@@ -273,7 +303,7 @@ func TestPlot(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "history.png")
 			var stdout bytes.Buffer
 			args := append([]string{"-o", out}, tc.flags...)
-			if err := plotHistory(&stdout, append(args, dir)); err != nil {
+			if err := plotHistory(&stdout, io.Discard, append(args, dir)); err != nil {
 				t.Fatal(err)
 			}
 			wantOut := fmt.Sprintf("wrote %s (%dx%d): %s\n", out, tc.wantW, tc.wantH, tc.wantPanels)
@@ -313,7 +343,7 @@ func TestPlotDefaultOutput(t *testing.T) {
 	dir := t.TempDir()
 	train, eval := trainingRun(300)
 	writeHistory(t, dir, train, eval)
-	if err := plotHistory(&bytes.Buffer{}, []string{dir}); err != nil {
+	if err := plotHistory(&bytes.Buffer{}, io.Discard, []string{dir}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "history.png")); err != nil {
@@ -386,7 +416,7 @@ func TestPlotErrors(t *testing.T) {
 			for i, w := range tc.wantIn {
 				want[i] = strings.ReplaceAll(w, "DIR", dir)
 			}
-			checkCommandError(t, plotHistory(&bytes.Buffer{}, args), tc.wantUsage, want...)
+			checkCommandError(t, plotHistory(&bytes.Buffer{}, io.Discard, args), tc.wantUsage, want...)
 		})
 	}
 }

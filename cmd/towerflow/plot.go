@@ -32,7 +32,7 @@ const (
 
 // plotHistory is the plot command: it draws a model directory's training
 // and evaluation history as a PNG.
-func plotHistory(stdout io.Writer, args []string) error {
+func plotHistory(stdout, _ io.Writer, args []string) error {
 	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
 	out := fs.String("o", "", "output PNG `file` (default <model dir>/history.png)")
 	metricsFlag := fs.String("metrics", "", "comma-separated `names` of the metrics to draw; \"loss\" is the training and evaluation loss (default: loss and every evaluation metric but global_step)")

@@ -870,7 +870,7 @@ func TestWarmStart(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t, newDefs, 7)
 			before := snapshot(store)
-			err := WarmStart(store, prevDir, tt.pattern, tt.rename)
+			err := warmStart(store, prevDir, tt.pattern, tt.rename)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("WarmStart = %v, want error containing %q", err, tt.wantErr)
@@ -897,20 +897,20 @@ func TestWarmStart(t *testing.T) {
 
 	t.Run("dtype mismatch", func(t *testing.T) {
 		store := newStore(t, []varDef{{"head/w", tensor.Float32, []int{4, 2}, true}}, 1)
-		err := WarmStart(store, prevDir, "", nil)
+		err := warmStart(store, prevDir, "", nil)
 		if want := `variable "head/w" has shape (4, 2) dtype float32 in the store but shape (4, 2) dtype float64`; err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("WarmStart = %v, want error containing %q", err, want)
 		}
 	})
 	t.Run("no checkpoint", func(t *testing.T) {
 		store := newStore(t, newDefs, 1)
-		if err := WarmStart(store, t.TempDir(), "", nil); !errors.Is(err, ErrNoCheckpoint) {
+		if err := warmStart(store, t.TempDir(), "", nil); !errors.Is(err, ErrNoCheckpoint) {
 			t.Errorf("WarmStart from an empty dir = %v, want ErrNoCheckpoint", err)
 		}
 	})
 	t.Run("from a checkpoint directory", func(t *testing.T) {
 		store := newStore(t, newDefs, 1)
-		if err := WarmStart(store, filepath.Join(prevDir, "ckpt-1000"), "^head/w$", nil); err != nil {
+		if err := warmStart(store, filepath.Join(prevDir, "ckpt-1000"), "^head/w$", nil); err != nil {
 			t.Fatal(err)
 		}
 		got, _ := store.Value("head/w")
@@ -918,6 +918,16 @@ func TestWarmStart(t *testing.T) {
 			t.Errorf("head/w (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// warmStart reads ckpt, a checkpoint or model directory, and warm-starts
+// store from it.
+func warmStart(store *towers.Store, ckpt, pattern string, rename map[string]string) error {
+	r, err := Read(ckpt)
+	if err != nil {
+		return err
+	}
+	return r.WarmStart(store, pattern, rename)
 }
 
 func TestSafeName(t *testing.T) {

@@ -415,9 +415,10 @@ func owner(store *towers.Store, name string) string {
 	return ""
 }
 
-// WarmStart initialises variables of store from the checkpoint ckpt (a
-// checkpoint directory, or a model directory meaning its latest checkpoint)
-// of another run, like TensorFlow's tf.estimator.WarmStartSettings.
+// WarmStart initialises variables of store from this checkpoint of another
+// run, like TensorFlow's tf.estimator.WarmStartSettings. (Read a model
+// directory to start from its latest checkpoint; Skipped says what that
+// passed over.)
 //
 // Like TensorFlow's vars_to_warm_start given as a regular expression, only
 // trainable variables are candidates: non-trainable ones — the global step,
@@ -433,7 +434,7 @@ func owner(store *towers.Store, name string) string {
 // checkpoint or differs in shape or dtype, when a rename key is not a
 // selected variable, or when pattern selects nothing. Everything is checked
 // before any variable is written.
-func WarmStart(store *towers.Store, ckpt string, pattern string, rename map[string]string) error {
+func (r *Reader) WarmStart(store *towers.Store, pattern string, rename map[string]string) error {
 	if store == nil {
 		return fmt.Errorf("checkpoint: warm start: nil store")
 	}
@@ -471,10 +472,6 @@ func WarmStart(store *towers.Store, ckpt string, pattern string, rename map[stri
 	}
 	if len(picks) == 0 {
 		return fmt.Errorf("checkpoint: warm start: pattern %q selects no trainable variable of the store", pattern)
-	}
-	r, err := Read(ckpt)
-	if err != nil {
-		return fmt.Errorf("checkpoint: warm start: %w", err)
 	}
 	var missing []string
 	for _, p := range picks {
