@@ -1,0 +1,268 @@
+package export
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/estimator/checkpoint"
+	"github.com/towerflow/towerflow/internal/exportdir"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// verifyManifest checks dir against its manifest: every file listed exists
+// with its size and SHA-256, and every file of dir is listed.
+func verifyManifest(dir string) error {
+	mpath := filepath.Join(dir, exportdir.ManifestFile)
+	data, err := os.ReadFile(mpath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("manifest %s is missing: not an export version directory", mpath)
+	}
+	if err != nil {
+		return err
+	}
+	var m exportdir.Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("%s: %w", mpath, err)
+	}
+	if m.Format != exportdir.Format {
+		return fmt.Errorf("%s: format %q, want %q", mpath, m.Format, exportdir.Format)
+	}
+	listed := map[string]exportdir.File{}
+	for _, f := range m.Files {
+		if f.Path == "" || path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || f.Path == ".." ||
+			strings.HasPrefix(f.Path, "../") || strings.Contains(f.Path, `\`) || f.Path == exportdir.ManifestFile {
+			return fmt.Errorf("%s: bad file path %q", mpath, f.Path)
+		}
+		if _, dup := listed[f.Path]; dup {
+			return fmt.Errorf("%s: file %s is listed twice", mpath, f.Path)
+		}
+		listed[f.Path] = f
+	}
+	var extra []string
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == exportdir.ManifestFile {
+			return nil
+		}
+		if _, ok := listed[rel]; !ok {
+			extra = append(extra, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(extra) > 0 {
+		return fmt.Errorf("file %s is not in the manifest %s", strings.Join(extra, ", "), mpath)
+	}
+	for _, rel := range slices.Sorted(maps.Keys(listed)) {
+		if err := verifyFile(filepath.Join(dir, filepath.FromSlash(rel)), listed[rel]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func verifyFile(p string, want exportdir.File) error {
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("file %s is missing (the manifest lists it)", p)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("file %s is not a regular file", p)
+	}
+	if fi.Size() != want.Bytes {
+		return fmt.Errorf("file %s has %d bytes, the manifest says %d", p, fi.Size(), want.Bytes)
+	}
+	sum, _, err := exportdir.Sum(f)
+	if err != nil {
+		return fmt.Errorf("file %s: %w", p, err)
+	}
+	if sum != want.SHA256 {
+		return fmt.Errorf("file %s is corrupted: sha256 %s, the manifest says %s", p, sum, want.SHA256)
+	}
+	return nil
+}
+
+// readSignatures reads and checks signatures.json, and parses the inputs.
+func readSignatures(dir string) (exportdir.Signatures, map[string]map[string]input, error) {
+	spath := filepath.Join(dir, exportdir.SignaturesFile)
+	var sigs exportdir.Signatures
+	data, err := os.ReadFile(spath)
+	if err != nil {
+		return sigs, nil, err
+	}
+	fail := func(format string, args ...any) (exportdir.Signatures, map[string]map[string]input, error) {
+		return exportdir.Signatures{}, nil, fmt.Errorf("%s: %s", spath, fmt.Sprintf(format, args...))
+	}
+	if err := json.Unmarshal(data, &sigs); err != nil {
+		return fail("%v", err)
+	}
+	if sigs.Format != exportdir.Format {
+		return fail("format %q, want %q", sigs.Format, exportdir.Format)
+	}
+	if sigs.Step < 0 {
+		return fail("negative global step %d", sigs.Step)
+	}
+	if len(sigs.Signatures) == 0 {
+		return fail("no signatures")
+	}
+	inputs := map[string]map[string]input{}
+	for _, key := range slices.Sorted(maps.Keys(sigs.Signatures)) {
+		sig := sigs.Signatures[key]
+		switch sig.Method {
+		case "predict", "classify", "regress":
+		default:
+			return fail("signature %q: unknown method %q", key, sig.Method)
+		}
+		if len(sig.Inputs) == 0 {
+			return fail("signature %q has no inputs", key)
+		}
+		inputs[key] = map[string]input{}
+		for _, part := range []struct {
+			kind string
+			m    map[string]TensorInfo
+		}{{"input", sig.Inputs}, {"output", sig.Outputs}} {
+			for _, name := range slices.Sorted(maps.Keys(part.m)) {
+				in, err := parseInfo(part.m[name])
+				if err != nil {
+					return fail("signature %q: %s %q: %v", key, part.kind, name, err)
+				}
+				if part.kind == "input" {
+					inputs[key][name] = in
+				}
+			}
+		}
+	}
+	return sigs, inputs, nil
+}
+
+func parseInfo(ti TensorInfo) (input, error) {
+	dt, err := estimator.DtypeByName(ti.Dtype)
+	if err != nil {
+		return input{}, err
+	}
+	if len(ti.Shape) == 0 || ti.Shape[0] != -1 {
+		return input{}, fmt.Errorf("shape %v: want -1, the batch dimension, first", ti.Shape)
+	}
+	for _, d := range ti.Shape[1:] {
+		if d < 1 {
+			return input{}, fmt.Errorf("shape %v: every dimension after the first must be positive", ti.Shape)
+		}
+	}
+	return input{dtype: dt, shape: slices.Clone(ti.Shape[1:])}, nil
+}
+
+// checkOutputs checks the outputs of the model's first batch against the
+// signatures: the same keys, output names, dtypes and shapes.
+func (p *Predictor) checkOutputs(out estimator.BatchOutput) error {
+	got := out.ExportOutputs
+	if len(got) == 0 {
+		p.fromPredictions = true
+		got = map[string]map[string]*tensor.Dense{model.DefaultServingSignature: out.Predictions}
+	}
+	what := "export outputs"
+	if p.fromPredictions {
+		what = fmt.Sprintf("no export outputs, so signature %q serves its predictions", model.DefaultServingSignature)
+	}
+	for _, key := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := p.sigs[key]; !ok {
+			return fmt.Errorf("the model has %s; signature %q is not in the export (it has %q)", what, key, slices.Sorted(maps.Keys(p.sigs)))
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(p.sigs)) {
+		outs, ok := got[key]
+		if !ok {
+			return fmt.Errorf("the export has signature %q, the model's %s do not (they have %q)", key, what, slices.Sorted(maps.Keys(got)))
+		}
+		sig := p.sigs[key]
+		for _, name := range slices.Sorted(maps.Keys(outs)) {
+			if _, ok := sig.Outputs[name]; !ok {
+				return fmt.Errorf("signature %q: the model makes output %q, the export does not have it (it has %q)", key, name, slices.Sorted(maps.Keys(sig.Outputs)))
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(sig.Outputs)) {
+			v, ok := outs[name]
+			if !ok {
+				return fmt.Errorf("signature %q: the export has output %q, the model does not make it (it makes %q)", key, name, slices.Sorted(maps.Keys(outs)))
+			}
+			want := sig.Outputs[name]
+			dt, err := estimator.DtypeName(v.Dtype())
+			if err != nil {
+				dt = v.Dtype().String()
+			}
+			shape := append([]int{-1}, v.Shape()[1:]...)
+			if dt != want.Dtype || !slices.Equal(shape, want.Shape) {
+				return fmt.Errorf("signature %q: output %q: the model makes dtype %s shape %v, the export says dtype %s shape %v",
+					key, name, dt, shape, want.Dtype, want.Shape)
+			}
+		}
+	}
+	return nil
+}
+
+// checkVariables checks that the model's variables, store, are exactly the
+// export's, each with the same shape and dtype, and returns the export's
+// values by name.
+func checkVariables(store *towers.Store, vars *checkpoint.Reader) (map[string]*tensor.Dense, error) {
+	values := map[string]*tensor.Dense{}
+	for _, name := range vars.Names() {
+		t, err := vars.Tensor(name)
+		if err != nil {
+			return nil, err
+		}
+		values[name] = t
+	}
+	var problems []string
+	mdl := map[string]bool{}
+	for _, v := range store.Variables() {
+		mdl[v.Name()] = true
+		t, ok := values[v.Name()]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("the model's variable %q (shape %v dtype %v) is missing from the export", v.Name(), []int(v.Shape()), v.Dtype()))
+		case !t.Shape().Eq(v.Shape()) || t.Dtype() != v.Dtype():
+			problems = append(problems, fmt.Sprintf("variable %q has shape %v dtype %v in the model but shape %v dtype %v in the export",
+				v.Name(), []int(v.Shape()), v.Dtype(), []int(t.Shape()), t.Dtype()))
+		}
+	}
+	for _, name := range vars.Names() {
+		if !mdl[name] {
+			problems = append(problems, fmt.Sprintf("the export's variable %q is not a variable of the model", name))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("the model does not match the export's variables: %s", strings.Join(problems, "; "))
+	}
+	return values, nil
+}
