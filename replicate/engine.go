@@ -88,7 +88,9 @@ func (e *Engine) Store() *towers.Store { return e.store }
 func (e *Engine) Step() int64 { return e.globalStep.Data().([]int64)[0] }
 
 // OnBuild sets a function that runs after each new build of towers has
-// created its variables (nil: none), e.g. to warm-start them. An error
+// created its variables (nil: none), e.g. to warm-start them: a hook for
+// the run loop that owns the engine (the estimator's), like PredictSpec and
+// StepHooks; model code never needs it. An error
 // fails the step; the towers are built again, and fn called again, the next
 // time.
 func (e *Engine) OnBuild(fn func() error) { e.onBuild = fn }

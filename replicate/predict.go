@@ -83,7 +83,8 @@ func concatTowers(b *build, what string, perRow bool, pick func(*model.Spec) *G.
 
 // PredictSpec returns what the latest predict step's model declared: its
 // export outputs, and the variables tower 0 asked for; false before any
-// predict step.
+// predict step. It is for a run loop that exports (the estimator's Export
+// runs one predict step, then asks).
 func (e *Engine) PredictSpec() (outputs map[string]model.ExportOutput, variables []string, ok bool) {
 	if e.lastPredict == nil {
 		return nil, nil, false

@@ -119,8 +119,9 @@ func (e *Engine) trainOps(spec *model.Spec) ([]model.TrainOp, error) {
 	return []model.TrainOp{{Loss: spec.Loss, Optimizer: e.defaultOpt}}, nil
 }
 
-// StepHooks are what the run loop does inside a training step; the zero
-// value does nothing.
+// StepHooks are what the run loop that owns the engine (the estimator's:
+// its NaN guard, its hooks' step count) does inside a training step; the
+// zero value does nothing.
 type StepHooks struct {
 	// CheckLoss sees the reduced loss before any update; an error aborts
 	// the step, leaving every variable as it was.
