@@ -39,7 +39,7 @@ var relApprox = cmpopts.EquateApprox(1e-12, 1e-12)
 // with eval metrics "mae" (mean |y - label|) and "mean_y", and three export
 // signatures: the default a regression of y, "classify" with only scores
 // (y), and "predict" with flat and pair.
-func lineModel(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+func lineModel(t *towers.Scope, mode model.Mode, f model.Features, l model.Labels, _ model.Params) (*model.Spec, error) {
 	x, ok := f["x"]
 	if !ok {
 		return nil, fmt.Errorf("no feature x")
@@ -461,7 +461,7 @@ func TestPredictBatchesExportOutputs(t *testing.T) {
 // densified feature as the model saw it. It records the shape of s on every
 // tower it is built on.
 func sparseModel(shapes *[][]int) model.Fn {
-	return func(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+	return func(t *towers.Scope, mode model.Mode, f model.Features, l model.Labels, _ model.Params) (*model.Spec, error) {
 		s, x := f["s"], f["x"]
 		if s == nil || x == nil {
 			return nil, fmt.Errorf("features %v: want s and x", slices.Sorted(maps.Keys(f)))
@@ -661,8 +661,8 @@ func TestEvaluateInputErrors(t *testing.T) {
 
 // onTower runs change on the given tower and lineModel elsewhere; tower -1
 // means every tower.
-func onTower(tower int, change func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node) (*model.Spec, error)) model.Fn {
-	return func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+func onTower(tower int, change func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels) (*model.Spec, error)) model.Fn {
+	return func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 		if tower < 0 || tw.Index() == tower {
 			return change(tw, mode, f, l)
 		}
@@ -671,8 +671,8 @@ func onTower(tower int, change func(tw *towers.Scope, mode model.Mode, f, l map[
 }
 
 // tweak runs lineModel and then edits its spec.
-func tweak(edit func(s *model.Spec, f map[string]*G.Node)) func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node) (*model.Spec, error) {
-	return func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node) (*model.Spec, error) {
+func tweak(edit func(s *model.Spec, f map[string]*G.Node)) func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels) (*model.Spec, error) {
+	return func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels) (*model.Spec, error) {
 		s, err := lineModel(tw, mode, f, l, nil)
 		if err == nil {
 			edit(s, f)
@@ -687,7 +687,7 @@ func TestEvaluatePredictModelErrors(t *testing.T) {
 		return replicate.ModelFn(fn, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})
 	}
 	two := func(fn model.Fn) *replicate.Model { return replicated(fn, 2) }
-	nilSpec := func(*towers.Scope, model.Mode, map[string]*G.Node, map[string]*G.Node) (*model.Spec, error) {
+	nilSpec := func(*towers.Scope, model.Mode, model.Features, model.Labels) (*model.Spec, error) {
 		return nil, nil
 	}
 	tests := []struct {
@@ -699,10 +699,10 @@ func TestEvaluatePredictModelErrors(t *testing.T) {
 		{"nil spec, eval", one(onTower(-1, nilSpec)), eval, []string{"tower 0", "eval mode", "nil spec"}},
 		{"nil spec, predict", one(onTower(-1, nilSpec)), predict, []string{"tower 0", "predict mode", "nil spec"}},
 		{"nil spec on tower 1", two(onTower(1, nilSpec)), eval, []string{"tower 1 (/device:CPU:1)", "eval mode", "nil spec"}},
-		{"model error on tower 1", two(onTower(1, func(*towers.Scope, model.Mode, map[string]*G.Node, map[string]*G.Node) (*model.Spec, error) {
+		{"model error on tower 1", two(onTower(1, func(*towers.Scope, model.Mode, model.Features, model.Labels) (*model.Spec, error) {
 			return nil, errors.New("no can do")
 		})), predict, []string{"tower 1", "predict mode", "no can do"}},
-		{"panic on tower 1", two(onTower(1, func(*towers.Scope, model.Mode, map[string]*G.Node, map[string]*G.Node) (*model.Spec, error) {
+		{"panic on tower 1", two(onTower(1, func(*towers.Scope, model.Mode, model.Features, model.Labels) (*model.Spec, error) {
 			panic("boom")
 		})), eval, []string{"tower 1 (/device:CPU:1)", "eval mode", "panic", "boom"}},
 		{"predict spec without predictions", one(onTower(-1, tweak(func(s *model.Spec, _ map[string]*G.Node) {
@@ -744,7 +744,7 @@ func TestEvaluatePredictModelErrors(t *testing.T) {
 		{"towers build different export outputs", two(onTower(1, tweak(func(s *model.Spec, _ map[string]*G.Node) {
 			s.ExportOutputs["classify"] = model.ClassificationOutput{Classes: s.Predictions["y"]}
 		}))), predict, []string{"tower 1", "predict mode", "different export outputs"}},
-		{"towers build different variables", two(onTower(1, func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node) (*model.Spec, error) {
+		{"towers build different variables", two(onTower(1, func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels) (*model.Spec, error) {
 			tw.MustVariable("w", tensor.Float64, nil, nil)
 			return &model.Spec{Predictions: map[string]*G.Node{"y": f["x"]}, Loss: G.NewConstant(1.0)}, nil
 		})), predict, []string{"tower 1", "predict mode", "different variables"}},
@@ -782,7 +782,7 @@ func TestEvaluatePredictModelErrors(t *testing.T) {
 // TestErrorThenSuccess: a failed build leaves the Estimator usable.
 func TestErrorThenSuccess(t *testing.T) {
 	fail := true
-	mdl := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+	mdl := func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 		if fail {
 			return nil, errors.New("not yet")
 		}

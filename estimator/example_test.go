@@ -18,7 +18,7 @@ import (
 
 // linearModel learns y = w*x + b with a mean squared error loss. Its train
 // op names its optimizer, so it needs no replicate.Config.Optimizer.
-func linearModel(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+func linearModel(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
 	w := t.MustVariable("w", tensor.Float64, nil, towers.RandomUniform(-1, 1))
 	b := t.MustVariable("b", tensor.Float64, nil, towers.Zeros())
 	pred := G.Must(G.Add(G.Must(G.Mul(features["x"], w)), b))

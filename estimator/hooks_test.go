@@ -54,7 +54,7 @@ func (r *recorder) End(_ context.Context, _ estimator.RunInfo, cause error) erro
 
 // scaleModel: pred = x*c with c initially 1, loss = mean((pred-y)^2) with
 // SGD; a feature value of NaN makes the loss NaN.
-func scaleModel(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+func scaleModel(t *towers.Scope, mode model.Mode, f model.Features, l model.Labels, _ model.Params) (*model.Spec, error) {
 	c := t.MustVariable("c", tensor.Float64, tensor.Shape{1, 1}, towers.Constant(1))
 	pred := G.Must(G.Mul(f["x"], c))
 	spec := &model.Spec{Predictions: map[string]*G.Node{"pred": pred}}
@@ -141,7 +141,7 @@ func TestNaNGuardKeepsLastGoodVariables(t *testing.T) {
 // last use has passed (here pred, consumed by the loss's subtraction); the
 // engine must read metric inputs and predictions as they were computed.
 func TestEvalReadsValuesAsComputed(t *testing.T) {
-	mdl := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+	mdl := func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 		spec, err := scaleModel(tw, mode, f, l, p)
 		if mode == model.Eval {
 			spec.EvalMetrics = map[string]metrics.Bound{"mean_pred": metrics.Mean(spec.Predictions["pred"])}

@@ -21,13 +21,13 @@ import (
 )
 
 // README:begin
-func linear(s *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+func linear(s *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
 	w := s.MustVariable("w", tensor.Float64, nil, towers.RandomUniform(-1, 1))
 	b := s.MustVariable("b", tensor.Float64, nil, towers.Zeros())
-	pred := G.Must(G.Add(G.Must(G.Mul(features["x"], w)), b))
+	pred := G.Must(G.Add(G.Must(G.Mul(features.Get("x"), w)), b))
 	spec := &model.Spec{Predictions: map[string]*G.Node{"y": pred}}
 	if mode != model.Predict {
-		diff := G.Must(G.Sub(pred, labels["y"]))
+		diff := G.Must(G.Sub(pred, labels.Get("y")))
 		spec.Loss = G.Must(G.Mean(G.Must(G.Square(diff))))
 		spec.EvalMetrics = map[string]metrics.Bound{"mae": metrics.Mean(G.Must(G.Abs(diff)))}
 	}

@@ -54,7 +54,7 @@ func resumeOptimizer(p model.Params) (optimizers.Optimizer, error) {
 // mlpResumeModel is a small float64 network, y = tanh(x·W1 + b1)·W2 + b2,
 // with randomly initialised weights, a mean squared error loss and a train
 // op whose optimizer params["opt"] names.
-func mlpResumeModel(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+func mlpResumeModel(t *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 	w1 := t.MustVariable("hidden/w", tensor.Float64, tensor.Shape{3, 4}, towers.GlorotUniform())
 	b1 := t.MustVariable("hidden/b", tensor.Float64, tensor.Shape{4}, towers.RandomUniform(-0.1, 0.1))
 	w2 := t.MustVariable("out/w", tensor.Float64, tensor.Shape{4, 1}, towers.GlorotUniform())

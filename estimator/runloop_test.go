@@ -37,7 +37,7 @@ import (
 // it: "lr" (float64, default 0.01) is the learning rate of its SGD train
 // op, "momentum" (true) makes it Momentum(lr, 0.9), and "bias" (string,
 // default "b") names the bias variable.
-func knobModel(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+func knobModel(t *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 	bias := "b"
 	if s, ok := p["bias"].(string); ok {
 		bias = s

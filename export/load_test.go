@@ -142,7 +142,7 @@ func TestRunMatchesPredict(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
 			built := map[int]bool{}
-			record := func(tw *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, params model.Params) (*model.Spec, error) {
+			record := func(tw *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, params model.Params) (*model.Spec, error) {
 				mu.Lock()
 				built[tw.Index()] = true
 				mu.Unlock()
@@ -199,7 +199,7 @@ func TestRunConcurrently(t *testing.T) {
 }
 
 // predictionsOnly is linreg.Model without export outputs.
-func predictionsOnly(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, p model.Params) (*model.Spec, error) {
+func predictionsOnly(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, p model.Params) (*model.Spec, error) {
 	spec, err := linreg.Model(t, mode, features, labels, p)
 	if err != nil {
 		return nil, err
@@ -372,7 +372,7 @@ func variableFile(t *testing.T, dir, name string) string {
 }
 
 // matrixW is linreg's model with w a 1×1 matrix instead of a scalar.
-func matrixW(t *towers.Scope, mode model.Mode, features, _ map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+func matrixW(t *towers.Scope, mode model.Mode, features model.Features, _ model.Labels, _ model.Params) (*model.Spec, error) {
 	w := t.MustVariable("w", tensor.Float64, tensor.Shape{1, 1}, towers.Zeros())
 	b := t.MustVariable("b", tensor.Float64, nil, towers.Zeros())
 	pred := G.Must(G.Add(G.Must(G.Mul(features["x"], w)), b))
@@ -383,7 +383,7 @@ func matrixW(t *towers.Scope, mode model.Mode, features, _ map[string]*G.Node, _
 }
 
 // extraVariable is linreg's model with one more variable.
-func extraVariable(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, p model.Params) (*model.Spec, error) {
+func extraVariable(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, p model.Params) (*model.Spec, error) {
 	spec, err := linreg.Model(t, mode, features, labels, p)
 	if err != nil {
 		return nil, err
@@ -396,7 +396,7 @@ func extraVariable(t *towers.Scope, mode model.Mode, features, labels map[string
 }
 
 // noBias is linreg's model without b.
-func noBias(t *towers.Scope, mode model.Mode, features, _ map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+func noBias(t *towers.Scope, mode model.Mode, features model.Features, _ model.Labels, _ model.Params) (*model.Spec, error) {
 	w := t.MustVariable("w", tensor.Float64, nil, towers.Zeros())
 	pred := G.Must(G.Mul(features["x"], w))
 	return &model.Spec{
@@ -406,7 +406,7 @@ func noBias(t *towers.Scope, mode model.Mode, features, _ map[string]*G.Node, _ 
 }
 
 // wideOutput is linreg's model serving its value twice per example.
-func wideOutput(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, p model.Params) (*model.Spec, error) {
+func wideOutput(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, p model.Params) (*model.Spec, error) {
 	spec, err := linreg.Model(t, mode, features, labels, p)
 	if err != nil {
 		return nil, err

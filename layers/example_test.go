@@ -20,7 +20,7 @@ import (
 
 // mlp is a model function written with layers: 1 → 16 ReLU → 1, mean
 // squared error.
-func mlp(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+func mlp(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
 	h, err := layers.Dense(features["x"],
 		t.MustVariable("hidden/kernel", tensor.Float64, tensor.Shape{1, 16}, towers.GlorotUniform()),
 		t.MustVariable("hidden/bias", tensor.Float64, tensor.Shape{16}, towers.Constant(0.1)),

@@ -51,8 +51,8 @@ const GlobalStepName = "global_step"
 
 // Fn builds a model on one tower. It gets the tower's scope (graph, device,
 // variables by name), the mode, the features and labels of the tower's shard as
-// input nodes keyed like the batch (labels is nil in Predict mode), and the
-// user's params. A sparse feature arrives densified: a dense node of shape
+// input nodes keyed like the batch (labels is nil in Predict mode; Get names
+// a missing one), and the user's params. A sparse feature arrives densified: a dense node of shape
 // [shard rows, dense shape[1:]...] with zeros where the sparse tensor has no
 // entry.
 //
@@ -60,7 +60,7 @@ const GlobalStepName = "global_step"
 // devices (replicate.ModelFn). It must build the same variables, metrics and
 // train ops on every tower. A panic inside it becomes an error naming the
 // tower and mode.
-type Fn func(s *towers.Scope, mode Mode, features, labels map[string]*G.Node, params Params) (*Spec, error)
+type Fn func(s *towers.Scope, mode Mode, features Features, labels Labels, params Params) (*Spec, error)
 
 // Spec is what a model function returns.
 type Spec struct {

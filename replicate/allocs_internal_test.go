@@ -31,7 +31,7 @@ func TestTrainStepAllocationsDoNotGrowWithTheModel(t *testing.T) {
 	allocs := map[int]float64{}
 	for _, hidden := range []int{512, 4096} {
 		t.Run(fmt.Sprint(hidden), func(t *testing.T) {
-			fn := func(tw *towers.Scope, _ model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+			fn := func(tw *towers.Scope, _ model.Mode, f model.Features, l model.Labels, _ model.Params) (*model.Spec, error) {
 				w1 := tw.MustVariable("w1", tensor.Float32, tensor.Shape{256, hidden}, towers.GlorotUniform())
 				b1 := tw.MustVariable("b1", tensor.Float32, tensor.Shape{hidden}, towers.Zeros())
 				w2 := tw.MustVariable("w2", tensor.Float32, tensor.Shape{hidden, 10}, towers.GlorotUniform())

@@ -1,8 +1,10 @@
 package replicate
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -141,10 +143,7 @@ func (e *Engine) buildTowers(mode model.Mode, shards []sharding.Batch) (*build, 
 			return err
 		})
 		if err != nil {
-			if _, ok := err.(*tower.PanicError); ok {
-				return nil, fmt.Errorf("model function: %w", err)
-			}
-			return nil, fmt.Errorf("%v, %v mode: model function: %w", t, mode, err)
+			return nil, modelFnError(t, mode, shard, err)
 		}
 		if err := e.checkSpec(t, mode, spec); err != nil {
 			return nil, err
@@ -171,6 +170,21 @@ func (e *Engine) buildTowers(mode model.Mode, shards []sharding.Batch) (*build, 
 		}
 	}
 	return b, nil
+}
+
+// modelFnError is the error of a model function that failed on tower t: a
+// panic names the tower itself; a nil pointer dereference comes with the
+// inputs the batch has, since a feature or label it lacks reads as nil.
+func modelFnError(t *tower.Tower, mode model.Mode, shard sharding.Batch, err error) error {
+	var pe *tower.PanicError
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("%v, %v mode: model function: %w", t, mode, err)
+	}
+	if re, ok := pe.Value.(runtime.Error); ok && strings.Contains(re.Error(), "nil pointer dereference") {
+		return fmt.Errorf("model function: %w (a feature or label the batch lacks reads as nil: the batch has features %q and labels %q; features.Get and labels.Get name a missing one)",
+			err, slices.Sorted(maps.Keys(shard.Features)), slices.Sorted(maps.Keys(shard.Labels)))
+	}
+	return fmt.Errorf("model function: %w", err)
 }
 
 // watch marks every node whose value the engine reads after a run.

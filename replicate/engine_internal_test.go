@@ -17,7 +17,7 @@ import (
 // TestBuildsAreBounded: predicting with many batch sizes keeps at most
 // maxBuilds sets of towers, and evicted sizes build again when they return.
 func TestBuildsAreBounded(t *testing.T) {
-	fn := func(tw *towers.Scope, _ model.Mode, f, _ map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+	fn := func(tw *towers.Scope, _ model.Mode, f model.Features, _ model.Labels, _ model.Params) (*model.Spec, error) {
 		c := tw.MustVariable("c", tensor.Float64, nil, towers.Constant(2))
 		return &model.Spec{Predictions: map[string]*G.Node{"y": G.Must(G.Mul(f["x"], c))}}, nil
 	}
@@ -54,7 +54,7 @@ func seq(from, to int) []int {
 // op reshaped in place, is split afresh. The towers run either way (a
 // reshaped header fed again would fail the run).
 func TestPrepareReusesShards(t *testing.T) {
-	fn := func(tw *towers.Scope, _ model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+	fn := func(tw *towers.Scope, _ model.Mode, f model.Features, l model.Labels, _ model.Params) (*model.Spec, error) {
 		w := tw.MustVariable("w", tensor.Float64, tensor.Shape{2, 1}, towers.Constant(0.5))
 		pred := G.Must(G.Mul(f["x"], w))
 		loss := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(pred, l["y"]))))))

@@ -23,7 +23,7 @@ import (
 // cnnModel is a small convolutional network written with package layers:
 // conv 3×3×3 (same padding, bias, ReLU) → max-pool 2 → dense 1, mean
 // squared error, SGD.
-func cnnModel(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+func cnnModel(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
 	x := features["x"]
 	k := t.MustVariable("conv/kernel", tensor.Float64, tensor.Shape{3, 1, 3, 3}, towers.GlorotUniform())
 	b := t.MustVariable("conv/bias", tensor.Float64, tensor.Shape{3}, towers.RandomUniform(-0.1, 0.1))

@@ -21,7 +21,7 @@ import (
 
 // classifierModel scores 3 classes with a fixed random linear layer and
 // reports every kind of metric, weighted by a per-example weight feature.
-func classifierModel(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+func classifierModel(t *towers.Scope, mode model.Mode, f model.Features, l model.Labels, _ model.Params) (*model.Spec, error) {
 	w := t.MustVariable("w", tensor.Float64, tensor.Shape{4, 3}, towers.RandomNormal(0, 1))
 	scores := G.Must(G.SoftMax(G.Must(G.Mul(f["x"], w))))
 	v := t.MustVariable("v", tensor.Float64, tensor.Shape{4, 1}, towers.RandomNormal(0, 1))
@@ -117,7 +117,7 @@ func TestEvalMetricsEqualOneDevice(t *testing.T) {
 }
 
 func TestInvalidMetricIsAnError(t *testing.T) {
-	mdl := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+	mdl := func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 		spec, err := constModel(tw, mode, f, l, p)
 		spec.EvalMetrics = map[string]metrics.Bound{"iou": metrics.MeanIoU(l["y"], spec.Predictions["y"], 0)}
 		return spec, err

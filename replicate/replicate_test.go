@@ -34,7 +34,7 @@ func cpus(n int) []towers.Device {
 
 // constModel is the seeds' model: c (initially 10) times the features, with
 // the absolute difference to the labels summed as the loss.
-func constModel(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+func constModel(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
 	c, err := t.Variable("c", tensor.Float64, tensor.Shape{1, 1}, towers.Constant(10))
 	if err != nil {
 		return nil, err
@@ -45,6 +45,19 @@ func constModel(t *towers.Scope, mode model.Mode, features, labels map[string]*G
 		spec.Loss = G.Must(G.Sum(G.Must(G.Abs(G.Must(G.Sub(pred, labels["y"]))))))
 	}
 	return spec, nil
+}
+
+// getModel is constModel reading its feature and label with Get, by the
+// names given.
+func getModel(feature, label string) model.Fn {
+	return func(t *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
+		in := model.Features{"x": f.Get(feature)}
+		var labels model.Labels
+		if mode != model.Predict {
+			labels = model.Labels{"y": l.Get(label)}
+		}
+		return constModel(t, mode, in, labels, p)
+	}
 }
 
 func column(vals ...float64) *tensor.Dense {
@@ -102,7 +115,7 @@ func TestSeedNumbers(t *testing.T) {
 // params["opt"] chooses the optimizer; params["dtype"] the float type;
 // params["layers"], when true, writes the hidden layer (with a rectifier
 // instead of tanh) and the loss with package layers.
-func mlpModel(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, p model.Params) (*model.Spec, error) {
+func mlpModel(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, p model.Params) (*model.Spec, error) {
 	dt := p["dtype"].(tensor.Dtype)
 	withLayers, _ := p["layers"].(bool)
 	w1 := t.MustVariable("dense/kernel", dt, tensor.Shape{3, 4}, towers.GlorotUniform())
@@ -252,7 +265,7 @@ func TestTowersEqualOneDevice(t *testing.T) {
 
 func TestSpecFieldsAndNames(t *testing.T) {
 	var names [][]string
-	mdl := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+	mdl := func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 		spec, err := constModel(tw, mode, f, l, p)
 		n, _ := tw.VariableNode("c")
 		names = append(names, []string{tw.Device().String(), n.Name(), f["x"].Name()})
@@ -282,7 +295,7 @@ func TestSpecFieldsAndNames(t *testing.T) {
 // TestTwoTrainOps: two losses each minimising its own variables, and two
 // optimizers on one loss.
 func TestTwoTrainOps(t *testing.T) {
-	mdl := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+	mdl := func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, _ model.Params) (*model.Spec, error) {
 		a := tw.MustVariable("a", tensor.Float64, nil, towers.Constant(1))
 		b := tw.MustVariable("b", tensor.Float64, nil, towers.Constant(1))
 		x := f["x"]
@@ -328,7 +341,7 @@ func TestErrors(t *testing.T) {
 	threeRows := map[string]*tensor.Dense{"x": column(1, 2, 3)}
 	labels2 := map[string]*tensor.Dense{"y": column(1, 2)}
 	variant := func(change func(tw *towers.Scope) (*model.Spec, error)) model.Fn {
-		return func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+		return func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 			if tw.Index() == 1 {
 				return change(tw)
 			}
@@ -360,7 +373,7 @@ func TestErrors(t *testing.T) {
 		{"fewer variables", replicate.ModelFn(variant(func(tw *towers.Scope) (*model.Spec, error) {
 			return &model.Spec{Loss: G.NewConstant(1.0)}, nil
 		}), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", "different variables"}},
-		{"different train ops", replicate.ModelFn(func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+		{"different train ops", replicate.ModelFn(func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 			spec, err := constModel(tw, mode, f, l, p)
 			lr := 1.0
 			if tw.Index() == 1 {
@@ -369,18 +382,25 @@ func TestErrors(t *testing.T) {
 			spec.TrainOps = []model.TrainOp{{Optimizer: optimizers.SGD(lr)}}
 			return spec, err
 		}, replicate.Config{Devices: cpus(2)}), twoRows, labels2, []string{"tower 1", "different train ops"}},
-		{"no loss", replicate.ModelFn(func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+		{"no loss", replicate.ModelFn(func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 			spec, err := constModel(tw, mode, f, l, p)
 			spec.Loss = nil
 			return spec, err
 		}, replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 0", "no loss"}},
 		{"no optimizer", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2)}), twoRows, labels2, []string{"no train ops", "optimizer"}},
-		{"optimizer and train ops", replicate.ModelFn(func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+		{"optimizer and train ops", replicate.ModelFn(func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 			spec, err := constModel(tw, mode, f, l, p)
 			spec.TrainOps = []model.TrainOp{{Optimizer: optimizers.SGD(1)}}
 			return spec, err
 		}, replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 0", "train ops", "optimizer", "would not be used"}},
-		{"missing feature", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: sgd}), map[string]*tensor.Dense{"z": column(1, 2)}, labels2, []string{"tower 0", "panic"}},
+		{"missing feature read from the map", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: sgd}), map[string]*tensor.Dense{"z": column(1, 2)}, labels2,
+			[]string{"tower 0", "panic", `the batch has features ["z"] and labels ["y"]`}},
+		{"missing feature read with Get", replicate.ModelFn(getModel("x", "y"), replicate.Config{Devices: cpus(2), Optimizer: sgd}), map[string]*tensor.Dense{"z": column(1, 2)}, labels2,
+			[]string{"tower 0 (/device:CPU:0)", "train", `feature "x" is not in the batch, which has features ["z"]`}},
+		{"missing label read with Get", replicate.ModelFn(getModel("x", "w"), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2,
+			[]string{"tower 0 (/device:CPU:0)", "train", `label "w" is not in the batch, which has labels ["y"]`}},
+		{"a zero-sized dimension", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: sgd}), map[string]*tensor.Dense{"x": tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(2, 0))}, labels2,
+			[]string{`feature "x"`, "shape (2, 0)", "zero-sized"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -502,7 +522,7 @@ func TestPlacementOptions(t *testing.T) {
 // for each mode and input signature, not once per step.
 func TestGraphsBuiltOncePerSignature(t *testing.T) {
 	calls := map[string]int{}
-	mdl := func(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+	mdl := func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 		calls[fmt.Sprintf("%v/tower%d/rows%d", mode, tw.Index(), f["x"].Shape()[0])]++
 		return constModel(tw, mode, f, l, p)
 	}

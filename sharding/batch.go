@@ -25,12 +25,16 @@ type Batch struct {
 }
 
 // Rows returns the batch's row count, checking that every feature, label and
-// sparse feature agrees on it.
+// sparse feature agrees on it and has a value per example (no zero-sized
+// dimension after the first).
 func (b Batch) Rows() (int, error) {
 	rows, from := -1, ""
 	check := func(kind, key string, shape []int) error {
 		if len(shape) == 0 {
 			return fmt.Errorf("%s %q: rank-0 tensor has no batch dimension", kind, key)
+		}
+		if slices.Contains(shape[1:], 0) {
+			return fmt.Errorf("%s %q has shape %v: a zero-sized dimension leaves its examples without values", kind, key, tensor.Shape(shape))
 		}
 		if rows < 0 {
 			rows, from = shape[0], fmt.Sprintf("%s %q", kind, key)

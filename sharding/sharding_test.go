@@ -1035,6 +1035,13 @@ func TestValidate(t *testing.T) {
 			want: "entry 1 has index [1 3] out of range for dense shape [2 3]"},
 		{name: "negative index", s: sharding.SparseCOO{Indices: [][]int{{-1, 0}}, Values: vals(1), DenseShape: []int{2, 3}},
 			want: "out of range"},
+		{name: "elements overflow", s: sharding.SparseCOO{Values: vals(0), DenseShape: []int{1 << 32, 1 << 32}},
+			want: "dense shape: shape [4294967296 4294967296] is too large"},
+		{name: "elements overflow far", s: sharding.SparseCOO{Values: vals(0), DenseShape: []int{3, 1 << 62}},
+			want: "dense shape: shape [3 4611686018427387904] is too large"},
+		{name: "bytes overflow", s: sharding.SparseCOO{Values: vals(0), DenseShape: []int{3, 1 << 45}},
+			want: "elements of 8 bytes need more than"},
+		{name: "zero-sized and huge", s: sharding.SparseCOO{Values: vals(0), DenseShape: []int{0, 1 << 62}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"reflect"
 
 	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/numeric"
 )
 
 // SparseCOO is a sparse tensor in coordinate (COO) form, like TensorFlow's
@@ -23,7 +25,8 @@ type SparseCOO struct {
 }
 
 // Validate checks that s is well formed: rank (len(DenseShape)) >= 1 and no
-// negative dimension, Values is a non-nil rank-1 tensor with one value per
+// negative dimension, Values is a non-nil rank-1 tensor, the dense tensor
+// would fit in memory Go can allocate (numeric.MaxBytes), one value per
 // index (len(Indices) == Values.Shape()[0]), and every index has
 // len(DenseShape) coordinates, each within [0, DenseShape[d]).
 func (s SparseCOO) Validate() error {
@@ -41,6 +44,9 @@ func (s SparseCOO) Validate() error {
 	}
 	if vs := s.Values.Shape(); vs.Dims() != 1 {
 		return fmt.Errorf("sparse tensor Values must be rank 1, got shape %v", vs)
+	}
+	if _, err := numeric.Elements(s.DenseShape, int(s.Values.Dtype().Size())); err != nil {
+		return fmt.Errorf("sparse tensor dense shape: %w", err)
 	}
 	if nnz := s.Values.Shape()[0]; len(s.Indices) != nnz {
 		return fmt.Errorf("sparse tensor has %d indices but %d values", len(s.Indices), nnz)
@@ -134,9 +140,9 @@ func (s SparseCOO) Dense() (*tensor.Dense, error) {
 	}
 	elem := s.Values.Dtype().Type
 	shape := tensor.Shape(s.DenseShape)
-	total := 1
-	for _, d := range shape {
-		total *= d
+	total, err := numeric.Elements(shape, int(elem.Size()))
+	if err != nil {
+		return nil, err
 	}
 	out := reflect.MakeSlice(reflect.SliceOf(elem), total, total)
 	strides := make([]int, len(shape))

@@ -47,7 +47,7 @@ type towerflowTrainer struct {
 }
 
 func newTowerflowTrainer(m benchModel, k kit, data *dataset, nTowers int, seed uint64) (*towerflowTrainer, error) {
-	fn := func(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+	fn := func(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
 		loss, err := m.loss(towerVariables{t}, k, features["x"], labels["y"])
 		if err != nil {
 			return nil, err

@@ -321,3 +321,29 @@ func SetFloat64s(dst any, vals []float64) error {
 	}
 	return fmt.Errorf("set: %d values into %d elements", len(vals), Len(dst))
 }
+
+// MaxBytes is the most memory one tensor may ask for: what a Go program
+// can allocate at all on a 64-bit platform (the runtime's limit is 2^48
+// bytes; a larger make panics).
+const MaxBytes = 1 << 47
+
+// Elements returns how many elements a tensor of shape holds (1 for a
+// scalar). A negative dimension, or a shape whose elements of elemSize
+// bytes would need more than MaxBytes, is an error naming the shape, so
+// that no caller allocates from an untrusted shape and panics.
+func Elements(shape []int, elemSize int) (int, error) {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("shape %v has a negative dimension", shape)
+		}
+		if d != 0 && n > MaxBytes/d {
+			return 0, fmt.Errorf("shape %v is too large: more than %d elements", shape, MaxBytes)
+		}
+		n *= d
+	}
+	if elemSize > 0 && n > MaxBytes/elemSize {
+		return 0, fmt.Errorf("shape %v is too large: %d elements of %d bytes need more than %d bytes", shape, n, elemSize, MaxBytes)
+	}
+	return n, nil
+}

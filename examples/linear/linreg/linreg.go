@@ -4,7 +4,6 @@
 package linreg
 
 import (
-	"fmt"
 	"math/rand/v2"
 
 	G "gorgonia.org/gorgonia"
@@ -37,10 +36,10 @@ func Data(n int, seed uint64) (features, labels map[string]*tensor.Dense) {
 // Model is the linear model pred = x*w + b with a mean squared error loss.
 // It is an ordinary single-device model function: it runs unchanged on one
 // device or wrapped by replicate.ModelFn.
-func Model(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node, _ model.Params) (*model.Spec, error) {
-	x, ok := features["x"]
-	if !ok {
-		return nil, fmt.Errorf("feature \"x\" missing")
+func Model(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
+	x, err := features.Lookup("x")
+	if err != nil {
+		return nil, err
 	}
 	w, err := t.Variable("w", tensor.Float64, nil, towers.RandomUniform(-1, 1))
 	if err != nil {
@@ -58,9 +57,9 @@ func Model(t *towers.Scope, mode model.Mode, features, labels map[string]*G.Node
 	if mode == model.Predict {
 		return spec, nil
 	}
-	y, ok := labels["y"]
-	if !ok {
-		return nil, fmt.Errorf("label \"y\" missing")
+	y, err := labels.Lookup("y")
+	if err != nil {
+		return nil, err
 	}
 	diff := G.Must(G.Sub(pred, y))
 	spec.Loss = G.Must(G.Mean(G.Must(G.Square(diff))))

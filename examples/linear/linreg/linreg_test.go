@@ -161,8 +161,8 @@ func TestModelErrors(t *testing.T) {
 		features, labs map[string]*tensor.Dense
 		want           []string
 	}{
-		{"feature x missing", replicate.ModelFn(linreg.Model, replicate.Config{Devices: cpus(1), Optimizer: optimizers.SGD(0.5)}), z, x, []string{"tower 0", `feature "x" missing`}},
-		{"label y missing", replicate.ModelFn(linreg.Model, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(0.5)}), x, z, []string{"tower 0", `label "y" missing`}},
+		{"feature x missing", replicate.ModelFn(linreg.Model, replicate.Config{Devices: cpus(1), Optimizer: optimizers.SGD(0.5)}), z, x, []string{"tower 0", `feature "x" is not in the batch, which has features ["z"]`}},
+		{"label y missing", replicate.ModelFn(linreg.Model, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(0.5)}), x, z, []string{"tower 0", `label "y" is not in the batch, which has labels ["z"]`}},
 		{"no optimizer on one device", replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), x, map[string]*tensor.Dense{"y": x["x"]}, []string{"no train ops", "optimizer"}},
 	}
 	for _, tc := range tests {
