@@ -10,9 +10,9 @@ import (
 const usage = `usage: towerflow <command> [flags] [args]
 
 Commands:
-  inspect [-values] [-n count] <checkpoint dir or model dir>
+  inspect [-values] [-n count] <checkpoint, model or export version dir>
         print a checkpoint's step, format and variables (the latest
-        checkpoint of a model dir)
+        checkpoint of a model dir; an export's signatures and variables)
   plot [-o out.png] [-metrics loss,accuracy] [-width px] [-height px] <model dir>
         draw train_history.jsonl and eval_history.jsonl as a PNG
   help  print this message
@@ -40,7 +40,13 @@ var commands = map[string]func(stdout, stderr io.Writer, args []string) error{
 // run runs the command line args (without the program name) and returns the
 // exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+	if len(args) == 0 {
+		// A command line without a command is a usage error, as for go or
+		// git: status 2, the usage on stderr.
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}

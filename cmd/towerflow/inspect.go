@@ -1,24 +1,34 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/towerflow/towerflow/estimator/checkpoint"
+	"github.com/towerflow/towerflow/internal/exportdir"
 	"github.com/towerflow/towerflow/internal/numeric"
 )
 
-const inspectSynopsis = "[-values] [-n count] <checkpoint dir or model dir>"
+const inspectSynopsis = "[-values] [-n count] <checkpoint dir, model dir or export version dir>"
 
 // inspect is the inspect command: it prints a checkpoint's path, step,
 // format and variables, and warns on stderr of what reading a model
 // directory passed over (a damaged newer checkpoint, a lost pointer file).
+// Given an export version directory it prints its signatures too, and the
+// variables the export holds.
 func inspect(stdout, stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	values := fs.Bool("values", false, "print the first values of each variable")
@@ -28,12 +38,20 @@ func inspect(stdout, stderr io.Writer, args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usagef("inspect wants one checkpoint or model directory, got %d arguments", len(pos))
+		return usagef("inspect wants one checkpoint, model or export version directory, got %d arguments", len(pos))
 	}
 	if *count < 1 {
 		return usagef("-n %d: want at least 1", *count)
 	}
-	r, err := checkpoint.Read(pos[0])
+	dir := pos[0]
+	sigs, err := readExportSignatures(dir)
+	if err != nil {
+		return err
+	}
+	if sigs != nil {
+		dir = filepath.Join(dir, exportdir.VariablesDir)
+	}
+	r, err := checkpoint.Read(dir)
 	if err != nil {
 		return err // names the directory or file
 	}
@@ -47,6 +65,9 @@ func inspect(stdout, stderr io.Writer, args []string) error {
 	fmt.Fprintf(stdout, "format:     %s\n", m.Format)
 	if !m.Created.IsZero() {
 		fmt.Fprintf(stdout, "created:    %s\n", m.Created.UTC().Format(time.RFC3339))
+	}
+	if sigs != nil {
+		printSignatures(stdout, sigs)
 	}
 	fmt.Fprintln(stdout)
 
@@ -93,6 +114,42 @@ func inspect(stdout, stderr io.Writer, args []string) error {
 		fmt.Fprintf(vw, "%s\t%s\n", name, firstValues(s, *count))
 	}
 	return vw.Flush()
+}
+
+// readExportSignatures reads the signatures of dir when it is an export
+// version directory (it holds signatures.json); nil when it is not.
+func readExportSignatures(dir string) (*exportdir.Signatures, error) {
+	b, err := os.ReadFile(filepath.Join(dir, exportdir.SignaturesFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var sigs exportdir.Signatures
+	if err := json.Unmarshal(b, &sigs); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, exportdir.SignaturesFile), err)
+	}
+	return &sigs, nil
+}
+
+// printSignatures lists an export's signatures: key and method, then each
+// input and output with its dtype and shape.
+func printSignatures(w io.Writer, sigs *exportdir.Signatures) {
+	fmt.Fprintf(w, "export:     %s, global step %d\n", sigs.Format, sigs.Step)
+	for _, key := range slices.Sorted(maps.Keys(sigs.Signatures)) {
+		sig := sigs.Signatures[key]
+		fmt.Fprintf(w, "signature:  %q (%s)\n", key, sig.Method)
+		for _, part := range []struct {
+			what  string
+			infos map[string]exportdir.TensorInfo
+		}{{"input", sig.Inputs}, {"output", sig.Outputs}} {
+			for _, name := range slices.Sorted(maps.Keys(part.infos)) {
+				ti := part.infos[name]
+				fmt.Fprintf(w, "  %-6s    %s %s %v\n", part.what, name, ti.Dtype, ti.Shape)
+			}
+		}
+	}
 }
 
 // itemSize returns the element size of a NumPy descr such as "<f4" (0 if

@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	towerflow inspect [-values] [-n count] <checkpoint dir or model dir>
+//	towerflow inspect [-values] [-n count] <checkpoint, model or export version dir>
 //	towerflow plot [-o out.png] [-metrics loss,accuracy] [-width px] [-height px] <model dir>
 //	towerflow help
 //
@@ -11,7 +11,9 @@
 // variables (name, dtype, shape, trainability, size in elements and bytes)
 // with totals; given a model directory it reads the latest whole
 // checkpoint, and says on standard error which damaged newer ones it passed
-// over. With -values it also prints the first values of each variable.
+// over. Given an export version directory it prints the export's
+// signatures and the variables it holds. With -values it also prints the
+// first values of each variable.
 //
 // plot reads the model directory's train_history.jsonl and
 // eval_history.jsonl (JSON Lines: {"step", "loss", "time"} and {"step",
@@ -20,7 +22,8 @@
 // metrics that lie in [0, 1] in another, every other metric in a panel of
 // its own, the panels stacked with a shared step axis.
 //
-// The exit status is 0 on success, 1 on an error and 2 on a usage error.
+// The exit status is 0 on success, 1 on an error and 2 on a usage error
+// (towerflow without a command is one).
 package main
 
 import "os"

@@ -507,7 +507,7 @@ func TestRun(t *testing.T) {
 		wantStdout string // substring
 		wantStderr string // substring
 	}{
-		{name: "no args", args: nil, wantCode: 0, wantStdout: "usage: towerflow"},
+		{name: "no args", args: nil, wantCode: 2, wantStderr: "usage: towerflow"},
 		{name: "help", args: []string{"help"}, wantCode: 0, wantStdout: "usage: towerflow"},
 		{name: "unknown command", args: []string{"frobnicate"}, wantCode: 2, wantStderr: "unknown command \"frobnicate\"\n\nusage: towerflow"},
 		{name: "command help", args: []string{"plot", "-h"}, wantCode: 0, wantStdout: "-metrics names"},

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/examples/linear/linreg"
+	"github.com/towerflow/towerflow/internal/exportdir"
+	"github.com/towerflow/towerflow/optimizers"
+	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// exportLinreg trains the linear example three steps and exports it,
+// returning the version directory.
+func exportLinreg(t *testing.T) string {
+	t.Helper()
+	m := replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}, Optimizer: optimizers.SGD(0.1)})
+	est, err := estimator.New(m, estimator.RunConfig{ModelDir: t.TempDir(), Seed: 1, LogEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { est.Close() })
+	features, labels := linreg.Data(40, 1)
+	in, err := estimator.FromTensors(features, labels, estimator.TensorInput{BatchSize: 8, Epochs: estimator.Forever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := est.Train(context.Background(), in, estimator.Steps(3)); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := est.Export(context.Background(), t.TempDir(), estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestInspectExport: given an export version directory, inspect prints its
+// signatures and the variables it holds.
+func TestInspectExport(t *testing.T) {
+	dir := exportLinreg(t)
+	var out bytes.Buffer
+	if err := inspect(&out, io.Discard, []string{dir}); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	wantLines := []string{
+		"checkpoint: " + filepath.Join(dir, exportdir.VariablesDir, "ckpt-3"),
+		"step:       3",
+		"export:     " + exportdir.Format + ", global step 3",
+		`signature:  "serving_default" (regress)`,
+		"  input     x float64 [-1 1]",
+		"  output    outputs float64 [-1 1]",
+	}
+	var got []string
+	for line := range strings.Lines(s) {
+		line = strings.TrimRight(line, "\n")
+		for _, w := range wantLines {
+			if line == w {
+				got = append(got, line)
+			}
+		}
+	}
+	if diff := cmp.Diff(wantLines, got); diff != "" {
+		t.Errorf("lines (-want +got):\n%s\noutput:\n%s", diff, s)
+	}
+	rows := tableRows(s)
+	for _, name := range []string{"w", "b"} {
+		if _, ok := rows[name]; !ok {
+			t.Errorf("no row for variable %q in:\n%s", name, s)
+		}
+	}
+}
