@@ -13,7 +13,7 @@ Commands:
   inspect [-values] [-n count] <checkpoint, model or export version dir>
         print a checkpoint's step, format and variables (the latest
         checkpoint of a model dir; an export's signatures and variables)
-  plot [-o out.png] [-metrics loss,accuracy] [-width px] [-height px] <model dir>
+  plot [-o out.png] [-metrics loss,accuracy] [-width px] [-height px] [-log auto|on|off] <model dir>
         draw train_history.jsonl and eval_history.jsonl as a PNG
   help  print this message
 

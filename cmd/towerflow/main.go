@@ -4,7 +4,7 @@
 // Usage:
 //
 //	towerflow inspect [-values] [-n count] <checkpoint, model or export version dir>
-//	towerflow plot [-o out.png] [-metrics loss,accuracy] [-width px] [-height px] <model dir>
+//	towerflow plot [-o out.png] [-metrics loss,accuracy] [-width px] [-height px] [-log auto|on|off] <model dir>
 //	towerflow help
 //
 // inspect prints a checkpoint's path, step and format and a table of its
@@ -20,7 +20,10 @@
 // "time", "metrics"}) and draws the training loss and each evaluation metric
 // against the step as a PNG: loss (training and evaluation) in one panel,
 // metrics that lie in [0, 1] in another, every other metric in a panel of
-// its own, the panels stacked with a shared step axis.
+// its own, the panels stacked with a shared step axis. The loss axis is
+// logarithmic when the losses span more than three decades (-log auto;
+// -log on or off decides), and each legend sits in a corner free of data,
+// or above it.
 //
 // The exit status is 0 on success, 1 on an error and 2 on a usage error
 // (towerflow without a command is one).

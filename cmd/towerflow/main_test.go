@@ -361,6 +361,11 @@ func TestPlotErrors(t *testing.T) {
 		wantUsage   bool
 		wantIn      []string // "DIR" stands for the model directory
 	}{
+		{name: "bad -log", train: good, args: []string{"-log", "maybe"}, wantUsage: true, wantIn: []string{`-log "maybe"`, "auto, on or off"}},
+		{
+			name: "-log on with a zero loss", train: []any{good[0], map[string]any{"step": 20, "loss": 0.0}}, args: []string{"-log", "on"},
+			wantIn: []string{"DIR", "log scale needs positive values"},
+		},
 		{
 			name: "malformed train line", train: append(append([]any{}, good...), `{"step": 30, "loss": 0.4`),
 			wantIn: []string{filepath.Join("DIR", TrainHistoryFile) + ":3:", "unexpected EOF"},

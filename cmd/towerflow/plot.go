@@ -21,7 +21,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-const plotSynopsis = "[-o out.png] [-metrics loss,accuracy] [-width px] [-height px] <model dir>"
+const plotSynopsis = "[-o out.png] [-metrics loss,accuracy] [-width px] [-height px] [-log auto|on|off] <model dir>"
 
 // Defaults of the plot command's image size.
 const (
@@ -38,6 +38,7 @@ func plotHistory(stdout, _ io.Writer, args []string) error {
 	metricsFlag := fs.String("metrics", "", "comma-separated `names` of the metrics to draw; \"loss\" is the training and evaluation loss (default: loss and every evaluation metric but global_step)")
 	width := fs.Int("width", defaultWidth, "image width in `pixels`")
 	height := fs.Int("height", 0, fmt.Sprintf("image height in `pixels` (default %d per panel)", defaultPanelHeight))
+	logY := fs.String("log", "auto", "log scale for the loss axis: `auto` (when the losses span more than three decades), on or off")
 	pos, err := parseFlags(fs, plotSynopsis, stdout, args)
 	if err != nil {
 		return err
@@ -47,6 +48,9 @@ func plotHistory(stdout, _ io.Writer, args []string) error {
 	}
 	if *width <= 0 || *height < 0 {
 		return usagef("bad image size %dx%d", *width, *height)
+	}
+	if !slices.Contains([]string{"auto", "on", "off"}, *logY) {
+		return usagef("-log %q: want auto, on or off", *logY)
 	}
 	var metrics []string
 	for m := range strings.SplitSeq(*metricsFlag, ",") {
@@ -65,6 +69,9 @@ func plotHistory(stdout, _ io.Writer, args []string) error {
 	}
 	panels, err := buildPanels(train, eval, metrics)
 	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	if err := setLogScale(panels, *logY); err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
 	h := *height
@@ -120,6 +127,7 @@ type series struct {
 type panel struct {
 	title, ylabel string
 	series        []series
+	logY          bool // a log scale for the values
 }
 
 // buildPanels groups the histories into panels: the loss (training and
@@ -226,6 +234,19 @@ func sortedKeys(m map[string]bool) []string {
 // renderPanels draws the panels stacked, aligned and sharing the step
 // range, into a white width×height image.
 func renderPanels(panels []panel, title string, width, height int) (image.Image, error) {
+	c, plots, canvases, err := layoutPanels(panels, title, width, height)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range plots {
+		p.Draw(canvases[i])
+	}
+	return c.Image(), nil
+}
+
+// layoutPanels makes the panels' plots on a width×height image and the
+// canvas each is drawn on, with their legends placed off the data.
+func layoutPanels(panels []panel, title string, width, height int) (*vgimg.Canvas, []*plot.Plot, []draw.Canvas, error) {
 	xmin, xmax := math.Inf(1), math.Inf(-1)
 	for _, p := range panels {
 		for _, s := range p.series {
@@ -241,7 +262,7 @@ func renderPanels(panels []panel, title string, width, height int) (image.Image,
 	for i, pn := range panels {
 		p, err := newPanelPlot(pn, xmin, xmax)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		if i == 0 {
 			p.Title.Text = title
@@ -253,18 +274,20 @@ func renderPanels(panels []panel, title string, width, height int) (image.Image,
 	}
 
 	c := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, width, height))), vgimg.UseDPI(plotDPI))
-	dc := draw.New(c)
 	tiles := draw.Tiles{
 		Rows: len(panels), Cols: 1,
 		PadY:   4 * vg.Millimeter,
 		PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter,
 		PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter,
 	}
-	canvases := plot.Align(plots, tiles, dc)
+	aligned := plot.Align(plots, tiles, draw.New(c))
+	out := make([]*plot.Plot, len(panels))
+	canvases := make([]draw.Canvas, len(panels))
 	for i := range plots {
-		plots[i][0].Draw(canvases[i][0])
+		out[i], canvases[i] = plots[i][0], aligned[i][0]
+		placeLegend(out[i], canvases[i], panels[i])
 	}
-	return c.Image(), nil
+	return c, out, canvases, nil
 }
 
 // newPanelPlot makes the plot of one panel.
@@ -296,30 +319,18 @@ func newPanelPlot(pn panel, xmin, xmax float64) (*plot.Plot, error) {
 		}
 		p.Legend.Add(s.name, thumbs...)
 	}
-	// Leave 5% of the value range free above and below the lines.
+	if pn.logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	// Leave 5% of the value range free above and below the lines (of
+	// its logarithm on a log scale).
 	if lo, hi := yRange(pn.series); hi > lo {
-		m := (hi - lo) / 20
-		p.Y.Min, p.Y.Max = lo-m, hi+m
+		fwd, inv := axisUnits(pn.logY)
+		m := (fwd(hi) - fwd(lo)) / 20
+		p.Y.Min, p.Y.Max = inv(fwd(lo)-m), inv(fwd(hi)+m)
 	}
-	// Put the legend in the right-hand corner the lines end away from.
-	p.Legend.Top = !endsHigh(pn.series)
-	p.Legend.XOffs = -vg.Millimeter
 	return p, nil
-}
-
-// endsHigh reports whether the panel's lines end, on average, in the upper
-// half of its value range.
-func endsHigh(ss []series) bool {
-	lo, hi := yRange(ss)
-	var sum float64
-	n := 0
-	for _, s := range ss {
-		if len(s.xy) > 0 {
-			sum += s.xy[len(s.xy)-1].Y
-			n++
-		}
-	}
-	return n > 0 && hi > lo && sum/float64(n) > (lo+hi)/2
 }
 
 // yRange returns the least and greatest value of the series.

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"image"
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/towerflow/towerflow/internal/wanterr"
+)
+
+// lossPanel is a loss panel of one training series with values f(step) at
+// steps 1..n.
+func lossPanel(n int, f func(s float64) float64) panel {
+	xy := make(plotter.XYs, n)
+	for i := range xy {
+		xy[i] = plotter.XY{X: float64(i + 1), Y: f(float64(i + 1))}
+	}
+	return panel{title: "loss", ylabel: "loss", series: []series{{name: "train loss", xy: xy}}}
+}
+
+func TestSetLogScale(t *testing.T) {
+	fiveDecades := lossPanel(100, func(s float64) float64 { return 1e3 * math.Pow(1e-5, s/100) })
+	twoDecades := lossPanel(100, func(s float64) float64 { return 1e2 * math.Pow(1e-2, s/100) })
+	withZero := lossPanel(100, func(s float64) float64 { return 100 - s })
+	metric := panel{title: "eval mae", series: fiveDecades.series}
+	tests := []struct {
+		name    string
+		panels  []panel
+		mode    string
+		want    []bool // logY per panel
+		wantErr string
+	}{
+		{name: "auto, five decades", panels: []panel{fiveDecades}, mode: "auto", want: []bool{true}},
+		{name: "auto, two decades", panels: []panel{twoDecades}, mode: "auto", want: []bool{false}},
+		{name: "auto, a zero loss", panels: []panel{withZero}, mode: "auto", want: []bool{false}},
+		{name: "on, two decades", panels: []panel{twoDecades}, mode: "on", want: []bool{true}},
+		{name: "off, five decades", panels: []panel{fiveDecades}, mode: "off", want: []bool{false}},
+		{name: "only the loss panel", panels: []panel{fiveDecades, metric}, mode: "on", want: []bool{true, false}},
+		{name: "on, a zero loss", panels: []panel{withZero}, mode: "on", wantErr: "log scale needs positive values"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			panels := append([]panel(nil), tc.panels...)
+			err := setLogScale(panels, tc.mode)
+			if tc.wantErr != "" {
+				wanterr.Mentions(t, err, tc.wantErr)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]bool, len(panels))
+			for i, p := range panels {
+				got[i] = p.logY
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("log scales (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestLegendOffData draws panels with and without their legend and checks
+// that within the box of the pixels the legend inks (where the two differ)
+// the drawing without it has no data: no coloured pixel (axes, text and
+// grid are black or grey; the series are drawn in colour).
+func TestLegendOffData(t *testing.T) {
+	zigzag := func(s float64) float64 { // fills the whole range, corner to corner
+		if int(s)%2 == 0 {
+			return 1
+		}
+		return 2
+	}
+	eval := series{name: "eval loss", color: 1, points: true}
+	for s := 10.0; s <= 100; s += 10 {
+		eval.xy = append(eval.xy, plotter.XY{X: s, Y: 3 - s/50})
+	}
+	withEval := lossPanel(100, func(s float64) float64 { return 3 - s/50 })
+	withEval.series = append(withEval.series, eval)
+	rising := lossPanel(100, func(s float64) float64 { return s })
+	logged := lossPanel(100, func(s float64) float64 { return 1e3 * math.Pow(1e-5, s/100) })
+	logged.logY = true
+	tests := []struct {
+		name  string
+		panel panel
+	}{
+		{"falling", lossPanel(100, func(s float64) float64 { return 3 - s/50 })},
+		{"rising", rising},
+		{"falling, with evaluations", withEval},
+		{"everywhere", lossPanel(100, zigzag)},
+		{"log scale", logged},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			const w, h = 480, 320
+			_, plots, canvases, err := layoutPanels([]panel{tc.panel}, "", w, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, rect := plots[0], canvases[0].Rectangle
+			render := func(p *plot.Plot) *image.RGBA {
+				c := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, w, h))), vgimg.UseDPI(plotDPI))
+				p.Draw(draw.Canvas{Canvas: c, Rectangle: rect})
+				return c.Image().(*image.RGBA)
+			}
+			whole := render(p)
+			noLegend := *p
+			noLegend.Legend = plot.NewLegend()
+			bare := render(&noLegend)
+
+			legend := image.Rectangle{}
+			for y := range h {
+				for x := range w {
+					if whole.RGBAAt(x, y) != bare.RGBAAt(x, y) {
+						legend = legend.Union(image.Rect(x, y, x+1, y+1))
+					}
+				}
+			}
+			if legend.Empty() {
+				t.Fatal("the legend drew nothing")
+			}
+			data := 0
+			for y := legend.Min.Y; y < legend.Max.Y; y++ {
+				for x := legend.Min.X; x < legend.Max.X; x++ {
+					if c := bare.RGBAAt(x, y); max(c.R, c.G, c.B)-min(c.R, c.G, c.B) > 16 {
+						data++
+					}
+				}
+			}
+			if data > 0 {
+				t.Errorf("%d pixels of data lie under the legend's box %v", data, legend)
+			}
+		})
+	}
+}
