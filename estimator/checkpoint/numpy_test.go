@@ -12,29 +12,14 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/internal/testpython"
 )
 
-// numpyPython returns a Python interpreter that can import numpy, or skips
-// the test. $TOWERFLOW_PYTHON is tried first, then python3 on $PATH, then
-// /usr/bin/python3 (where Debian's python3-numpy installs numpy when a
-// pyenv or virtualenv python3 comes first on $PATH).
+// numpyPython returns a Python interpreter that can import numpy; without
+// one the test skips, or fails in CI.
 func numpyPython(t *testing.T) string {
 	t.Helper()
-	var cands []string
-	if p := os.Getenv("TOWERFLOW_PYTHON"); p != "" {
-		cands = append(cands, p)
-	}
-	if p, err := exec.LookPath("python3"); err == nil {
-		cands = append(cands, p)
-	}
-	cands = append(cands, "/usr/bin/python3")
-	for _, p := range cands {
-		if err := exec.Command(p, "-c", "import numpy").Run(); err == nil {
-			return p
-		}
-	}
-	t.Skipf("no python3 that can import numpy (tried %q); install it with `apt-get install python3-numpy` (or `pip install numpy`), or set TOWERFLOW_PYTHON", cands)
-	return ""
+	return testpython.Find(t, "python3-numpy", "numpy")
 }
 
 const numpyLoadScript = `
