@@ -160,7 +160,8 @@ func (NaNGuard) CheckLoss(step int64, loss float64) error {
 
 // defaultHooks are the hooks every training run has, before the caller's:
 // the NaN guard, progress (a bar on RunConfig.Progress when given, else
-// log lines) and the train history of the model directory.
+// log lines), the train history and the TensorBoard summaries of the model
+// directory.
 func (e *Estimator) defaultHooks() []Hook {
 	hooks := []Hook{NaNGuard{}}
 	if e.cfg.LogEvery > 0 {
@@ -168,6 +169,9 @@ func (e *Estimator) defaultHooks() []Hook {
 		if e.cfg.ModelDir != "" {
 			hooks = append(hooks, historyHook{dir: e.cfg.ModelDir, every: int64(e.cfg.LogEvery)})
 		}
+	}
+	if e.cfg.ModelDir != "" && e.cfg.SaveSummarySteps > 0 {
+		hooks = append(hooks, &summaryHook{e: e, every: e.cfg.SaveSummarySteps})
 	}
 	return hooks
 }
