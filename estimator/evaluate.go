@@ -46,8 +46,9 @@ func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOpt
 	return e.evaluate(ctx, input, o)
 }
 
-// evaluate runs an evaluation with the Estimator locked and records it in
-// the model directory's eval history and TensorBoard summaries.
+// evaluate runs an evaluation with the Estimator locked, logs its results
+// and records them in the model directory's eval history and TensorBoard
+// summaries.
 func (e *Estimator) evaluate(ctx context.Context, input InputFn, o evalOptions) (map[string]float64, error) {
 	if input == nil {
 		return nil, fmt.Errorf("evaluate: nil input function")
@@ -90,6 +91,7 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, o evalOptions) 
 	}
 	out["loss"] = lossSum / float64(batches)
 	out[model.GlobalStepName] = float64(e.eng.Step())
+	e.logEvaluation(o.name, out)
 	if e.cfg.ModelDir != "" {
 		rec := EvalRecord{Step: e.eng.Step(), Name: o.name, Time: time.Now().UTC(), Metrics: map[string]float64{}}
 		for k, v := range out {

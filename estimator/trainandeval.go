@@ -108,7 +108,6 @@ func (h *evalHook) AfterStep(ctx context.Context, r StepResult) (bool, error) {
 		return false, err
 	}
 	h.last = out
-	h.e.log.Info("evaluation", "step", r.Step, "results", fmt.Sprint(out))
 	es := h.spec.EarlyStopping
 	if es == nil {
 		return false, nil
@@ -124,7 +123,7 @@ func (h *evalHook) AfterStep(ctx context.Context, r StepResult) (bool, error) {
 	}
 	h.bad++
 	if h.bad >= es.Patience {
-		h.e.log.Info("early stopping", "metric", es.Metric, "best", h.best, "evaluations_without_improvement", h.bad)
+		h.e.log.Info("early stopping", "metric", es.Metric, "best", roundMetric(h.best), "evaluations_without_improvement", h.bad)
 		return true, nil
 	}
 	return false, nil
