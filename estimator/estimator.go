@@ -34,9 +34,8 @@ import (
 // seed 0 and logs nothing.
 type RunConfig struct {
 	// ModelDir is the run's home: checkpoints, history files and
-	// TensorBoard event files. Train,
-	// Evaluate and Predict first restore its latest checkpoint. Empty keeps
-	// everything in memory.
+	// TensorBoard event files. Train, Evaluate and Predict first restore
+	// its latest checkpoint. Empty keeps everything in memory.
 	ModelDir string
 	// Seed seeds variable initializers: the same seed gives the same
 	// initial variables on any number of towers.
