@@ -14,6 +14,7 @@ package estimator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator/checkpoint"
+	"github.com/towerflow/towerflow/estimator/tfevents"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
@@ -31,9 +33,9 @@ import (
 // RunConfig configures an Estimator; its zero value trains in memory with
 // seed 0 and logs nothing.
 type RunConfig struct {
-	// ModelDir is the run's home: checkpoints and history files. Train,
-	// Evaluate and Predict first restore its latest checkpoint. Empty keeps
-	// everything in memory.
+	// ModelDir is the run's home: checkpoints, history files and
+	// TensorBoard event files. Train, Evaluate and Predict first restore
+	// its latest checkpoint. Empty keeps everything in memory.
 	ModelDir string
 	// Seed seeds variable initializers: the same seed gives the same
 	// initial variables on any number of towers.
@@ -48,6 +50,15 @@ type RunConfig struct {
 	SaveCheckpointsEvery time.Duration
 	// KeepCheckpointMax keeps the newest this many checkpoints; 0 keeps all.
 	KeepCheckpointMax int
+	// SaveSummarySteps writes TensorBoard summaries of training (LossTag,
+	// StepsPerSecTag, ExamplesPerSecTag) into ModelDir at a run's first
+	// step and every this many global steps, and every evaluation's
+	// results into ModelDir/eval (see EvalDir), as tf.estimator did:
+	// `tensorboard --logdir <ModelDir>` shows both. Default 100
+	// (tf.estimator's save_summary_steps); negative writes no event files.
+	// Nothing is written without ModelDir. A summary that cannot be
+	// written is an error of the run or evaluation.
+	SaveSummarySteps int64
 	// LogEvery logs the step, loss and speed every this many training steps
 	// (default 100; negative disables), and writes the loss to the model
 	// directory's train history.
@@ -88,6 +99,8 @@ type Estimator struct {
 	log  *slog.Logger
 	eng  *replicate.Engine
 	ckpt string // the checkpoint the store last saved or restored
+	// events are the open TensorBoard event files by directory.
+	events map[string]*tfevents.Writer
 }
 
 // New returns an Estimator for m. An invalid model (a replication with
@@ -107,6 +120,9 @@ func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
 	}
 	if cfg.LogEvery == 0 {
 		cfg.LogEvery = 100
+	}
+	if cfg.SaveSummarySteps == 0 {
+		cfg.SaveSummarySteps = 100
 	}
 	if cfg.ModelDir != "" && cfg.SaveCheckpointsSteps == 0 && cfg.SaveCheckpointsEvery == 0 {
 		cfg.SaveCheckpointsEvery = 10 * time.Minute
@@ -177,11 +193,12 @@ func (e *Estimator) VariableValue(name string) (*tensor.Dense, error) {
 	return e.store().Value(name)
 }
 
-// Close releases the graphs and VMs the Estimator built.
+// Close releases the graphs and VMs the Estimator built and closes its
+// TensorBoard event files.
 func (e *Estimator) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.eng.Close()
+	return errors.Join(e.eng.Close(), e.closeEvents())
 }
 
 // locked runs fn with the Estimator locked.

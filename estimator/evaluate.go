@@ -11,10 +11,20 @@ import (
 // EvalOption limits an Evaluate call.
 type EvalOption func(*evalOptions)
 
-type evalOptions struct{ steps int64 }
+type evalOptions struct {
+	steps int64
+	name  string
+}
 
 // EvalSteps evaluates at most n batches.
 func EvalSteps(n int64) EvalOption { return func(o *evalOptions) { o.steps = n } }
+
+// EvalName names the evaluation, as tf.estimator's evaluate(name=...):
+// its TensorBoard summaries go to the model directory's EvalDir(name),
+// eval_<name>, instead of eval, so that evaluations on different data (a
+// validation and a test set) are separate runs in TensorBoard. The name is
+// also recorded in the eval history. A name may not hold a path separator.
+func EvalName(name string) EvalOption { return func(o *evalOptions) { o.name = name } }
 
 // Evaluate runs the model in Eval mode over input and returns every eval
 // metric by name, "loss" (the mean over batches of the reduced batch loss,
@@ -27,15 +37,19 @@ func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOpt
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if err := checkEvalName(o.name); err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
+	}
 	if err := e.restoreLatest(); err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
-	return e.evaluate(ctx, input, o.steps)
+	return e.evaluate(ctx, input, o)
 }
 
-// evaluate runs an evaluation with the Estimator locked and records it in
-// the model directory's eval history.
-func (e *Estimator) evaluate(ctx context.Context, input InputFn, steps int64) (map[string]float64, error) {
+// evaluate runs an evaluation with the Estimator locked, logs its results
+// and records them in the model directory's eval history and TensorBoard
+// summaries.
+func (e *Estimator) evaluate(ctx context.Context, input InputFn, o evalOptions) (map[string]float64, error) {
 	if input == nil {
 		return nil, fmt.Errorf("evaluate: nil input function")
 	}
@@ -61,7 +75,7 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, steps int64) (m
 		}
 		lossSum += loss
 		batches++
-		if steps > 0 && batches >= steps {
+		if o.steps > 0 && batches >= o.steps {
 			break
 		}
 	}
@@ -77,14 +91,18 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, steps int64) (m
 	}
 	out["loss"] = lossSum / float64(batches)
 	out[model.GlobalStepName] = float64(e.eng.Step())
+	e.logEvaluation(o.name, out)
 	if e.cfg.ModelDir != "" {
-		rec := EvalRecord{Step: e.eng.Step(), Time: time.Now().UTC(), Metrics: map[string]float64{}}
+		rec := EvalRecord{Step: e.eng.Step(), Name: o.name, Time: time.Now().UTC(), Metrics: map[string]float64{}}
 		for k, v := range out {
 			if finite(v) {
 				rec.Metrics[k] = v
 			}
 		}
 		if err := appendJSONLine(e.cfg.ModelDir, EvalHistoryFile, rec); err != nil {
+			return nil, fmt.Errorf("evaluate: %w", err)
+		}
+		if err := e.writeEvalSummary(o.name, out); err != nil {
 			return nil, fmt.Errorf("evaluate: %w", err)
 		}
 	}

@@ -14,8 +14,8 @@ import (
 const (
 	// TrainHistoryFile holds {"step", "loss", "time"} every LogEvery steps.
 	TrainHistoryFile = "train_history.jsonl"
-	// EvalHistoryFile holds {"step", "time", "metrics": {...}} for every
-	// evaluation.
+	// EvalHistoryFile holds {"step", "name", "time", "metrics": {...}}
+	// for every evaluation ("name" only for a named one, see EvalName).
 	EvalHistoryFile = "eval_history.jsonl"
 )
 
@@ -29,6 +29,7 @@ type TrainRecord struct {
 // EvalRecord is one line of EvalHistoryFile.
 type EvalRecord struct {
 	Step    int64              `json:"step"`
+	Name    string             `json:"name,omitempty"`
 	Time    time.Time          `json:"time"`
 	Metrics map[string]float64 `json:"metrics"`
 }

@@ -99,7 +99,9 @@ func (h funcHook) AfterStep(_ context.Context, r StepResult) (bool, error) {
 }
 
 // LoggingHook logs the step, loss, steps/s and examples/s every n steps
-// through the run's logger.
+// through the run's logger, rounded for a person to read: the loss to 5
+// significant digits, the speeds to whole numbers from 100 up and to 3
+// significant digits below.
 type LoggingHook struct {
 	BaseHook
 	Every    int64
@@ -125,8 +127,8 @@ func (h *LoggingHook) AfterStep(_ context.Context, r StepResult) (bool, error) {
 		return false, nil
 	}
 	dt := time.Since(h.last).Seconds()
-	h.log.Info("train", "step", r.Step, "loss", r.Loss,
-		"steps_per_sec", float64(r.Step-h.lastStep)/dt, "examples_per_sec", float64(h.examples)/dt)
+	h.log.Info("train", "step", r.Step, "loss", roundMetric(r.Loss),
+		"steps_per_sec", rate(float64(r.Step-h.lastStep)/dt), "examples_per_sec", rate(float64(h.examples)/dt))
 	h.last, h.lastStep, h.examples = time.Now(), r.Step, 0
 	return false, nil
 }
@@ -160,7 +162,8 @@ func (NaNGuard) CheckLoss(step int64, loss float64) error {
 
 // defaultHooks are the hooks every training run has, before the caller's:
 // the NaN guard, progress (a bar on RunConfig.Progress when given, else
-// log lines) and the train history of the model directory.
+// log lines), the train history and the TensorBoard summaries of the model
+// directory.
 func (e *Estimator) defaultHooks() []Hook {
 	hooks := []Hook{NaNGuard{}}
 	if e.cfg.LogEvery > 0 {
@@ -168,6 +171,9 @@ func (e *Estimator) defaultHooks() []Hook {
 		if e.cfg.ModelDir != "" {
 			hooks = append(hooks, historyHook{dir: e.cfg.ModelDir, every: int64(e.cfg.LogEvery)})
 		}
+	}
+	if e.cfg.ModelDir != "" && e.cfg.SaveSummarySteps > 0 {
+		hooks = append(hooks, &summaryHook{e: e, every: e.cfg.SaveSummarySteps})
 	}
 	return hooks
 }

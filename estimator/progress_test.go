@@ -3,28 +3,137 @@ package estimator_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
 
+// cancelAt cancels a run's context after the step it names.
+type cancelAt struct {
+	estimator.BaseHook
+	step   int64
+	cancel context.CancelFunc
+}
+
+func (h cancelAt) AfterStep(_ context.Context, r estimator.StepResult) (bool, error) {
+	if r.Step == h.step {
+		h.cancel()
+	}
+	return false, nil
+}
+
+// drawings splits a progress bar's output into its drawings (each begins
+// with a carriage return), the figures that depend on the clock (speed,
+// time left) and the loss replaced by placeholders, trailing blanks and
+// the final newline trimmed.
+func drawings(out string) []string {
+	timed := []struct {
+		re   *regexp.Regexp
+		with string
+	}{
+		{regexp.MustCompile(`, [0-9.e+]+ steps/s`), ", R steps/s"},
+		{regexp.MustCompile(`, [0-9hms.]+ left`), ", T left"},
+		{regexp.MustCompile(`, loss [-0-9.e+]+`), ", loss L"},
+	}
+	var out2 []string
+	for _, d := range strings.Split(out, "\r")[1:] {
+		for _, r := range timed {
+			d = r.re.ReplaceAllString(d, r.with)
+		}
+		out2 = append(out2, strings.TrimRight(d, " \n"))
+	}
+	return out2
+}
+
+// TestProgressBar: the bar counts global steps toward the run's last step,
+// on a fresh and on a resumed run, and a run cancelled from inside (as
+// Ctrl-C cancels the context) leaves it where training stopped.
 func TestProgressBar(t *testing.T) {
-	est, err := estimator.New(replicate.ModelFn(scaleModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{LogEvery: -1})
+	one := replicate.Config{Devices: []towers.Device{towers.CPU(0)}}
+	finite, err := estimator.FromTensors(
+		map[string]*tensor.Dense{"x": tensor.New(tensor.WithShape(3, 1), tensor.WithBacking([]float64{1, 1, 1}))},
+		map[string]*tensor.Dense{"y": tensor.New(tensor.WithShape(3, 1), tensor.WithBacking([]float64{2, 2, 2}))},
+		estimator.TensorInput{BatchSize: 1, Epochs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	bar := &estimator.ProgressBar{Out: &buf, Every: 2}
-	if err := est.Train(context.Background(), scaleInput(t, 1), estimator.Steps(4), estimator.Hooks(bar)); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name        string
+		before      int64 // steps of an earlier run, checkpointed
+		opts        []estimator.TrainOption
+		cancel      int64 // cancel the context after this global step
+		input       estimator.InputFn
+		first, last string
+	}{
+		{name: "fresh", opts: []estimator.TrainOption{estimator.Steps(4)},
+			first: "train   0% [                              ] 0/4",
+			last:  "train 100% [==============================] 4/4, R steps/s, loss L"},
+		{name: "resumed toward MaxSteps", before: 4, opts: []estimator.TrainOption{estimator.MaxSteps(10)},
+			first: "train  40% [============                  ] 4/10",
+			last:  "train 100% [==============================] 10/10, R steps/s, loss L"},
+		{name: "resumed for more Steps", before: 4, opts: []estimator.TrainOption{estimator.Steps(3)},
+			first: "train  57% [=================             ] 4/7",
+			last:  "train 100% [==============================] 7/7, R steps/s, loss L"},
+		{name: "cancelled", opts: []estimator.TrainOption{estimator.Steps(10)}, cancel: 3,
+			first: "train   0% [                              ] 0/10",
+			last:  "train  30% [=========                     ] 3/10, R steps/s, loss L, stopped"},
+		{name: "resumed and cancelled", before: 4, opts: []estimator.TrainOption{estimator.MaxSteps(10)}, cancel: 5,
+			first: "train  40% [============                  ] 4/10",
+			last:  "train  50% [===============               ] 5/10, R steps/s, stopped"},
+		{name: "no step limit", input: finite,
+			first: "train step 0",
+			last:  "train step 3, R steps/s, loss L"},
 	}
-	out := buf.String()
-	for _, want := range []string{"train step 4 loss", "4/4", "steps"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("progress output lacks %q:\n%q", want, out)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := estimator.RunConfig{ModelDir: dir, LogEvery: -1, SaveSummarySteps: -1}
+			if tt.before > 0 {
+				est, err := estimator.New(replicate.ModelFn(scaleModel, one), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := est.Train(context.Background(), scaleInput(t, 1), estimator.Steps(tt.before)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			est, err := estimator.New(replicate.ModelFn(scaleModel, one), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var out bytes.Buffer
+			opts := append(tt.opts, estimator.Hooks(&estimator.ProgressBar{Out: &out, Every: 2}, cancelAt{step: tt.cancel, cancel: cancel}))
+			input := tt.input
+			if input == nil {
+				input = scaleInput(t, 1)
+			}
+			err = est.Train(ctx, input, opts...)
+			if wantErr := tt.cancel > 0; wantErr != errors.Is(err, context.Canceled) {
+				t.Fatalf("Train: %v, want a cancelled run: %v", err, wantErr)
+			}
+			if !strings.HasSuffix(out.String(), "\n") {
+				t.Errorf("the bar's line does not end: %q", out.String())
+			}
+			d := drawings(out.String())
+			if len(d) < 2 {
+				t.Fatalf("%d drawings, want at least the first and the last:\n%q", len(d), out.String())
+			}
+			if diff := cmp.Diff([]string{tt.first, tt.last}, []string{d[0], d[len(d)-1]}); diff != "" {
+				t.Errorf("first and last drawings (-want +got):\n%s\noutput: %q", diff, out.String())
+			}
+			if tt.cancel > 0 && strings.Contains(out.String(), "100%") {
+				t.Errorf("a cancelled run's bar reached 100%%: %q", out.String())
+			}
+		})
 	}
 }

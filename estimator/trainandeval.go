@@ -28,6 +28,8 @@ type EvalSpec struct {
 	Every      time.Duration
 	// EarlyStopping, when set, ends training when a metric stops improving.
 	EarlyStopping *EarlyStopping
+	// Name names the evaluations (see EvalName).
+	Name string
 }
 
 // EarlyStopping ends training when Metric has not improved for Patience
@@ -52,6 +54,9 @@ func (e *Estimator) TrainAndEvaluate(ctx context.Context, train TrainSpec, eval 
 	if es := eval.EarlyStopping; es != nil && (es.Metric == "" || es.Patience < 1) {
 		return nil, fmt.Errorf("train and evaluate: early stopping needs a metric and a patience of at least 1")
 	}
+	if err := checkEvalName(eval.Name); err != nil {
+		return nil, fmt.Errorf("train and evaluate: %w", err)
+	}
 	if eval.EverySteps == 0 && eval.Every == 0 {
 		eval.EverySteps = 1000
 	}
@@ -66,7 +71,7 @@ func (e *Estimator) TrainAndEvaluate(ctx context.Context, train TrainSpec, eval 
 	if h.last != nil && int64(h.last[model.GlobalStepName]) == e.GlobalStep() {
 		return h.last, nil
 	}
-	out, err := e.Evaluate(ctx, eval.Input, EvalSteps(eval.Steps))
+	out, err := e.Evaluate(ctx, eval.Input, EvalSteps(eval.Steps), EvalName(eval.Name))
 	if err != nil {
 		return nil, fmt.Errorf("train and evaluate: %w", err)
 	}
@@ -98,12 +103,11 @@ func (h *evalHook) AfterStep(ctx context.Context, r StepResult) (bool, error) {
 	}
 	h.lastStep, h.lastTime = r.Step, time.Now()
 	// The Estimator is locked by Train: evaluate directly.
-	out, err := h.e.evaluate(ctx, h.spec.Input, h.spec.Steps)
+	out, err := h.e.evaluate(ctx, h.spec.Input, evalOptions{steps: h.spec.Steps, name: h.spec.Name})
 	if err != nil {
 		return false, err
 	}
 	h.last = out
-	h.e.log.Info("evaluation", "step", r.Step, "results", fmt.Sprint(out))
 	es := h.spec.EarlyStopping
 	if es == nil {
 		return false, nil
@@ -119,7 +123,7 @@ func (h *evalHook) AfterStep(ctx context.Context, r StepResult) (bool, error) {
 	}
 	h.bad++
 	if h.bad >= es.Patience {
-		h.e.log.Info("early stopping", "metric", es.Metric, "best", h.best, "evaluations_without_improvement", h.bad)
+		h.e.log.Info("early stopping", "metric", es.Metric, "best", roundMetric(h.best), "evaluations_without_improvement", h.bad)
 		return true, nil
 	}
 	return false, nil

@@ -119,11 +119,10 @@ func run(ctx context.Context, modelDir string, steps int64, batch int, lr float6
 	if err != nil {
 		return err
 	}
-	scores, err := est.Evaluate(ctx, eval)
-	if err != nil {
+	// The Estimator logs the evaluation's results.
+	if _, err := est.Evaluate(ctx, eval); err != nil {
 		return err
 	}
-	log.Info("evaluated", "loss", scores["loss"], "mean_abs_error", scores["mean_abs_error"], "global_step", scores["global_step"])
 	w, err := est.VariableValue("w")
 	if err != nil {
 		return err
