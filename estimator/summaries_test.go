@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
@@ -23,7 +22,7 @@ import (
 )
 
 // meanPredModel is scaleModel with an eval metric: the mean prediction.
-func meanPredModel(tw *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+func meanPredModel(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 	spec, err := scaleModel(tw, mode, f, l, p)
 	if err == nil && mode == model.Eval {
 		spec.EvalMetrics = map[string]metrics.Bound{"mean_pred": metrics.Mean(spec.Predictions["pred"])}

@@ -6,9 +6,9 @@
 // event.proto and summary.proto.
 //
 // It needs a python3 that can import google.protobuf (Debian:
-// python3-protobuf): $TOWERFLOW_PYTHON, else /usr/bin/python3. Without
-// one the test is skipped, saying so, except under CI=true, where it
-// fails: CI installs the package and must not pass by skipping.
+// python3-protobuf), found as package testpython finds one: without one
+// the test is skipped, saying so, except under CI=true, where it fails: CI
+// installs the package and must not pass by skipping.
 package pyevents
 
 import (
@@ -17,9 +17,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/towerflow/towerflow/internal/testpython"
 )
 
 //go:embed testdata/read_events.py
@@ -77,27 +78,12 @@ func (n *Number) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Python returns the interpreter to run the reader with, or skips t
-// (fails it when the environment has CI=true) when there is none that can
-// import google.protobuf.
+// Python returns the interpreter to run the reader with: one that can
+// import google.protobuf (see testpython.Find: without one t skips, or
+// fails under CI=true).
 func Python(t testing.TB) string {
 	t.Helper()
-	py := os.Getenv("TOWERFLOW_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	out, err := exec.Command(py, "-c", "import google.protobuf").CombinedOutput()
-	if err == nil {
-		return py
-	}
-	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
-	msg := fmt.Sprintf("%s cannot import google.protobuf (%v: %s); install Debian's python3-protobuf (apt-get install python3-protobuf) or set TOWERFLOW_PYTHON to a python3 that has protobuf",
-		py, err, lines[len(lines)-1])
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("under CI=true the TensorBoard event file check must run: %s", msg)
-	}
-	t.Skip(msg)
-	return ""
+	return testpython.Find(t, "python3-protobuf", "google.protobuf")
 }
 
 // Read reads the event files at paths with the Python reader. An error
