@@ -410,6 +410,8 @@ func TestBatchRows(t *testing.T) {
 		{"label rows disagree", estimator.Batch{Features: map[string]*tensor.Dense{"a": col(2)}, Labels: map[string]*tensor.Dense{"y": col(1)}}, 0, []string{`label "y"`, "1 rows", `feature "a"`}},
 		{"sparse rank 0", estimator.Batch{Sparse: map[string]sharding.SparseCOO{"s": {Values: tensor.New(tensor.WithShape(0), tensor.WithBacking([]float64{}))}}}, 0, []string{`sparse feature "s"`, "rank-0"}},
 		{"nil label", estimator.Batch{Features: map[string]*tensor.Dense{"a": col(2)}, Labels: map[string]*tensor.Dense{"y": nil}}, 0, []string{`label "y" is nil`}},
+		{"sparse with negative rows", estimator.Batch{Sparse: map[string]sharding.SparseCOO{"s": sparse(-2)}}, 0, []string{`sparse feature "s"`, "[-2 3]", "negative dimension"}},
+		{"zero-sized second dimension", estimator.Batch{Features: map[string]*tensor.Dense{"a": tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(3, 0))}}, 0, []string{`feature "a"`, "(3, 0)", "zero-sized"}},
 		{"empty", estimator.Batch{}, 0, []string{"no features"}},
 	}
 	for _, tc := range tests {

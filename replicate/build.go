@@ -177,11 +177,16 @@ func (e *Engine) buildTowers(mode model.Mode, shards []sharding.Batch) (*build, 
 // inputs the batch has, since a feature or label it lacks reads as nil.
 func modelFnError(t *tower.Tower, mode model.Mode, shard sharding.Batch, err error) error {
 	var pe *tower.PanicError
-	if !errors.As(err, &pe) {
+	var missing *model.MissingInputError
+	switch {
+	case !errors.As(err, &pe):
 		return fmt.Errorf("%v, %v mode: model function: %w", t, mode, err)
+	case errors.As(err, &missing):
+		// features.Get's way of returning an error: not a crash.
+		return fmt.Errorf("%v, %v mode: model function: %w", t, mode, missing)
 	}
 	if re, ok := pe.Value.(runtime.Error); ok && strings.Contains(re.Error(), "nil pointer dereference") {
-		return fmt.Errorf("model function: %w (a feature or label the batch lacks reads as nil: the batch has features %q and labels %q; features.Get and labels.Get name a missing one)",
+		return fmt.Errorf("model function: %w (if it read a feature or label the batch lacks, that reads as nil from the map: the batch has features %q and labels %q; features.Get and labels.Get name a missing one)",
 			err, slices.Sorted(maps.Keys(shard.Features)), slices.Sorted(maps.Keys(shard.Labels)))
 	}
 	return fmt.Errorf("model function: %w", err)

@@ -396,9 +396,9 @@ func TestErrors(t *testing.T) {
 		{"missing feature read from the map", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: sgd}), map[string]*tensor.Dense{"z": column(1, 2)}, labels2,
 			[]string{"tower 0", "panic", `the batch has features ["z"] and labels ["y"]`}},
 		{"missing feature read with Get", replicate.ModelFn(getModel("x", "y"), replicate.Config{Devices: cpus(2), Optimizer: sgd}), map[string]*tensor.Dense{"z": column(1, 2)}, labels2,
-			[]string{"tower 0 (/device:CPU:0)", "train", `feature "x" is not in the batch, which has features ["z"]`}},
+			[]string{"tower 0 (/device:CPU:0), train mode: model function: feature \"x\" is not in the batch, which has features [\"z\"]"}},
 		{"missing label read with Get", replicate.ModelFn(getModel("x", "w"), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2,
-			[]string{"tower 0 (/device:CPU:0)", "train", `label "w" is not in the batch, which has labels ["y"]`}},
+			[]string{"tower 0 (/device:CPU:0), train mode: model function: label \"w\" is not in the batch, which has labels [\"y\"]"}},
 		{"a zero-sized dimension", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: sgd}), map[string]*tensor.Dense{"x": tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(2, 0))}, labels2,
 			[]string{`feature "x"`, "shape (2, 0)", "zero-sized"}},
 	}

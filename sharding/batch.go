@@ -33,6 +33,9 @@ func (b Batch) Rows() (int, error) {
 		if len(shape) == 0 {
 			return fmt.Errorf("%s %q: rank-0 tensor has no batch dimension", kind, key)
 		}
+		if slices.ContainsFunc(shape, func(d int) bool { return d < 0 }) {
+			return fmt.Errorf("%s %q has shape %v, with a negative dimension", kind, key, shape)
+		}
 		if slices.Contains(shape[1:], 0) {
 			return fmt.Errorf("%s %q has shape %v: a zero-sized dimension leaves its examples without values", kind, key, tensor.Shape(shape))
 		}
