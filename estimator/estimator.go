@@ -101,6 +101,9 @@ type Estimator struct {
 	ckpt string // the checkpoint the store last saved or restored
 	// events are the open TensorBoard event files by directory.
 	events map[string]*tfevents.Writer
+	// bar is the progress bar on RunConfig.Progress, if any; log goes
+	// around it.
+	bar *ProgressBar
 }
 
 // New returns an Estimator for m. An invalid model (a replication with
@@ -114,12 +117,17 @@ func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.LogEvery == 0 {
+		cfg.LogEvery = 100
+	}
+	var bar *ProgressBar
+	if cfg.Progress != nil {
+		bar = &ProgressBar{Out: cfg.Progress, Every: int64(cfg.LogEvery)}
+		log = barLogger(log, bar)
+	}
 	eng, err := replicate.NewEngine(m, replicate.EngineConfig{Seed: cfg.Seed, Params: cfg.Params, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("new estimator: %w", err)
-	}
-	if cfg.LogEvery == 0 {
-		cfg.LogEvery = 100
 	}
 	if cfg.SaveSummarySteps == 0 {
 		cfg.SaveSummarySteps = 100
@@ -127,7 +135,7 @@ func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
 	if cfg.ModelDir != "" && cfg.SaveCheckpointsSteps == 0 && cfg.SaveCheckpointsEvery == 0 {
 		cfg.SaveCheckpointsEvery = 10 * time.Minute
 	}
-	e := &Estimator{cfg: cfg, log: log, eng: eng}
+	e := &Estimator{cfg: cfg, log: log, eng: eng, bar: bar}
 	if cfg.WarmStart != nil {
 		eng.OnBuild(e.warmStart)
 	}

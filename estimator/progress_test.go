@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
@@ -112,7 +114,7 @@ func TestProgressBar(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var out bytes.Buffer
-			opts := append(tt.opts, estimator.Hooks(&estimator.ProgressBar{Out: &out, Every: 2}, cancelAt{step: tt.cancel, cancel: cancel}))
+			opts := append(tt.opts, estimator.Hooks(&estimator.ProgressBar{Out: &out, Every: 2, Width: 200}, cancelAt{step: tt.cancel, cancel: cancel}))
 			input := tt.input
 			if input == nil {
 				input = scaleInput(t, 1)
@@ -135,5 +137,74 @@ func TestProgressBar(t *testing.T) {
 				t.Errorf("a cancelled run's bar reached 100%%: %q", out.String())
 			}
 		})
+	}
+}
+
+// TestProgressBarWidth: every drawing fits the width, dropping the loss,
+// the time left and the speed before narrowing the bar.
+func TestProgressBarWidth(t *testing.T) {
+	tests := []struct {
+		width int
+		last  string // the last drawing, as drawings writes it
+	}{
+		{200, "train 100% [==============================] 800/800, R steps/s, loss L"},
+		// Widths away from where a speed of more or fewer digits, or a
+		// longer loss, would change what fits.
+		{70, "train 100% [==============================] 800/800, R steps/s"},
+		{55, "train 100% [==============================] 800/800"},
+		{40, "train 100% [==========] 800/800"},
+		{20, "train 800/800"},
+		{10, "train 800/"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.width), func(t *testing.T) {
+			est, err := estimator.New(replicate.ModelFn(scaleModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{LogEvery: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			bar := &estimator.ProgressBar{Out: &out, Every: 400, Width: tt.width}
+			if err := est.Train(context.Background(), scaleInput(t, 1), estimator.Steps(800), estimator.Hooks(bar)); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\r")[1:] {
+				if len(d) > tt.width {
+					t.Errorf("drawing %q is %d wide, over %d", d, len(d), tt.width)
+				}
+			}
+			d := drawings(out.String())
+			if diff := cmp.Diff(tt.last, d[len(d)-1]); diff != "" {
+				t.Errorf("last drawing (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestProgressBarKeepsLogLinesApart: with RunConfig.Progress, a log record
+// written to the same terminal (here a checkpoint saved each step) blanks
+// the bar first and starts a line of its own.
+func TestProgressBarKeepsLogLinesApart(t *testing.T) {
+	var out bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	est, err := estimator.New(replicate.ModelFn(scaleModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
+		estimator.RunConfig{ModelDir: t.TempDir(), SaveCheckpointsSteps: 1, SaveSummarySteps: -1, Progress: &out, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := est.Train(context.Background(), scaleInput(t, 1), estimator.Steps(3)); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	records := strings.Count(s, "time=")
+	if records < 3 {
+		t.Fatalf("%d log records, want one a checkpoint at least: %q", records, s)
+	}
+	// Each record starts its line: after a newline, or after the blanked
+	// bar's carriage return.
+	if apart := strings.Count(s, "\rtime=") + strings.Count(s, "\ntime="); apart != records || strings.HasPrefix(s, "time=") {
+		t.Errorf("%d of %d log records start a line of their own:\n%q", apart, records, s)
+	}
+	if !strings.Contains(s, "3/3") {
+		t.Errorf("the bar did not reach 3/3: %q", s)
 	}
 }
