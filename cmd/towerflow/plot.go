@@ -321,7 +321,7 @@ func newPanelPlot(pn panel, xmin, xmax float64) (*plot.Plot, error) {
 	}
 	if pn.logY {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = decadeTicks{}
 	}
 	// Leave 5% of the value range free above and below the lines (of
 	// its logarithm on a log scale).

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
@@ -126,4 +127,37 @@ func coversData(p *plot.Plot, dc draw.Canvas, ss []series) bool {
 		}
 	}
 	return false
+}
+
+// maxDecadeLabels is the most decades decadeTicks labels.
+const maxDecadeLabels = 8
+
+// decadeTicks marks the powers of ten of a log axis, labelling every one
+// when there are few and every k-th when there are many, so that at most
+// maxDecadeLabels labels stand, written short ("1e-05", "0.01", "100");
+// within about a decade, it marks the axis as a linear one.
+type decadeTicks struct{}
+
+func (decadeTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(lo > 0 && hi >= lo) {
+		return nil
+	}
+	first, last := int(math.Floor(math.Log10(lo))), int(math.Ceil(math.Log10(hi)))
+	k := (last - first + maxDecadeLabels) / maxDecadeLabels // ceil((decades+1) / max)
+	var ticks []plot.Tick
+	for e := first; e <= last; e++ {
+		v, _ := strconv.ParseFloat("1e"+strconv.Itoa(e), 64) // the double nearest 10^e
+		if v < lo || v > hi {
+			continue
+		}
+		t := plot.Tick{Value: v}
+		if e%k == 0 {
+			t.Label = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		ticks = append(ticks, t)
+	}
+	if len(ticks) < 2 { // within a decade or so: ticks as on a linear axis
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	return ticks
 }

@@ -139,3 +139,37 @@ func TestLegendOffData(t *testing.T) {
 		})
 	}
 }
+
+func TestDecadeTicks(t *testing.T) {
+	tests := []struct {
+		name   string
+		lo, hi float64
+		labels []string // the labelled ticks, in order
+		ticks  int      // every tick
+	}{
+		{"three decades", 0.005, 20, []string{"0.01", "0.1", "1", "10"}, 4},
+		{"thirty decades", 1e-26, 10, []string{"1e-24", "1e-20", "1e-16", "1e-12", "1e-08", "0.0001", "1"}, 28},
+		{"within a decade: linear ticks", 2, 8, []string{"2", "4", "6", "8"}, 0},
+		{"not positive", 0, 8, nil, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ticks := decadeTicks{}.Ticks(tc.lo, tc.hi)
+			var labels []string
+			for _, tk := range ticks {
+				if tk.Label != "" {
+					labels = append(labels, tk.Label)
+				}
+			}
+			if diff := cmp.Diff(tc.labels, labels); diff != "" {
+				t.Errorf("labels (-want +got):\n%s", diff)
+			}
+			if tc.ticks > 0 && len(ticks) != tc.ticks {
+				t.Errorf("%d ticks, want %d", len(ticks), tc.ticks)
+			}
+			if len(labels) > maxDecadeLabels {
+				t.Errorf("%d labels, more than %d", len(labels), maxDecadeLabels)
+			}
+		})
+	}
+}
