@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/towerflow/towerflow/estimator"
@@ -51,7 +53,7 @@ func readTrainHistory(path string) ([]trainRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dedupSteps(out, func(r trainRecord) int64 { return r.Step }), nil
+	return dedupSteps(out, func(r trainRecord) (string, int64) { return "", r.Step }), nil
 }
 
 // readEvalHistory reads an eval_history.jsonl file. A missing file gives an
@@ -62,6 +64,7 @@ func readEvalHistory(path string) ([]evalRecord, error) {
 		var r struct {
 			Step    *int64                     `json:"step"`
 			Time    time.Time                  `json:"time"`
+			Name    string                     `json:"name"`
 			Metrics map[string]json.RawMessage `json:"metrics"`
 		}
 		if err := decodeLine(line, &r); err != nil {
@@ -81,13 +84,13 @@ func readEvalHistory(path string) ([]evalRecord, error) {
 			}
 			metrics[k] = v
 		}
-		out = append(out, evalRecord{Step: *r.Step, Time: r.Time, Metrics: metrics})
+		out = append(out, evalRecord{Step: *r.Step, Time: r.Time, Name: r.Name, Metrics: metrics})
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return dedupSteps(out, func(r evalRecord) int64 { return r.Step }), nil
+	return dedupSteps(out, func(r evalRecord) (string, int64) { return r.Name, r.Step }), nil
 }
 
 // decodeLine decodes one JSON object that must fill the line.
@@ -130,24 +133,22 @@ func readJSONLines(path string, fn func(line []byte) error) error {
 	}
 }
 
-// dedupSteps sorts records by step and, where a step occurs more than once
-// (a run resumed from a checkpoint older than its last logged step), keeps
-// the one written last.
-func dedupSteps[T any](rs []T, step func(T) int64) []T {
+// dedupSteps sorts records by their key, a name (of an evaluation) and a
+// step, and where a key occurs more than once (a run resumed from a
+// checkpoint older than its last logged step) keeps the one written last.
+func dedupSteps[T any](rs []T, key func(T) (string, int64)) []T {
 	slices.SortStableFunc(rs, func(a, b T) int {
-		sa, sb := step(a), step(b)
-		switch {
-		case sa < sb:
-			return -1
-		case sa > sb:
-			return 1
-		}
-		return 0
+		na, sa := key(a)
+		nb, sb := key(b)
+		return cmp.Or(strings.Compare(na, nb), cmp.Compare(sa, sb))
 	})
 	out := rs[:0]
 	for i, r := range rs {
-		if i+1 < len(rs) && step(rs[i+1]) == step(r) {
-			continue
+		if i+1 < len(rs) {
+			n, s := key(r)
+			if nn, ns := key(rs[i+1]); nn == n && ns == s {
+				continue
+			}
 		}
 		out = append(out, r)
 	}

@@ -469,11 +469,25 @@ func TestBuildPanels(t *testing.T) {
 		}
 		return out
 	}
+	named := []evalRecord{
+		{Step: 2, Metrics: map[string]float64{"loss": 1.1, "accuracy": 0.7}},
+		{Step: 2, Name: "test", Metrics: map[string]float64{"loss": 1.3, "accuracy": 0.6}},
+		{Step: 4, Name: "test", Metrics: map[string]float64{"loss": 1.2, "accuracy": 0.65}},
+	}
 	tests := []struct {
 		name    string
+		eval    []evalRecord // nil: eval
 		metrics []string
 		want    []shown
 	}{
+		{
+			name: "named evaluations apart",
+			eval: named,
+			want: []shown{
+				{"loss", "loss", []string{"train loss [{1 2} {2 1}]", "eval loss [{2 1.1}]", "eval_test loss [{2 1.3} {4 1.2}]"}},
+				{"eval metrics in [0, 1]", "value", []string{"eval accuracy [{2 0.7}]", "eval_test accuracy [{2 0.6} {4 0.65}]"}},
+			},
+		},
 		{
 			name: "default: loss, [0, 1] metrics together, others alone, no global_step",
 			want: []shown{
@@ -493,7 +507,11 @@ func TestBuildPanels(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ps, err := buildPanels(train, eval, tc.metrics)
+			ev := tc.eval
+			if ev == nil {
+				ev = eval
+			}
+			ps, err := buildPanels(train, ev, tc.metrics)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -501,6 +519,28 @@ func TestBuildPanels(t *testing.T) {
 				t.Errorf("panels (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestReadEvalHistoryNamed: evaluations of different names at one step are
+// all kept; of one name, the last written.
+func TestReadEvalHistoryNamed(t *testing.T) {
+	dir := t.TempDir()
+	writeHistory(t, dir, nil, []any{
+		map[string]any{"step": 2, "metrics": map[string]float64{"loss": 1}},
+		map[string]any{"step": 2, "name": "test", "metrics": map[string]float64{"loss": 2}},
+		map[string]any{"step": 2, "name": "test", "metrics": map[string]float64{"loss": 3}},
+	})
+	got, err := readEvalHistory(filepath.Join(dir, EvalHistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []evalRecord{
+		{Step: 2, Metrics: map[string]float64{"loss": 1}},
+		{Step: 2, Name: "test", Metrics: map[string]float64{"loss": 3}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("records (-want +got):\n%s", diff)
 	}
 }
 

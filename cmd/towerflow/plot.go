@@ -137,7 +137,9 @@ type panel struct {
 // what to draw (nil: everything but global_step).
 func buildPanels(train []trainRecord, eval []evalRecord, metrics []string) ([]panel, error) {
 	evalNames := map[string]bool{}
+	runs := map[string]bool{} // the evaluations by name ("" for the unnamed)
 	for _, r := range eval {
+		runs[r.Name] = true
 		for k := range r.Metrics {
 			evalNames[k] = true
 		}
@@ -163,17 +165,31 @@ func buildPanels(train []trainRecord, eval []evalRecord, metrics []string) ([]pa
 		return nil, fmt.Errorf("nothing to plot (the history has: %s)", strings.Join(available, ", "))
 	}
 
-	evalSeries := func(name string) plotter.XYs {
-		var xy plotter.XYs
-		for _, r := range eval {
-			if v, ok := r.Metrics[name]; ok {
-				xy = append(xy, plotter.XY{X: float64(r.Step), Y: v})
+	color := 0
+	// evalSeries are a metric's series, one per evaluation name that has
+	// it: "eval loss", "eval_test loss", as the event directories are named.
+	evalSeries := func(metric string) []series {
+		var out []series
+		for _, name := range sortedKeys(runs) {
+			var xy plotter.XYs
+			for _, r := range eval {
+				if v, ok := r.Metrics[metric]; ok && r.Name == name {
+					xy = append(xy, plotter.XY{X: float64(r.Step), Y: v})
+				}
 			}
+			if len(xy) == 0 {
+				continue
+			}
+			label := "eval"
+			if name != "" {
+				label += "_" + name
+			}
+			out = append(out, series{name: label + " " + metric, xy: xy, color: color, points: true})
+			color++
 		}
-		return xy
+		return out
 	}
 	var panels []panel
-	color := 0
 	if slices.Contains(metrics, "loss") {
 		p := panel{title: "loss", ylabel: "loss"}
 		if len(train) > 0 {
@@ -184,10 +200,7 @@ func buildPanels(train []trainRecord, eval []evalRecord, metrics []string) ([]pa
 			p.series = append(p.series, series{name: "train loss", xy: xy, color: color, points: len(xy) == 1})
 		}
 		color++
-		if evalNames["loss"] {
-			p.series = append(p.series, series{name: "eval loss", xy: evalSeries("loss"), color: color, points: true})
-		}
-		color++
+		p.series = append(p.series, evalSeries("loss")...)
 		panels = append(panels, p)
 	}
 	unit := panel{title: "eval metrics in [0, 1]", ylabel: "value"}
@@ -196,12 +209,11 @@ func buildPanels(train []trainRecord, eval []evalRecord, metrics []string) ([]pa
 		if m == "loss" {
 			continue
 		}
-		s := series{name: "eval " + m, xy: evalSeries(m), color: color, points: true}
-		color++
-		if inUnit(s.xy) {
-			unit.series = append(unit.series, s)
+		ss := evalSeries(m)
+		if slices.IndexFunc(ss, func(s series) bool { return !inUnit(s.xy) }) < 0 {
+			unit.series = append(unit.series, ss...)
 		} else {
-			others = append(others, panel{title: "eval " + m, ylabel: m, series: []series{s}})
+			others = append(others, panel{title: "eval " + m, ylabel: m, series: ss})
 		}
 	}
 	if len(unit.series) == 1 {
