@@ -32,8 +32,12 @@ const Forever = -1
 // TensorInput configures FromTensors.
 type TensorInput struct {
 	// BatchSize is the number of rows per batch; the last batch of an
-	// epoch may be smaller. Required.
+	// epoch may be smaller (see DropRemainder). Required.
 	BatchSize int
+	// DropRemainder drops the last batch of an epoch when it is smaller
+	// than BatchSize, as tf.data's batch(drop_remainder=True): every batch
+	// then splits alike across the towers (training needs a row per tower).
+	DropRemainder bool
 	// Epochs is how many passes over the data to make: 0 means 1, Forever
 	// repeats without end.
 	Epochs int
@@ -56,6 +60,9 @@ func FromTensors(features, labels map[string]*tensor.Dense, cfg TensorInput) (In
 	}
 	if cfg.BatchSize < 1 {
 		return nil, fmt.Errorf("input from tensors: batch size %d, want at least 1", cfg.BatchSize)
+	}
+	if cfg.DropRemainder && rows > 0 && rows < cfg.BatchSize {
+		return nil, fmt.Errorf("input from tensors: %d rows make no whole batch of %d, and DropRemainder drops the rest", rows, cfg.BatchSize)
 	}
 	if cfg.Epochs < Forever {
 		return nil, fmt.Errorf("input from tensors: epochs %d, want 0 or more, or Forever", cfg.Epochs)
@@ -87,7 +94,11 @@ func FromTensors(features, labels map[string]*tensor.Dense, cfg TensorInput) (In
 				if cfg.Shuffle {
 					rng.Shuffle(rows, func(i, j int) { order[i], order[j] = order[j], order[i] })
 				}
-				for start := 0; start < rows; start += cfg.BatchSize {
+				end := rows
+				if cfg.DropRemainder {
+					end -= rows % cfg.BatchSize
+				}
+				for start := 0; start < end; start += cfg.BatchSize {
 					if err := ctx.Err(); err != nil {
 						yield(Batch{}, err)
 						return
@@ -103,8 +114,8 @@ func FromTensors(features, labels map[string]*tensor.Dense, cfg TensorInput) (In
 						return
 					}
 				}
-				if rows == 0 {
-					return
+				if end == 0 {
+					return // no rows: no epoch has a batch
 				}
 			}
 		}

@@ -115,6 +115,10 @@ func TestFromTensorsBatches(t *testing.T) {
 		{"forever, consume 7", 3, estimator.TensorInput{BatchSize: 2, Epochs: estimator.Forever}, true, 7,
 			[][]int{{0, 1}, {2}, {0, 1}, {2}, {0, 1}, {2}, {0, 1}}},
 		{"labels nil", 4, estimator.TensorInput{BatchSize: 3}, false, -1, [][]int{{0, 1, 2}, {3}}},
+		{"drop remainder", 7, estimator.TensorInput{BatchSize: 3, DropRemainder: true}, true, -1, [][]int{{0, 1, 2}, {3, 4, 5}}},
+		{"drop remainder, even batches", 6, estimator.TensorInput{BatchSize: 3, DropRemainder: true}, true, -1, [][]int{{0, 1, 2}, {3, 4, 5}}},
+		{"drop remainder, forever", 5, estimator.TensorInput{BatchSize: 2, Epochs: estimator.Forever, DropRemainder: true}, true, 5,
+			[][]int{{0, 1}, {2, 3}, {0, 1}, {2, 3}, {0, 1}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -328,6 +332,7 @@ func TestFromTensorsErrors(t *testing.T) {
 		{"rank-0 label", feats, map[string]*tensor.Dense{"y": tensor.New(tensor.FromScalar(1.0))}, estimator.TensorInput{BatchSize: 1}, []string{`label "y"`, "rank-0"}},
 		{"nil feature", map[string]*tensor.Dense{"x": nil}, nil, estimator.TensorInput{BatchSize: 1}, []string{`feature "x" is nil`}},
 		{"no features", nil, nil, estimator.TensorInput{BatchSize: 1}, []string{"no features"}},
+		{"no whole batch to keep", feats, labels, estimator.TensorInput{BatchSize: 5, DropRemainder: true}, []string{"4 rows make no whole batch of 5", "DropRemainder"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -358,7 +358,7 @@ func TestErrors(t *testing.T) {
 	}{
 		{"reduction NONE", replicate.ModelFn(constModel, replicate.Config{Reduction: replicate.None}), twoRows, labels2, []string{"NONE"}},
 		{"device twice", replicate.ModelFn(constModel, replicate.Config{Devices: []towers.Device{towers.CPU(0), towers.CPU(0)}}), twoRows, labels2, []string{"/device:CPU:0", "twice"}},
-		{"fewer rows than towers", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(3), Optimizer: sgd}), twoRows, labels2, []string{"2 rows", "3 shards"}},
+		{"fewer rows than towers", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(3), Optimizer: sgd}), twoRows, labels2, []string{"2 rows", "3 shards", "a row per tower", "DropRemainder"}},
 		{"labels disagree with features", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: sgd}), threeRows, labels2, []string{`"y"`, "2 rows", `"x"`, "3"}},
 		{"panic in tower 1", replicate.ModelFn(variant(func(*towers.Scope) (*model.Spec, error) { panic("boom") }), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1 (/device:CPU:1)", "train", "boom"}},
 		{"error in tower 1", replicate.ModelFn(variant(func(*towers.Scope) (*model.Spec, error) { return nil, errors.New("no can do") }), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", "train", "no can do"}},

@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -30,6 +31,9 @@ func (e *Engine) splitBatch(mode model.Mode, b sharding.Batch) ([]sharding.Batch
 		b.Labels = nil
 	}
 	shards, sizes, err := b.Split(n)
+	if errors.Is(err, sharding.ErrTooFewRows) {
+		return nil, nil, fmt.Errorf("%v batch across %d towers: %w (training needs a row per tower; if this is an input's smaller last batch, drop it: estimator.TensorInput.DropRemainder)", mode, n, err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%v batch across %d towers: %w", mode, n, err)
 	}
