@@ -156,7 +156,10 @@ func (h *summaryHook) Begin(_ context.Context, info RunInfo) error {
 	}
 	now := time.Now()
 	h.dir, h.w, h.first, h.lastStep, h.examples, h.lastTime, h.lastFlush = info.ModelDir, w, true, info.StartStep, 0, now, now
-	return nil
+	// Where this session starts, as tf.estimator's SummarySaverHook
+	// marked it: TensorBoard drops the summaries an earlier session wrote
+	// past this step, after its last checkpoint, before it crashed.
+	return w.Write(tfevents.Event{WallTime: float64(now.UnixNano()) / 1e9, Step: info.StartStep, Session: tfevents.SessionStart})
 }
 
 func (h *summaryHook) AfterStep(_ context.Context, r StepResult) (bool, error) {

@@ -31,12 +31,14 @@ func meanPredModel(tw *towers.Scope, mode model.Mode, f model.Features, l model.
 }
 
 // summary is an event of a file as the tests compare it: the file
-// version, or the scalars at a step. A speed is replaced by speedSeen when
-// it is positive and finite: its value depends on the clock.
+// version, the scalars at a step, or a session log's status at a step. A
+// speed is replaced by speedSeen when it is positive and finite: its value
+// depends on the clock.
 type summary struct {
 	Version string
 	Step    int64
 	Scalars map[string]float64
+	Session int
 }
 
 const speedSeen = -1
@@ -72,10 +74,12 @@ func readPython(t *testing.T, files []string) [][]summary {
 				}
 				scalars[v.Tag] = float64(v.SimpleValue)
 			}
-			if e.What == "file_version" {
+			if e.What != "summary" {
 				scalars = nil
 			}
-			events = append(events, summaries(e.FileVersion, e.Step, scalars))
+			ev := summaries(e.FileVersion, e.Step, scalars)
+			ev.Session = e.SessionStatus
+			events = append(events, ev)
 		}
 		out = append(out, events)
 	}
@@ -99,7 +103,9 @@ func readGo(t *testing.T, files []string) [][]summary {
 				}
 				scalars[s.Tag] = s.Value
 			}
-			events = append(events, summaries(e.FileVersion, e.Step, scalars))
+			ev := summaries(e.FileVersion, e.Step, scalars)
+			ev.Session = int(e.Session)
+			events = append(events, ev)
 		}
 		out = append(out, events)
 	}
@@ -147,8 +153,10 @@ func TestSummaries(t *testing.T) {
 	want := map[string][]summary{
 		// The first step of a run has its loss alone: there is no
 		// interval to time yet.
-		".": {version, {Step: 1, Scalars: map[string]float64{estimator.LossTag: loss(1)}}, {Step: 2, Scalars: speeds(2)}, {Step: 4, Scalars: speeds(4)},
-			{Step: 6, Scalars: map[string]float64{estimator.LossTag: loss(6)}}},
+		// Each run begins with a session log START at its first step, so
+		// that TensorBoard drops what a crashed run wrote past it.
+		".": {version, {Session: 1}, {Step: 1, Scalars: map[string]float64{estimator.LossTag: loss(1)}}, {Step: 2, Scalars: speeds(2)}, {Step: 4, Scalars: speeds(4)},
+			{Step: 5, Session: 1}, {Step: 6, Scalars: map[string]float64{estimator.LossTag: loss(6)}}},
 		"eval":         eval,
 		"eval_holdout": eval,
 	}
@@ -232,7 +240,9 @@ func (h *flushCheck) AfterStep(_ context.Context, r estimator.StepResult) (bool,
 		h.t.Fatal(err)
 	}
 	for _, e := range events[1:] {
-		h.steps = append(h.steps, e.Step)
+		if e.Session == 0 {
+			h.steps = append(h.steps, e.Step)
+		}
 	}
 	return false, nil
 }

@@ -53,6 +53,9 @@ const (
 	eventStep        protowire.Number = 2
 	eventFileVersion protowire.Number = 3
 	eventSummary     protowire.Number = 5
+	eventSessionLog  protowire.Number = 7
+
+	sessionLogStatus protowire.Number = 1
 
 	summaryValue protowire.Number = 1
 
@@ -67,8 +70,21 @@ type Scalar struct {
 	Value float64
 }
 
+// SessionStatus is a SessionLog's status: what happened to the training
+// session at an Event's step.
+type SessionStatus int
+
+// Session statuses, as event.proto numbers them.
+const (
+	// SessionStart marks where a training session began (a run resumed
+	// from a checkpoint at that step): TensorBoard drops what an earlier
+	// session wrote for later steps, which a crash left orphaned.
+	SessionStart SessionStatus = 1
+	SessionStop  SessionStatus = 2
+)
+
 // Event is one record of an event file: the file version (the first
-// record of a file) or scalars at a step.
+// record of a file), scalars at a step, or a session log.
 type Event struct {
 	// WallTime is the time of the event in seconds since the Unix epoch.
 	WallTime float64
@@ -79,6 +95,8 @@ type Event struct {
 	// Scalars are the event's summary values that are scalars
 	// (simple_value), in file order.
 	Scalars []Scalar
+	// Session, when not 0, makes the event a session_log of this status.
+	Session SessionStatus
 }
 
 // appendEvent appends e, serialized as a tensorflow.Event, to b. Fields at
@@ -96,6 +114,12 @@ func appendEvent(b []byte, e Event) []byte {
 	if e.FileVersion != "" {
 		b = protowire.AppendTag(b, eventFileVersion, protowire.BytesType)
 		b = protowire.AppendString(b, e.FileVersion)
+	}
+	if e.Session != 0 {
+		log := protowire.AppendTag(nil, sessionLogStatus, protowire.VarintType)
+		log = protowire.AppendVarint(log, uint64(e.Session))
+		b = protowire.AppendTag(b, eventSessionLog, protowire.BytesType)
+		b = protowire.AppendBytes(b, log)
 	}
 	if len(e.Scalars) > 0 {
 		var summary []byte
@@ -150,7 +174,14 @@ func parseEvent(b []byte) (Event, error) {
 				}
 				return err
 			})
-		case num == eventWallTime || num == eventStep || num == eventFileVersion || num == eventSummary:
+		case num == eventSessionLog && typ == protowire.BytesType:
+			return eachField(v, func(num protowire.Number, typ protowire.Type, _ []byte, x uint64) error {
+				if num == sessionLogStatus && typ == protowire.VarintType {
+					e.Session = SessionStatus(x)
+				}
+				return nil
+			})
+		case num == eventWallTime || num == eventStep || num == eventFileVersion || num == eventSummary || num == eventSessionLog:
 			return wrongType("Event field "+fieldName(num), typ)
 		}
 		return nil
@@ -187,6 +218,8 @@ func fieldName(num protowire.Number) string {
 		return "step"
 	case eventFileVersion:
 		return "file_version"
+	case eventSessionLog:
+		return "session_log"
 	default:
 		return "summary"
 	}

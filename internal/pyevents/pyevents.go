@@ -40,6 +40,8 @@ type Event struct {
 	What        string  `json:"what"`
 	FileVersion string  `json:"file_version"`
 	Summary     []Value `json:"summary"`
+	// SessionStatus is a session_log's status (1: START).
+	SessionStatus int `json:"session_status"`
 }
 
 // Value is a Summary.Value; Kind names the member of its oneof that is

@@ -77,6 +77,10 @@ def _classes():
     _field(value, "tensor", 8, FD.TYPE_BYTES, oneof=0)
     summary.field.add(name="value", number=1, type=FD.TYPE_MESSAGE, label=FD.LABEL_REPEATED,
                       type_name=".tbcheck.Summary.Value")
+    session_log = fdp.message_type.add(name="SessionLog")
+    _field(session_log, "status", 1, FD.TYPE_INT32)  # enum SessionStatus: START = 1
+    _field(session_log, "checkpoint_path", 2, FD.TYPE_STRING)
+    _field(session_log, "msg", 3, FD.TYPE_STRING)
     event = fdp.message_type.add(name="Event")
     event.oneof_decl.add(name="what")
     _field(event, "wall_time", 1, FD.TYPE_DOUBLE)
@@ -85,7 +89,7 @@ def _classes():
     _field(event, "graph_def", 4, FD.TYPE_BYTES, oneof=0)
     _field(event, "summary", 5, FD.TYPE_MESSAGE, ".tbcheck.Summary", oneof=0)
     _field(event, "log_message", 6, FD.TYPE_BYTES, oneof=0)
-    _field(event, "session_log", 7, FD.TYPE_BYTES, oneof=0)
+    _field(event, "session_log", 7, FD.TYPE_MESSAGE, ".tbcheck.SessionLog", oneof=0)
     _field(event, "tagged_run_metadata", 8, FD.TYPE_BYTES, oneof=0)
     _field(event, "meta_graph_def", 9, FD.TYPE_BYTES, oneof=0)
     pool = descriptor_pool.DescriptorPool()
@@ -119,6 +123,8 @@ def _check_known(where, ev):
     if ev.WhichOneof("what") == "summary":
         msgs.append(("Summary", ev.summary))
         msgs += [("Summary.Value", v) for v in ev.summary.value]
+    if ev.WhichOneof("what") == "session_log":
+        msgs.append(("SessionLog", ev.session_log))
     for name, m in msgs:
         if _unknown_fields(m):
             raise ValueError(where + ": %s has fields event.proto/summary.proto do not define" % name)
@@ -156,6 +162,8 @@ def read(path, Event):
                 {"tag": v.tag, "kind": v.WhichOneof("value"), "simple_value": _number(v.simple_value)}
                 for v in ev.summary.value
             ]
+        if ev.WhichOneof("what") == "session_log":
+            out["session_status"] = ev.session_log.status
         events.append(out)
     return events
 
