@@ -80,3 +80,12 @@ func TestInspectExport(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectExportBaseDir: inspect on an export base directory points to
+// its newest version.
+func TestInspectExportBaseDir(t *testing.T) {
+	version := exportLinreg(t)
+	base := filepath.Dir(version)
+	err := inspect(io.Discard, io.Discard, []string{base})
+	checkCommandError(t, err, false, "holds export versions", version)
+}

@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/internal/exportdir"
 	"github.com/towerflow/towerflow/internal/numeric"
@@ -53,6 +54,9 @@ func inspect(stdout, stderr io.Writer, args []string) error {
 	}
 	r, err := checkpoint.Read(dir)
 	if err != nil {
+		if vs, verr := estimator.Versions(dir); verr == nil && len(vs) > 0 {
+			return fmt.Errorf("%w (%s holds export versions: inspect one, e.g. %s)", err, dir, filepath.Join(dir, strconv.FormatInt(vs[len(vs)-1], 10)))
+		}
 		return err // names the directory or file
 	}
 	for _, note := range r.Skipped() {
