@@ -1,6 +1,7 @@
-// Package fsutil holds the durable-write steps checkpoints and exports share:
-// create a file and fsync it, replace a file atomically, fsync a directory
-// after renames in it.
+// Package fsutil holds the file steps checkpoints and exports share: the
+// durable writes (create a file and fsync it, replace a file atomically,
+// fsync a directory after renames in it) and the careful reads (open a file
+// only when it is a regular one inside its directory).
 package fsutil
 
 import (
