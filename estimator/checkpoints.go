@@ -16,7 +16,10 @@ import (
 
 // restoreLatest loads the model directory's latest checkpoint into the
 // store unless the store already holds it (the Estimator saved or restored
-// it last). A model directory without checkpoints is a fresh run.
+// it last). A model directory without checkpoints is a fresh run; one whose
+// checkpoints are all damaged (checkpoint.ErrDamaged), or holds a file that
+// cannot be read, is an error naming them, and the run touches nothing in
+// it.
 func (e *Estimator) restoreLatest() error {
 	if e.cfg.ModelDir == "" {
 		return nil
@@ -98,13 +101,17 @@ func (h *CheckpointSaver) save(step int64) error {
 	return nil
 }
 
-// Begin saves an initial checkpoint into an empty model directory.
+// Begin saves an initial checkpoint into a model directory without one. A
+// directory whose checkpoints are all damaged, or that cannot be read, is
+// an error: saving into it would let the cleanup of old checkpoints delete
+// them.
 func (h *CheckpointSaver) Begin(_ context.Context, info RunInfo) error {
 	h.store, h.log, h.last, h.lastTime = info.Store, info.Logger, info.StartStep, time.Now()
-	if _, err := checkpoint.Latest(h.Dir); errors.Is(err, checkpoint.ErrNoCheckpoint) {
+	_, err := checkpoint.Latest(h.Dir)
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		return h.save(info.StartStep)
 	}
-	return nil
+	return err
 }
 
 // AfterStep saves when a step or time interval has passed.
