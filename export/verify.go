@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -17,15 +16,18 @@ import (
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/internal/exportdir"
+	"github.com/towerflow/towerflow/internal/fsutil"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/towers"
 )
 
 // verifyManifest checks dir against its manifest: every file listed exists
-// with its size and SHA-256, and every file of dir is listed.
+// with its size and SHA-256, and every file of dir is listed. Only regular
+// files are opened (see fsutil.OpenRegular): a named pipe, a directory
+// where a file belongs or a symbolic link out of dir is an error naming it.
 func verifyManifest(dir string) error {
 	mpath := filepath.Join(dir, exportdir.ManifestFile)
-	data, err := os.ReadFile(mpath)
+	data, err := fsutil.ReadRegular(dir, exportdir.ManifestFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("manifest %s is missing: not an export version directory", mpath)
 	}
@@ -78,15 +80,17 @@ func verifyManifest(dir string) error {
 		return fmt.Errorf("file %s is not in the manifest %s", strings.Join(extra, ", "), mpath)
 	}
 	for _, rel := range slices.Sorted(maps.Keys(listed)) {
-		if err := verifyFile(filepath.Join(dir, filepath.FromSlash(rel)), listed[rel]); err != nil {
+		if err := verifyFile(dir, rel, listed[rel]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func verifyFile(p string, want exportdir.File) error {
-	f, err := os.Open(p)
+// verifyFile checks the file rel of dir against its manifest entry.
+func verifyFile(dir, rel string, want exportdir.File) error {
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	f, fi, err := fsutil.OpenRegular(dir, rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("file %s is missing (the manifest lists it)", p)
 	}
@@ -94,13 +98,6 @@ func verifyFile(p string, want exportdir.File) error {
 		return err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("file %s is not a regular file", p)
-	}
 	if fi.Size() != want.Bytes {
 		return fmt.Errorf("file %s has %d bytes, the manifest says %d", p, fi.Size(), want.Bytes)
 	}
@@ -118,7 +115,7 @@ func verifyFile(p string, want exportdir.File) error {
 func readSignatures(dir string) (exportdir.Signatures, map[string]map[string]input, error) {
 	spath := filepath.Join(dir, exportdir.SignaturesFile)
 	var sigs exportdir.Signatures
-	data, err := os.ReadFile(spath)
+	data, err := fsutil.ReadRegular(dir, exportdir.SignaturesFile)
 	if err != nil {
 		return sigs, nil, err
 	}
