@@ -171,6 +171,11 @@ const (
 // a step that already has a checkpoint replaces it. It returns the path of
 // the new checkpoint.
 //
+// The new checkpoint is read back and verified, as Read does, before it is
+// renamed into place: one that does not verify is an error, and then
+// nothing is replaced or deleted. So the cleanup of old checkpoints never
+// deletes the newest checkpoint that verifies: the one just written.
+//
 // Save reads the variables' live backings, so like the store's setters it
 // must not run while towers run a step. See the package comment for the
 // atomicity guarantees.
@@ -240,6 +245,12 @@ func writeCheckpoint(dir, name string, store *towers.Store, step int64) (string,
 	}
 	if err := fsutil.SyncDir(tmp); err != nil {
 		return "", err
+	}
+	// Read it back as a reader will before it replaces or outlives
+	// anything: a checkpoint that does not verify must not push a whole
+	// one out of the kept ones.
+	if _, err := open(tmp); err != nil {
+		return "", fmt.Errorf("the checkpoint written does not read back whole, so nothing was replaced or deleted: %w", err)
 	}
 
 	final := filepath.Join(dir, name)

@@ -157,30 +157,3 @@ func TestUnreadableFiles(t *testing.T) {
 		})
 	}
 }
-
-// listing returns every path under dir with its type and size.
-func listing(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		out[rel] = fi.Mode().Type().String()
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			out[rel] += " " + string(b)
-		}
-		return nil
-	})
-	must(t, err)
-	return out
-}
