@@ -48,6 +48,27 @@ func (e *Estimator) restoreLatest() error {
 	return nil
 }
 
+// ErrNotTrained is wrapped by the errors of Evaluate, Predict and Export
+// when the model directory has no checkpoint, like TensorFlow's "Could not
+// find trained model in model_dir": the variables would be freshly
+// initialised. (Without a model directory they are what the caller asked
+// for; with a warm start, Evaluate and Predict use its variables.)
+var ErrNotTrained = errors.New("no trained model")
+
+// restoreTrained restores the latest checkpoint for a call that needs a
+// trained model. A model directory without a checkpoint is ErrNotTrained,
+// unless the store holds one RestoreCheckpoint loaded, or warmOK and the
+// run warm-starts.
+func (e *Estimator) restoreTrained(warmOK bool) error {
+	if err := e.restoreLatest(); err != nil {
+		return err
+	}
+	if e.cfg.ModelDir == "" || e.ckpt != "" || (warmOK && e.cfg.WarmStart != nil) {
+		return nil
+	}
+	return fmt.Errorf("%w: model directory %s has no checkpoint: train first", ErrNotTrained, e.cfg.ModelDir)
+}
+
 // logSkipped warns, on the caller's logger, of what reading a model
 // directory passed over on the way to r: damaged checkpoints, a lost
 // pointer file.
@@ -138,6 +159,9 @@ func (h *CheckpointSaver) End(_ context.Context, _ RunInfo, cause error) error {
 // RestoreCheckpoint loads a checkpoint — a checkpoint directory, or a model
 // directory meaning its latest — into the store. Variables the store does
 // not hold yet are created; existing ones must match in shape and dtype.
+// Evaluate and Predict then use it although the model directory has no
+// checkpoint (a checkpoint of the model directory's own is restored over
+// it).
 func (e *Estimator) RestoreCheckpoint(path string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -148,5 +172,6 @@ func (e *Estimator) RestoreCheckpoint(path string) error {
 	if err := r.Restore(e.store()); err != nil {
 		return fmt.Errorf("restore %s: %w", r.Path(), err)
 	}
+	e.ckpt = r.Path()
 	return nil
 }

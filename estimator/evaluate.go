@@ -19,7 +19,8 @@ func EvalSteps(n int64) EvalOption { return func(o *evalOptions) { o.steps = n }
 // Evaluate runs the model in Eval mode over input and returns every eval
 // metric by name, "loss" (the mean over batches of the reduced batch loss,
 // as TensorFlow reports it) and "global_step". Metrics start from zero on
-// every call.
+// every call. A model directory without a checkpoint is an error wrapping
+// ErrNotTrained.
 func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOption) (map[string]float64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -27,7 +28,7 @@ func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOpt
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := e.restoreLatest(); err != nil {
+	if err := e.restoreTrained(true); err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
 	return e.evaluate(ctx, input, o.steps)
