@@ -46,7 +46,9 @@ type RunConfig struct {
 	// minutes, as TensorFlow does. A run also saves when it ends cleanly or
 	// is cancelled.
 	SaveCheckpointsEvery time.Duration
-	// KeepCheckpointMax keeps the newest this many checkpoints; 0 keeps all.
+	// KeepCheckpointMax keeps the newest this many checkpoints, deleting
+	// older ones as new ones are saved: 5 when 0 (TensorFlow's
+	// keep_checkpoint_max), every checkpoint when negative.
 	KeepCheckpointMax int
 	// LogEvery logs the step, loss and speed every this many training steps
 	// (default 100; negative disables), and writes the loss to the model
@@ -67,6 +69,10 @@ type RunConfig struct {
 	// variables.
 	WarmStart *WarmStart
 }
+
+// DefaultKeepCheckpointMax is how many checkpoints a model directory keeps
+// when RunConfig.KeepCheckpointMax is 0, as in TensorFlow.
+const DefaultKeepCheckpointMax = 5
 
 // WarmStart says which variables to take from another run, like
 // tf.estimator.WarmStartSettings. Only trainable variables are taken: the
@@ -110,6 +116,9 @@ func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
 	}
 	if cfg.ModelDir != "" && cfg.SaveCheckpointsSteps == 0 && cfg.SaveCheckpointsEvery == 0 {
 		cfg.SaveCheckpointsEvery = 10 * time.Minute
+	}
+	if cfg.KeepCheckpointMax == 0 {
+		cfg.KeepCheckpointMax = DefaultKeepCheckpointMax
 	}
 	e := &Estimator{cfg: cfg, log: log, eng: eng}
 	if cfg.WarmStart != nil {

@@ -285,7 +285,8 @@ func readPointerFile(t *testing.T, dir string) pointerFile {
 // TestCheckpointCadence: an empty model directory gets a checkpoint at the
 // run's start, then one every SaveCheckpointsSteps steps counted from the
 // run's start, and one at its end unless that step was just saved; only the
-// newest KeepCheckpointMax stay.
+// newest KeepCheckpointMax stay: 5 unless set, as in TensorFlow, all when
+// negative.
 func TestCheckpointCadence(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -297,12 +298,14 @@ func TestCheckpointCadence(t *testing.T) {
 		wantKept   []string
 	}{
 		{"every 3, keep 2", 3, 2, 0, 10, []string{"ckpt-0", "ckpt-3", "ckpt-6", "ckpt-9", "ckpt-10"}, []string{"ckpt-9", "ckpt-10"}},
-		{"every 3, keep all", 3, 0, 0, 10, []string{"ckpt-0", "ckpt-3", "ckpt-6", "ckpt-9", "ckpt-10"}, []string{"ckpt-0", "ckpt-3", "ckpt-6", "ckpt-9", "ckpt-10"}},
+		{"every 3, keep all", 3, -1, 0, 10, []string{"ckpt-0", "ckpt-3", "ckpt-6", "ckpt-9", "ckpt-10"}, []string{"ckpt-0", "ckpt-3", "ckpt-6", "ckpt-9", "ckpt-10"}},
 		{"every 4, keep 3", 4, 3, 0, 10, []string{"ckpt-0", "ckpt-4", "ckpt-8", "ckpt-10"}, []string{"ckpt-4", "ckpt-8", "ckpt-10"}},
 		{"every 5, keep 1: the end step was just saved", 5, 1, 0, 10, []string{"ckpt-0", "ckpt-5", "ckpt-10"}, []string{"ckpt-10"}},
 		{"every 1, keep 2", 1, 2, 0, 3, []string{"ckpt-0", "ckpt-1", "ckpt-2", "ckpt-3"}, []string{"ckpt-2", "ckpt-3"}},
+		{"every 2, keep the default 5", 2, 0, 0, 14, []string{"ckpt-0", "ckpt-2", "ckpt-4", "ckpt-6", "ckpt-8", "ckpt-10", "ckpt-12", "ckpt-14"},
+			[]string{"ckpt-6", "ckpt-8", "ckpt-10", "ckpt-12", "ckpt-14"}},
 		// A second run: no initial save, steps counted from its start.
-		{"every 3 after 2 steps, keep all", 3, 0, 2, 7, []string{"ckpt-2", "ckpt-5", "ckpt-8", "ckpt-9"}, []string{"ckpt-0", "ckpt-2", "ckpt-5", "ckpt-8", "ckpt-9"}},
+		{"every 3 after 2 steps, keep all", 3, -1, 2, 7, []string{"ckpt-2", "ckpt-5", "ckpt-8", "ckpt-9"}, []string{"ckpt-0", "ckpt-2", "ckpt-5", "ckpt-8", "ckpt-9"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
