@@ -164,6 +164,8 @@ func readSignatures(dir string) (exportdir.Signatures, map[string]map[string]inp
 	return sigs, inputs, nil
 }
 
+// parseInfo checks a signature's input or output and returns it as an
+// input: dtype and per-example shape.
 func parseInfo(ti TensorInfo) (input, error) {
 	dt, err := estimator.DtypeByName(ti.Dtype)
 	if err != nil {
@@ -172,13 +174,24 @@ func parseInfo(ti TensorInfo) (input, error) {
 	if len(ti.Shape) == 0 || ti.Shape[0] != -1 {
 		return input{}, fmt.Errorf("shape %v: want -1, the batch dimension, first", ti.Shape)
 	}
+	n := int64(dt.Size()) // bytes of one example
 	for _, d := range ti.Shape[1:] {
 		if d < 1 {
 			return input{}, fmt.Errorf("shape %v: every dimension after the first must be positive", ti.Shape)
 		}
+		if int64(d) > maxExampleBytes/n {
+			return input{}, fmt.Errorf("shape %v of %s is too large: one example would take more than %d bytes", ti.Shape, ti.Dtype, int64(maxExampleBytes))
+		}
+		n *= int64(d)
 	}
 	return input{dtype: dt, shape: slices.Clone(ti.Shape[1:])}, nil
 }
+
+// maxExampleBytes bounds the size of one example of an input or output a
+// signature declares. Load builds the model on one example of zeros of
+// every input: a damaged signatures.json must not make it allocate without
+// bound, or compute a size that overflows.
+const maxExampleBytes = 1 << 30
 
 // checkOutputs checks the outputs of the model's first batch against the
 // signatures: the same keys, output names, dtypes and shapes.
