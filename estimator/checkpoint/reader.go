@@ -36,8 +36,8 @@ type Reader struct {
 }
 
 // Skipped returns what reading a model directory passed over on the way to
-// this checkpoint, one line each: damaged or missing newer checkpoints, an
-// unreadable or missing pointer file. The caller decides whether to log
+// this checkpoint, one line each: damaged or missing newer checkpoints, a
+// damaged or missing pointer file. The caller decides whether to log
 // them; the package logs nothing.
 func (r *Reader) Skipped() []string { return slices.Clone(r.skipped) }
 
