@@ -16,7 +16,10 @@ import (
 
 // restoreLatest loads the model directory's latest checkpoint into the
 // store unless the store already holds it (the Estimator saved or restored
-// it last). A model directory without checkpoints is a fresh run.
+// it last). A model directory without checkpoints is a fresh run; one whose
+// checkpoints are all damaged (checkpoint.ErrDamaged), or holds a file that
+// cannot be read, is an error naming them, and the run touches nothing in
+// it.
 func (e *Estimator) restoreLatest() error {
 	if e.cfg.ModelDir == "" {
 		return nil
@@ -43,6 +46,27 @@ func (e *Estimator) restoreLatest() error {
 	e.ckpt = path
 	e.log.Info("restored checkpoint", "path", path, "step", r.Step())
 	return nil
+}
+
+// ErrNotTrained is wrapped by the errors of Evaluate, Predict and Export
+// when the model directory has no checkpoint, like TensorFlow's "Could not
+// find trained model in model_dir": the variables would be freshly
+// initialised. (Without a model directory they are what the caller asked
+// for; with a warm start, Evaluate and Predict use its variables.)
+var ErrNotTrained = errors.New("no trained model")
+
+// restoreTrained restores the latest checkpoint for a call that needs a
+// trained model. A model directory without a checkpoint is ErrNotTrained,
+// unless the store holds one RestoreCheckpoint loaded, or warmOK and the
+// run warm-starts.
+func (e *Estimator) restoreTrained(warmOK bool) error {
+	if err := e.restoreLatest(); err != nil {
+		return err
+	}
+	if e.cfg.ModelDir == "" || e.ckpt != "" || (warmOK && e.cfg.WarmStart != nil) {
+		return nil
+	}
+	return fmt.Errorf("%w: model directory %s has no checkpoint: train first", ErrNotTrained, e.cfg.ModelDir)
 }
 
 // logSkipped warns, on the caller's logger, of what reading a model
@@ -98,13 +122,17 @@ func (h *CheckpointSaver) save(step int64) error {
 	return nil
 }
 
-// Begin saves an initial checkpoint into an empty model directory.
+// Begin saves an initial checkpoint into a model directory without one. A
+// directory whose checkpoints are all damaged, or that cannot be read, is
+// an error: saving into it would let the cleanup of old checkpoints delete
+// them.
 func (h *CheckpointSaver) Begin(_ context.Context, info RunInfo) error {
 	h.store, h.log, h.last, h.lastTime = info.Store, info.Logger, info.StartStep, time.Now()
-	if _, err := checkpoint.Latest(h.Dir); errors.Is(err, checkpoint.ErrNoCheckpoint) {
+	_, err := checkpoint.Latest(h.Dir)
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		return h.save(info.StartStep)
 	}
-	return nil
+	return err
 }
 
 // AfterStep saves when a step or time interval has passed.
@@ -131,6 +159,9 @@ func (h *CheckpointSaver) End(_ context.Context, _ RunInfo, cause error) error {
 // RestoreCheckpoint loads a checkpoint — a checkpoint directory, or a model
 // directory meaning its latest — into the store. Variables the store does
 // not hold yet are created; existing ones must match in shape and dtype.
+// Evaluate and Predict then use it although the model directory has no
+// checkpoint (a checkpoint of the model directory's own is restored over
+// it).
 func (e *Estimator) RestoreCheckpoint(path string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -141,5 +172,6 @@ func (e *Estimator) RestoreCheckpoint(path string) error {
 	if err := r.Restore(e.store()); err != nil {
 		return fmt.Errorf("restore %s: %w", r.Path(), err)
 	}
+	e.ckpt = r.Path()
 	return nil
 }

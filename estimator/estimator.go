@@ -48,7 +48,9 @@ type RunConfig struct {
 	// minutes, as TensorFlow does. A run also saves when it ends cleanly or
 	// is cancelled.
 	SaveCheckpointsEvery time.Duration
-	// KeepCheckpointMax keeps the newest this many checkpoints; 0 keeps all.
+	// KeepCheckpointMax keeps the newest this many checkpoints, deleting
+	// older ones as new ones are saved: 5 when 0 (TensorFlow's
+	// keep_checkpoint_max), every checkpoint when negative.
 	KeepCheckpointMax int
 	// SaveSummarySteps writes TensorBoard summaries of training (LossTag,
 	// StepsPerSecTag, ExamplesPerSecTag) into ModelDir at a run's first
@@ -78,6 +80,10 @@ type RunConfig struct {
 	// variables.
 	WarmStart *WarmStart
 }
+
+// DefaultKeepCheckpointMax is how many checkpoints a model directory keeps
+// when RunConfig.KeepCheckpointMax is 0, as in TensorFlow.
+const DefaultKeepCheckpointMax = 5
 
 // WarmStart says which variables to take from another run, like
 // tf.estimator.WarmStartSettings. Only trainable variables are taken: the
@@ -134,6 +140,9 @@ func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
 	}
 	if cfg.ModelDir != "" && cfg.SaveCheckpointsSteps == 0 && cfg.SaveCheckpointsEvery == 0 {
 		cfg.SaveCheckpointsEvery = 10 * time.Minute
+	}
+	if cfg.KeepCheckpointMax == 0 {
+		cfg.KeepCheckpointMax = DefaultKeepCheckpointMax
 	}
 	e := &Estimator{cfg: cfg, log: log, eng: eng, bar: bar}
 	if cfg.WarmStart != nil {

@@ -29,7 +29,8 @@ func EvalName(name string) EvalOption { return func(o *evalOptions) { o.name = n
 // Evaluate runs the model in Eval mode over input and returns every eval
 // metric by name, "loss" (the mean over batches of the reduced batch loss,
 // as TensorFlow reports it) and "global_step". Metrics start from zero on
-// every call.
+// every call. A model directory without a checkpoint is an error wrapping
+// ErrNotTrained.
 func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOption) (map[string]float64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -40,7 +41,7 @@ func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOpt
 	if err := checkEvalName(o.name); err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
-	if err := e.restoreLatest(); err != nil {
+	if err := e.restoreTrained(true); err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
 	return e.evaluate(ctx, input, o)

@@ -49,7 +49,9 @@ func KeepVersions(n int) ExportOption { return func(o *exportOptions) { o.keep =
 // in predict mode, and a manifest with checksums. The version is written
 // under a temporary name and renamed, so a half-written export is never
 // seen. Without export outputs in the Spec, the default signature serves
-// every prediction. It returns the version directory.
+// every prediction. It returns the version directory. A model directory
+// without a checkpoint is an error wrapping ErrNotTrained, warm start or
+// not.
 func (e *Estimator) Export(ctx context.Context, baseDir string, inputs ServingInput, opts ...ExportOption) (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -60,11 +62,8 @@ func (e *Estimator) Export(ctx context.Context, baseDir string, inputs ServingIn
 	if len(inputs) == 0 {
 		return "", fmt.Errorf("export: no serving inputs")
 	}
-	if err := e.restoreLatest(); err != nil {
+	if err := e.restoreTrained(false); err != nil {
 		return "", fmt.Errorf("export: %w", err)
-	}
-	if e.cfg.ModelDir != "" && e.ckpt == "" {
-		return "", fmt.Errorf("export: model directory %s has no checkpoint: train first", e.cfg.ModelDir)
 	}
 	batch, sigInputs, err := zeroExample(inputs)
 	if err != nil {

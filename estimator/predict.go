@@ -18,7 +18,8 @@ type Prediction map[string]*tensor.Dense
 
 // Predict runs the model in Predict mode over input and yields one
 // Prediction per example, in input order. Labels in the input are ignored.
-// Iteration stops at the first error, which is yielded.
+// Iteration stops at the first error, which is yielded. A model directory
+// without a checkpoint is an error wrapping ErrNotTrained.
 func (e *Estimator) Predict(ctx context.Context, input InputFn) iter.Seq2[Prediction, error] {
 	return func(yield func(Prediction, error) bool) {
 		for out, err := range e.PredictBatches(ctx, input) {
@@ -58,7 +59,7 @@ func (e *Estimator) PredictBatches(ctx context.Context, input InputFn) iter.Seq2
 			yield(BatchOutput{}, fmt.Errorf("predict: nil input function"))
 			return
 		}
-		if err := e.locked(e.restoreLatest); err != nil {
+		if err := e.locked(func() error { return e.restoreTrained(true) }); err != nil {
 			yield(BatchOutput{}, fmt.Errorf("predict: %w", err))
 			return
 		}

@@ -319,6 +319,10 @@ func TestSummaryErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer est.Close()
+			// A trained model: Evaluate refuses a directory without one.
+			if err := est.Train(context.Background(), scaleInput(t, 1), estimator.Steps(1)); err != nil {
+				t.Fatal(err)
+			}
 			in, err := estimator.FromTensors(
 				map[string]*tensor.Dense{"x": tensor.New(tensor.WithShape(1, 1), tensor.WithBacking([]float64{1}))},
 				map[string]*tensor.Dense{"y": tensor.New(tensor.WithShape(1, 1), tensor.WithBacking([]float64{2}))},

@@ -129,7 +129,7 @@ func (e *Estimator) beginTrain(ctx context.Context, input InputFn, o trainOption
 	if e.cfg.ModelDir != "" {
 		r.hooks = append(r.hooks, &CheckpointSaver{
 			Dir: e.cfg.ModelDir, EverySteps: e.cfg.SaveCheckpointsSteps, Every: e.cfg.SaveCheckpointsEvery,
-			Keep: e.cfg.KeepCheckpointMax, saved: func(path string, _ int64) { e.ckpt = path; e.flushEvents() },
+			Keep: max(e.cfg.KeepCheckpointMax, 0), saved: func(path string, _ int64) { e.ckpt = path; e.flushEvents() },
 		})
 	}
 	r.info = RunInfo{Store: e.store(), ModelDir: e.cfg.ModelDir, Logger: e.log, StartStep: start, LastStep: limit}

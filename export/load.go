@@ -38,8 +38,11 @@ func LoadLatest(baseDir string, m *replicate.Model) (*Predictor, error) {
 //   - dir's name is its version, a positive integer;
 //   - manifest.json must list every file of dir with its size and SHA-256,
 //     and nothing else: a missing, extra, truncated or corrupted file is an
-//     error naming it;
-//   - signatures.json gives the signatures, their inputs and outputs;
+//     error naming it; only regular files are opened, so a named pipe, a
+//     directory where a file belongs or a symbolic link out of dir is one
+//     too;
+//   - signatures.json gives the signatures, their inputs and outputs; one
+//     example of an input or output may take at most 1 GiB;
 //   - the model is built by one batch of zeros (one row per input), and
 //     must make exactly the variables of the export (the global step
 //     included), each with the export's shape and dtype, and export outputs

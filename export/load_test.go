@@ -42,7 +42,7 @@ func cpus(n int) []towers.Device {
 
 // train trains fn (replicated over n CPU towers) a few steps on the linreg
 // data in a fresh model directory.
-func train(t *testing.T, fn model.Fn, n int, steps int64) *estimator.Estimator {
+func train(t testing.TB, fn model.Fn, n int, steps int64) *estimator.Estimator {
 	t.Helper()
 	mdl := replicate.ModelFn(fn,
 		replicate.Config{Devices: cpus(n), Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
@@ -63,7 +63,7 @@ func train(t *testing.T, fn model.Fn, n int, steps int64) *estimator.Estimator {
 }
 
 // exportLinreg trains linreg.Model 5 steps on two towers and exports it.
-func exportLinreg(t *testing.T) (*estimator.Estimator, string) {
+func exportLinreg(t testing.TB) (*estimator.Estimator, string) {
 	t.Helper()
 	est := train(t, linreg.Model, 2, 5)
 	dir, err := est.Export(context.Background(), t.TempDir(), servingX)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -17,15 +16,18 @@ import (
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/internal/exportdir"
+	"github.com/towerflow/towerflow/internal/fsutil"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/towers"
 )
 
 // verifyManifest checks dir against its manifest: every file listed exists
-// with its size and SHA-256, and every file of dir is listed.
+// with its size and SHA-256, and every file of dir is listed. Only regular
+// files are opened (see fsutil.OpenRegular): a named pipe, a directory
+// where a file belongs or a symbolic link out of dir is an error naming it.
 func verifyManifest(dir string) error {
 	mpath := filepath.Join(dir, exportdir.ManifestFile)
-	data, err := os.ReadFile(mpath)
+	data, err := fsutil.ReadRegular(dir, exportdir.ManifestFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("manifest %s is missing: not an export version directory", mpath)
 	}
@@ -78,15 +80,17 @@ func verifyManifest(dir string) error {
 		return fmt.Errorf("file %s is not in the manifest %s", strings.Join(extra, ", "), mpath)
 	}
 	for _, rel := range slices.Sorted(maps.Keys(listed)) {
-		if err := verifyFile(filepath.Join(dir, filepath.FromSlash(rel)), listed[rel]); err != nil {
+		if err := verifyFile(dir, rel, listed[rel]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func verifyFile(p string, want exportdir.File) error {
-	f, err := os.Open(p)
+// verifyFile checks the file rel of dir against its manifest entry.
+func verifyFile(dir, rel string, want exportdir.File) error {
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	f, fi, err := fsutil.OpenRegular(dir, rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("file %s is missing (the manifest lists it)", p)
 	}
@@ -94,13 +98,6 @@ func verifyFile(p string, want exportdir.File) error {
 		return err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("file %s is not a regular file", p)
-	}
 	if fi.Size() != want.Bytes {
 		return fmt.Errorf("file %s has %d bytes, the manifest says %d", p, fi.Size(), want.Bytes)
 	}
@@ -118,7 +115,7 @@ func verifyFile(p string, want exportdir.File) error {
 func readSignatures(dir string) (exportdir.Signatures, map[string]map[string]input, error) {
 	spath := filepath.Join(dir, exportdir.SignaturesFile)
 	var sigs exportdir.Signatures
-	data, err := os.ReadFile(spath)
+	data, err := fsutil.ReadRegular(dir, exportdir.SignaturesFile)
 	if err != nil {
 		return sigs, nil, err
 	}
@@ -167,6 +164,8 @@ func readSignatures(dir string) (exportdir.Signatures, map[string]map[string]inp
 	return sigs, inputs, nil
 }
 
+// parseInfo checks a signature's input or output and returns it as an
+// input: dtype and per-example shape.
 func parseInfo(ti TensorInfo) (input, error) {
 	dt, err := estimator.DtypeByName(ti.Dtype)
 	if err != nil {
@@ -175,13 +174,24 @@ func parseInfo(ti TensorInfo) (input, error) {
 	if len(ti.Shape) == 0 || ti.Shape[0] != -1 {
 		return input{}, fmt.Errorf("shape %v: want -1, the batch dimension, first", ti.Shape)
 	}
+	n := int64(dt.Size()) // bytes of one example
 	for _, d := range ti.Shape[1:] {
 		if d < 1 {
 			return input{}, fmt.Errorf("shape %v: every dimension after the first must be positive", ti.Shape)
 		}
+		if int64(d) > maxExampleBytes/n {
+			return input{}, fmt.Errorf("shape %v of %s is too large: one example would take more than %d bytes", ti.Shape, ti.Dtype, int64(maxExampleBytes))
+		}
+		n *= int64(d)
 	}
 	return input{dtype: dt, shape: slices.Clone(ti.Shape[1:])}, nil
 }
+
+// maxExampleBytes bounds the size of one example of an input or output a
+// signature declares. Load builds the model on one example of zeros of
+// every input: a damaged signatures.json must not make it allocate without
+// bound, or compute a size that overflows.
+const maxExampleBytes = 1 << 30
 
 // checkOutputs checks the outputs of the model's first batch against the
 // signatures: the same keys, output names, dtypes and shapes.

@@ -28,8 +28,13 @@
 // temporary directory, renamed into place, and only then named by the
 // pointer file, which is itself replaced atomically. A process killed at any
 // moment leaves every earlier checkpoint whole and the pointer naming a whole
-// one. Latest and Read fall back to earlier kept checkpoints (logging a
-// warning) when the newest one is damaged.
+// one. Latest and Read fall back to earlier kept checkpoints when the newest
+// one is damaged (Reader.Skipped says what they passed over); when every
+// checkpoint is damaged they fail with ErrDamaged, a data loss, which is not
+// ErrNoCheckpoint, a fresh directory. A file that cannot be read
+// (permissions, an I/O error, a named pipe or a directory where a file
+// belongs, a symbolic link out of its checkpoint) is an error, never
+// skipped: only regular files are opened.
 //
 // A model directory has one writer at a time: Save removes the temporary
 // files an interrupted Save left behind, which would break a concurrent Save
@@ -68,9 +73,18 @@ const PointerFile = "checkpoint"
 // ManifestFile is the name of the manifest in a checkpoint directory.
 const ManifestFile = "manifest.json"
 
-// ErrNoCheckpoint is wrapped by Latest and Read when a model directory holds
-// no whole checkpoint.
-var ErrNoCheckpoint = errors.New("no checkpoint")
+var (
+	// ErrNoCheckpoint is wrapped by Latest and Read when a model directory
+	// does not exist or has never held a checkpoint: a fresh run.
+	ErrNoCheckpoint = errors.New("no checkpoint")
+	// ErrDamaged is wrapped by Latest and Read when a model directory has
+	// checkpoints (or a pointer file, which is written only once one is in
+	// place) but none of them is whole: data loss, which TensorFlow
+	// reports as a DataLossError. It is not ErrNoCheckpoint: a run must not
+	// start afresh over damaged checkpoints, whose keep-N cleanup would
+	// then delete them.
+	ErrDamaged = errors.New("data loss: no checkpoint is whole")
+)
 
 // Entry describes one variable of a checkpoint.
 type Entry struct {
@@ -157,6 +171,11 @@ const (
 // a step that already has a checkpoint replaces it. It returns the path of
 // the new checkpoint.
 //
+// The new checkpoint is read back and verified, as Read does, before it is
+// renamed into place: one that does not verify is an error, and then
+// nothing is replaced or deleted. So the cleanup of old checkpoints never
+// deletes the newest checkpoint that verifies: the one just written.
+//
 // Save reads the variables' live backings, so like the store's setters it
 // must not run while towers run a step. See the package comment for the
 // atomicity guarantees.
@@ -177,11 +196,17 @@ func Save(dir string, store *towers.Store, step int64, keep int) (string, error)
 		return "", fmt.Errorf("checkpoint: save: clean up an interrupted save: %w", err)
 	}
 	name := Name(step)
+	// The kept checkpoints, before anything is written: a pointer file
+	// that cannot be read fails the Save here.
+	kept, err := keptCheckpoints(dir)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: save %s: %w", filepath.Join(dir, name), err)
+	}
 	path, err := writeCheckpoint(dir, name, store, step)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: save %s: %w", filepath.Join(dir, name), err)
 	}
-	if err := updatePointer(dir, name, keep); err != nil {
+	if err := updatePointer(dir, name, kept, keep); err != nil {
 		return "", fmt.Errorf("checkpoint: save %s: %w", path, err)
 	}
 	return path, nil
@@ -220,6 +245,12 @@ func writeCheckpoint(dir, name string, store *towers.Store, step int64) (string,
 	}
 	if err := fsutil.SyncDir(tmp); err != nil {
 		return "", err
+	}
+	// Read it back as a reader will before it replaces or outlives
+	// anything: a checkpoint that does not verify must not push a whole
+	// one out of the kept ones.
+	if _, err := open(tmp); err != nil {
+		return "", fmt.Errorf("the checkpoint written does not read back whole, so nothing was replaced or deleted: %w", err)
 	}
 
 	final := filepath.Join(dir, name)
@@ -335,19 +366,25 @@ func safeName(name string) string {
 	return b.String()
 }
 
-// updatePointer makes name the latest checkpoint of dir, keeping the newest
-// keep saved ones (all if keep is 0), and deletes the others. A missing or
-// unreadable pointer file is rebuilt from the checkpoint directories.
-func updatePointer(dir, name string, keep int) error {
+// keptCheckpoints returns the checkpoints dir's pointer file keeps, oldest
+// saved first. A missing or damaged pointer file is rebuilt from the
+// checkpoint directories, by step; one that cannot be read is an error.
+func keptCheckpoints(dir string) ([]string, error) {
 	p, err := readPointer(dir)
-	kept := p.Checkpoints
-	if err != nil {
-		// Missing or unreadable: the pointer is derived data, rebuilt
-		// from the checkpoint directories.
-		if kept, err = scan(dir); err != nil {
-			return err
-		}
+	if err == nil {
+		return p.Checkpoints, nil
 	}
+	if unreadable(err) {
+		return nil, fmt.Errorf("pointer file: %w", err)
+	}
+	// Missing or damaged: the pointer is derived data.
+	return scan(dir)
+}
+
+// updatePointer makes name the latest checkpoint of dir, after the
+// previously kept ones, keeping the newest keep saved ones (all if keep is
+// 0), and deletes the others.
+func updatePointer(dir, name string, kept []string, keep int) error {
 	kept = slices.DeleteFunc(slices.Clone(kept), func(s string) bool { return s == name })
 	kept = append(kept, name)
 	if keep > 0 && len(kept) > keep {
@@ -380,9 +417,10 @@ func updatePointer(dir, name string, keep int) error {
 }
 
 // readPointer reads and checks dir's pointer file. A missing file gives an
-// error wrapping fs.ErrNotExist.
+// error wrapping fs.ErrNotExist; one that cannot be read an error for which
+// unreadable is true; a damaged one any other error.
 func readPointer(dir string) (pointer, error) {
-	b, err := os.ReadFile(filepath.Join(dir, PointerFile))
+	b, err := readRegular(dir, PointerFile)
 	if err != nil {
 		return pointer{}, err
 	}

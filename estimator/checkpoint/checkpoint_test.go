@@ -564,7 +564,7 @@ var corruptions = []struct {
 		p := filepath.Join(ckpt, ManifestFile)
 		must(t, os.Remove(p))
 		return p
-	}, "no such file"},
+	}, "manifest is missing"},
 	{"truncated manifest", func(t *testing.T, ckpt string) string {
 		p := filepath.Join(ckpt, ManifestFile)
 		fi, err := os.Stat(p)
@@ -709,48 +709,72 @@ func TestLatestFallback(t *testing.T) {
 	tests := []struct {
 		name     string
 		damage   func(t *testing.T, dir string)
-		want     string // checkpoint name, "" for ErrNoCheckpoint
+		want     string // checkpoint name, "" for an error
+		is       error  // the error when want is ""
 		wantLogs []string
 	}{
-		{"whole", func(*testing.T, string) {}, "ckpt-3", nil},
+		{"whole", func(*testing.T, string) {}, "ckpt-3", nil, nil},
 		{"two newest damaged", func(t *testing.T, dir string) {
 			flip(t, filepath.Join(dir, "ckpt-3", "0000-dense~w.npy"), -1)
 			must(t, os.Remove(filepath.Join(dir, "ckpt-2", ManifestFile)))
-		}, "ckpt-1", []string{"ckpt-3", "ckpt-2"}},
+		}, "ckpt-1", nil, []string{"ckpt-3", "ckpt-2"}},
 		{"newest missing", func(t *testing.T, dir string) {
 			must(t, os.RemoveAll(filepath.Join(dir, "ckpt-3")))
-		}, "ckpt-2", []string{"is missing", "ckpt-3"}},
+		}, "ckpt-2", nil, []string{"is missing", "ckpt-3"}},
 		{"pointer corrupt", func(t *testing.T, dir string) {
 			must(t, os.WriteFile(filepath.Join(dir, PointerFile), []byte(`{"format": "towerflow-checkpoint-v1", "lat`), 0o644))
-		}, "ckpt-3", []string{"pointer file unreadable"}},
+		}, "ckpt-3", nil, []string{"pointer file is damaged"}},
 		{"pointer naming nonsense", func(t *testing.T, dir string) {
 			must(t, os.WriteFile(filepath.Join(dir, PointerFile), []byte(`{"format": "towerflow-checkpoint-v1", "latest": "../x", "checkpoints": ["../x"]}`), 0o644))
-		}, "ckpt-3", []string{"pointer file unreadable"}},
+		}, "ckpt-3", nil, []string{"pointer file is damaged"}},
 		{"pointer missing", func(t *testing.T, dir string) {
 			must(t, os.Remove(filepath.Join(dir, PointerFile)))
-		}, "ckpt-3", []string{"no pointer file"}},
+		}, "ckpt-3", nil, []string{"no pointer file"}},
 		{"pointer missing and newest damaged", func(t *testing.T, dir string) {
 			must(t, os.Remove(filepath.Join(dir, PointerFile)))
 			must(t, os.Truncate(filepath.Join(dir, "ckpt-3", "0001-dense~b.npy"), 10))
-		}, "ckpt-2", []string{"no pointer file", "0001-dense~b.npy"}},
+		}, "ckpt-2", nil, []string{"no pointer file", "0001-dense~b.npy"}},
 		{"pointer behind the directories", func(t *testing.T, dir string) {
 			// A Save killed between renaming ckpt-3 into place and
 			// writing the pointer: the pointer still says ckpt-2.
 			p := pointer{Format: Format, Latest: "ckpt-2", Checkpoints: []string{"ckpt-1", "ckpt-2"}}
 			b, _ := json.Marshal(p)
 			must(t, os.WriteFile(filepath.Join(dir, PointerFile), b, 0o644))
-		}, "ckpt-2", nil},
+		}, "ckpt-2", nil, nil},
 		{"stale temp dirs only", func(t *testing.T, dir string) {
 			for _, c := range []string{"ckpt-1", "ckpt-2", "ckpt-3"} {
 				must(t, os.Rename(filepath.Join(dir, c), filepath.Join(dir, ".tmp-"+c+"-1")))
 			}
 			must(t, os.Remove(filepath.Join(dir, PointerFile)))
-		}, "", nil},
+		}, "", ErrNoCheckpoint, nil},
+		// A directory with checkpoints but none whole is data loss, not
+		// a fresh start; the error says what is wrong with each.
 		{"everything damaged", func(t *testing.T, dir string) {
+			must(t, os.Remove(filepath.Join(dir, "ckpt-3", ManifestFile)))
+			flip(t, filepath.Join(dir, "ckpt-2", "0001-dense~b.npy"), -1)
+			must(t, os.Truncate(filepath.Join(dir, "ckpt-1", "0002-scale.npy"), 20))
+		}, "", ErrDamaged, []string{
+			filepath.Join("ckpt-3", ManifestFile) + ": manifest is missing",
+			filepath.Join("ckpt-2", "0001-dense~b.npy") + ": file is corrupted",
+			filepath.Join("ckpt-1", "0002-scale.npy") + ": file is truncated",
+		}},
+		{"everything damaged, no pointer file", func(t *testing.T, dir string) {
+			must(t, os.Remove(filepath.Join(dir, PointerFile)))
 			for _, c := range []string{"ckpt-1", "ckpt-2", "ckpt-3"} {
-				must(t, os.Remove(filepath.Join(dir, c, ManifestFile)))
+				flip(t, filepath.Join(dir, c, "0000-dense~w.npy"), -1)
 			}
-		}, "", []string{"ckpt-3", "ckpt-2", "ckpt-1"}},
+		}, "", ErrDamaged, []string{"ckpt-3", "ckpt-2", "ckpt-1", "corrupted"}},
+		{"every checkpoint the pointer names is missing", func(t *testing.T, dir string) {
+			for _, c := range []string{"ckpt-1", "ckpt-2", "ckpt-3"} {
+				must(t, os.RemoveAll(filepath.Join(dir, c)))
+			}
+		}, "", ErrDamaged, []string{"ckpt-3, named by the pointer file, is missing", "ckpt-1, named by the pointer file, is missing"}},
+		{"a damaged pointer file and no checkpoint", func(t *testing.T, dir string) {
+			for _, c := range []string{"ckpt-1", "ckpt-2", "ckpt-3"} {
+				must(t, os.RemoveAll(filepath.Join(dir, c)))
+			}
+			must(t, os.WriteFile(filepath.Join(dir, PointerFile), []byte("{"), 0o644))
+		}, "", ErrDamaged, []string{PointerFile, "no checkpoint directory"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -760,8 +784,14 @@ func TestLatestFallback(t *testing.T) {
 			// What Read says it skipped, or with nothing whole its error.
 			var l string
 			if tt.want == "" {
-				if !errors.Is(err, ErrNoCheckpoint) {
-					t.Errorf("Read = %v, %v; want ErrNoCheckpoint", r, err)
+				if !errors.Is(err, tt.is) {
+					t.Errorf("Read = %v, %v; want %v", r, err, tt.is)
+				}
+				if tt.is == ErrDamaged && errors.Is(err, ErrNoCheckpoint) {
+					t.Errorf("Read = %v: damage must not read as a fresh directory (ErrNoCheckpoint)", err)
+				}
+				if _, lerr := Latest(dir); !errors.Is(lerr, tt.is) {
+					t.Errorf("Latest = %v, want %v", lerr, tt.is)
 				}
 				if err != nil {
 					l = err.Error()

@@ -326,7 +326,10 @@ func shortErr(what string, err error) error {
 }
 
 // readNPYData reads the elements described by h from r into a new slice of
-// element type dt, which must be the header's type (or int for '<i8').
+// element type dt, which must be the header's type (or int for '<i8'). It
+// allocates the elements before reading them: the caller makes sure that r
+// holds them (readFile checks the file's size against the manifest,
+// decodeNPY reads the data first).
 func readNPYData(r io.Reader, h npyHeader, dt tensor.Dtype) (any, error) {
 	t, order, err := npyParseDescr(h.Descr)
 	if err != nil {
@@ -388,7 +391,10 @@ func readNPYData(r io.Reader, h npyHeader, dt tensor.Dtype) (any, error) {
 }
 
 // decodeNPY reads a whole .npy file: its header and elements, as a slice of
-// the natural dtype of its descr.
+// the natural dtype of its descr. It reads the data before it allocates the
+// elements, so a header that claims more than the file holds is an error,
+// not an allocation of what it claims. Bytes after the data are ignored,
+// as numpy.load ignores them.
 func decodeNPY(r io.Reader) (npyHeader, tensor.Dtype, any, error) {
 	br := bufio.NewReader(r)
 	h, err := readNPYHeader(br)
@@ -399,7 +405,19 @@ func decodeNPY(r io.Reader) (npyHeader, tensor.Dtype, any, error) {
 	if err != nil {
 		return h, tensor.Dtype{}, nil, err
 	}
-	data, err := readNPYData(br, h, t.dtype)
+	n, err := h.size()
+	if err != nil {
+		return h, tensor.Dtype{}, nil, err
+	}
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		return h, tensor.Dtype{}, nil, fmt.Errorf("reading the data: %w", err)
+	}
+	if n > int64(len(rest))/int64(t.size) {
+		return h, tensor.Dtype{}, nil, fmt.Errorf("%w: shape %v of %s needs %d elements, the file holds %d bytes of data",
+			errShortNPY, h.Shape, h.Descr, n, len(rest))
+	}
+	data, err := readNPYData(bytes.NewReader(rest), h, t.dtype)
 	return h, t.dtype, data, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,99 +18,10 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/internal/fsutil"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/towers"
 )
-
-// Latest returns the path of the newest whole checkpoint of the model
-// directory dir: the one the pointer file names, verified (manifest, and
-// every variable file's size and checksum). When it is damaged Latest falls
-// back to the previously kept checkpoints, newest saved first; when the
-// pointer file itself is missing or unreadable it scans dir for
-// ckpt-<step> directories, highest step first (Read says what it passed
-// over: Reader.Skipped). Temporary directories of an interrupted Save are never candidates;
-// a checkpoint that an interrupted Save of the same step moved aside stands
-// in for its missing original.
-// It returns an error wrapping ErrNoCheckpoint when no checkpoint is whole.
-func Latest(dir string) (string, error) {
-	r, err := latest(dir)
-	if err != nil {
-		return "", err
-	}
-	return r.path, nil
-}
-
-func latest(dir string) (*Reader, error) {
-	var skipped []string
-	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("checkpoint: %w in %s: %v", ErrNoCheckpoint, dir, err)
-	}
-	scanned, err := scan(dir)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	var cands []string
-	p, err := readPointer(dir)
-	switch {
-	case err == nil:
-		cands = slices.Clone(p.Checkpoints)
-		slices.Reverse(cands)
-	case !errors.Is(err, fs.ErrNotExist):
-		skipped = append(skipped, fmt.Sprintf("pointer file unreadable (%v); scanned %s for checkpoints", err, dir))
-	case len(scanned) > 0:
-		skipped = append(skipped, fmt.Sprintf("no pointer file; scanned %s for checkpoints", dir))
-	}
-	// Last resort, or the only candidates without a pointer: checkpoint
-	// directories the pointer does not name, highest step first.
-	for i := len(scanned) - 1; i >= 0; i-- {
-		if !slices.Contains(cands, scanned[i]) {
-			cands = append(cands, scanned[i])
-		}
-	}
-	var damaged []string
-	for _, c := range cands {
-		paths := []string{filepath.Join(dir, c)}
-		if _, err := os.Lstat(paths[0]); errors.Is(err, fs.ErrNotExist) {
-			// A Save replacing this step may have been interrupted with
-			// the old checkpoint moved aside.
-			if paths = asides(dir, c); len(paths) == 0 {
-				skipped = append(skipped, fmt.Sprintf("%s, named by the pointer file, is missing", filepath.Join(dir, c)))
-				damaged = append(damaged, c+": missing")
-				continue
-			}
-		}
-		for _, path := range paths {
-			r, err := open(path)
-			if err == nil {
-				r.skipped = skipped
-				return r, nil
-			}
-			skipped = append(skipped, fmt.Sprintf("skipped damaged checkpoint %s: %v", path, err))
-			damaged = append(damaged, err.Error())
-		}
-	}
-	if len(damaged) > 0 {
-		return nil, fmt.Errorf("checkpoint: %w in %s: every checkpoint is damaged:\n\t%s",
-			ErrNoCheckpoint, dir, strings.Join(damaged, "\n\t"))
-	}
-	return nil, fmt.Errorf("checkpoint: %w in %s", ErrNoCheckpoint, dir)
-}
-
-// asides returns the directories holding checkpoint name moved aside by an
-// interrupted replacement.
-func asides(dir, name string) []string {
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, de := range des {
-		if de.IsDir() && strings.HasPrefix(de.Name(), asidePrefix) && asideOf(de.Name()) == name {
-			out = append(out, filepath.Join(dir, de.Name()))
-		}
-	}
-	return out
-}
 
 // Reader reads the variables of one verified checkpoint. Its methods are
 // safe for concurrent use.
@@ -124,18 +36,25 @@ type Reader struct {
 }
 
 // Skipped returns what reading a model directory passed over on the way to
-// this checkpoint, one line each: damaged or missing newer checkpoints, an
-// unreadable or missing pointer file. The caller decides whether to log
+// this checkpoint, one line each: damaged or missing newer checkpoints, a
+// damaged or missing pointer file. The caller decides whether to log
 // them; the package logs nothing.
 func (r *Reader) Skipped() []string { return slices.Clone(r.skipped) }
 
 // Read opens and verifies a checkpoint. path is a checkpoint directory
 // (holding manifest.json, or named ckpt-<step>) or a model directory, which
-// means its Latest checkpoint. A bad manifest, a missing, truncated or
-// corrupted variable file is an error naming the file.
+// means its Latest checkpoint (see Latest for what it skips and its errors).
+// A bad manifest, a missing, truncated or corrupted variable file is an
+// error naming the file, and so is a file that cannot be read: the
+// manifest and the variable files must be regular files (or symbolic links
+// to regular files in the checkpoint directory).
 func Read(path string) (*Reader, error) {
 	if isCheckpointDir(path) {
-		return open(path)
+		r, err := open(path)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		return r, nil
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -145,6 +64,28 @@ func Read(path string) (*Reader, error) {
 		return nil, fmt.Errorf("checkpoint: %s is not a directory", path)
 	}
 	return latest(path)
+}
+
+// openFile opens a file of a checkpoint or model directory when it is a
+// regular file there; tests replace it to make files unreadable.
+var openFile = fsutil.OpenRegular
+
+// readRegular reads a file that openFile opens.
+func readRegular(dir, name string) ([]byte, error) {
+	f, _, err := openFile(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// pathErr returns err, which is about the file p, naming p unless it does.
+func pathErr(p string, err error) error {
+	if strings.Contains(err.Error(), p) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", p, err)
 }
 
 func isCheckpointDir(path string) bool {
@@ -179,11 +120,14 @@ var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 func readManifest(path string) (Manifest, []tensor.Dtype, error) {
 	mpath := filepath.Join(path, ManifestFile)
 	fail := func(format string, args ...any) (Manifest, []tensor.Dtype, error) {
-		return Manifest{}, nil, fmt.Errorf("checkpoint: %s: %s", mpath, fmt.Sprintf(format, args...))
+		return Manifest{}, nil, fmt.Errorf("%s: %s", mpath, fmt.Sprintf(format, args...))
 	}
-	b, err := os.ReadFile(mpath)
+	b, err := readRegular(path, ManifestFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fail("manifest is missing")
+	}
 	if err != nil {
-		return fail("%v", err)
+		return Manifest{}, nil, pathErr(mpath, err)
 	}
 	var mf manifestFile
 	if err := json.Unmarshal(b, &mf); err != nil {
@@ -252,25 +196,23 @@ func entryDtype(e Entry) (tensor.Dtype, error) {
 }
 
 // readFile verifies variable i's file — size, header against the manifest,
-// SHA-256 — and with decode returns its elements.
+// SHA-256 — and with decode returns its elements. Its errors, which name
+// the variable and the file, wrap those of reading the file, so that
+// unreadable tells them from damage.
 func (r *Reader) readFile(i int, decode bool) (any, error) {
 	e, dt := r.m.Variables[i], r.dtypes[i]
 	fpath := filepath.Join(r.path, e.File)
 	fail := func(format string, args ...any) (any, error) {
-		return nil, fmt.Errorf("checkpoint: variable %q: %s: %s", e.Name, fpath, fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("variable %q: %s: %w", e.Name, fpath, fmt.Errorf(format, args...))
 	}
-	f, err := os.Open(fpath)
+	f, fi, err := openFile(r.path, e.File)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fail("variable file is missing")
+	}
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fail("variable file is missing")
-		}
-		return fail("%v", err)
+		return nil, fmt.Errorf("variable %q: %w", e.Name, pathErr(fpath, err))
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fail("%v", err)
-	}
 	if fi.Size() != e.Bytes {
 		what := "has extra bytes"
 		if fi.Size() < e.Bytes {
@@ -282,7 +224,7 @@ func (r *Reader) readFile(i int, decode bool) (any, error) {
 	br := bufio.NewReaderSize(io.TeeReader(f, h), 1<<16)
 	hdr, err := readNPYHeader(br)
 	if err != nil {
-		return fail("%v", err)
+		return fail("%w", err)
 	}
 	if hdr.Descr != e.Dtype || hdr.Fortran || !slices.Equal(hdr.Shape, e.Shape) {
 		return fail("file holds dtype %s shape %v fortran_order %v, the manifest says dtype %s shape %v",
@@ -290,17 +232,20 @@ func (r *Reader) readFile(i int, decode bool) (any, error) {
 	}
 	t, _, _ := npyParseDescr(e.Dtype)
 	n, _ := shapeSize(e.Shape)
+	if n > (math.MaxInt64-hdr.Len)/int64(t.size) {
+		return fail("shape %v is too large for a file", e.Shape)
+	}
 	if want := hdr.Len + n*int64(t.size); want != e.Bytes {
 		return fail("header and shape make %d bytes, the manifest says %d", want, e.Bytes)
 	}
 	var data any
 	if decode {
 		if data, err = readNPYData(br, hdr, dt); err != nil {
-			return fail("%v", err)
+			return fail("%w", err)
 		}
 	}
 	if _, err := io.Copy(io.Discard, br); err != nil {
-		return fail("%v", err)
+		return fail("%w", err)
 	}
 	if sum := hex.EncodeToString(h.Sum(nil)); sum != e.SHA256 {
 		return fail("file is corrupted: sha256 %s, the manifest says %s", sum, e.SHA256)
@@ -336,7 +281,7 @@ func (r *Reader) Tensor(name string) (*tensor.Dense, error) {
 	}
 	data, err := r.readFile(i, true)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("checkpoint %s: %w", r.path, err)
 	}
 	return numeric.Over(tensor.Shape(slices.Clone(r.m.Variables[i].Shape)), data), nil
 }

@@ -1,0 +1,122 @@
+package estimator_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/internal/wanterr"
+)
+
+// untrainedOps are the Estimator's calls that need a trained model.
+func untrainedOps(t *testing.T) []struct {
+	name string
+	run  func(est *estimator.Estimator) error
+} {
+	return []struct {
+		name string
+		run  func(est *estimator.Estimator) error
+	}{
+		{"Evaluate", func(est *estimator.Estimator) error {
+			_, err := est.Evaluate(context.Background(), lineInput(t, xs(4), 4, true))
+			return err
+		}},
+		{"Predict", func(est *estimator.Estimator) error {
+			for _, err := range est.Predict(context.Background(), lineInput(t, xs(2), 2, false)) {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"PredictBatches", func(est *estimator.Estimator) error {
+			for _, err := range est.PredictBatches(context.Background(), lineInput(t, xs(2), 2, false)) {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"Export", func(est *estimator.Estimator) error {
+			_, err := est.Export(context.Background(), t.TempDir(), estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}})
+			return err
+		}},
+	}
+}
+
+// TestNoTrainedModel: Evaluate, Predict and Export with a model directory
+// that has no checkpoint fail with ErrNotTrained naming the directory, as
+// TensorFlow's "Could not find trained model in model_dir", instead of
+// using freshly initialised variables; they write nothing there. Without a
+// model directory, fresh variables are what the caller asked for.
+func TestNoTrainedModel(t *testing.T) {
+	for _, op := range untrainedOps(t) {
+		for _, tc := range []struct {
+			name    string
+			dir     func(t *testing.T) string
+			wantErr bool
+		}{
+			{"empty model directory", func(t *testing.T) string { return t.TempDir() }, true},
+			{"missing model directory", func(t *testing.T) string { return filepath.Join(t.TempDir(), "model") }, true},
+			{"no model directory", func(*testing.T) string { return "" }, false},
+		} {
+			t.Run(op.name+", "+tc.name, func(t *testing.T) {
+				dir := tc.dir(t)
+				var before map[string]string
+				if _, err := os.Stat(dir); err == nil {
+					before = dirContents(t, dir)
+				}
+				est := newRunEstimator(t, replicated(knobModel, 2), estimator.RunConfig{ModelDir: dir, LogEvery: -1})
+				err := op.run(est)
+				if !tc.wantErr {
+					if err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				if !errors.Is(err, estimator.ErrNotTrained) {
+					t.Fatalf("%s = %v, want an error wrapping ErrNotTrained", op.name, err)
+				}
+				wanterr.Mentions(t, err, dir, "no checkpoint")
+				var after map[string]string
+				if _, err := os.Stat(dir); err == nil {
+					after = dirContents(t, dir)
+				}
+				if diff := cmp.Diff(before, after); diff != "" {
+					t.Errorf("%s changed the model directory (-before +after):\n%s", op.name, diff)
+				}
+			})
+		}
+	}
+}
+
+// TestRestoredModelIsTrained: a checkpoint restored by RestoreCheckpoint
+// into an Estimator whose model directory has none is the trained model
+// Evaluate and Predict use.
+func TestRestoredModelIsTrained(t *testing.T) {
+	trainedDir := t.TempDir()
+	trained := newRunEstimator(t, replicated(knobModel, 2), estimator.RunConfig{ModelDir: trainedDir, LogEvery: -1})
+	if err := trained.Train(context.Background(), foreverInput(t, 4), estimator.Steps(3)); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range untrainedOps(t)[:3] {
+		t.Run(op.name, func(t *testing.T) {
+			est := newRunEstimator(t, replicated(knobModel, 2), estimator.RunConfig{ModelDir: t.TempDir(), LogEvery: -1})
+			if err := est.RestoreCheckpoint(trainedDir); err != nil {
+				t.Fatal(err)
+			}
+			if err := op.run(est); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(variables(t, trained), variables(t, est)); diff != "" {
+				t.Errorf("variables (-trained +restored):\n%s", diff)
+			}
+		})
+	}
+}
