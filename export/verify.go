@@ -17,6 +17,7 @@ import (
 	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/internal/exportdir"
 	"github.com/towerflow/towerflow/internal/fsutil"
+	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -174,15 +175,11 @@ func parseInfo(ti TensorInfo) (input, error) {
 	if len(ti.Shape) == 0 || ti.Shape[0] != -1 {
 		return input{}, fmt.Errorf("shape %v: want -1, the batch dimension, first", ti.Shape)
 	}
-	n := int64(dt.Size()) // bytes of one example
-	for _, d := range ti.Shape[1:] {
-		if d < 1 {
-			return input{}, fmt.Errorf("shape %v: every dimension after the first must be positive", ti.Shape)
-		}
-		if int64(d) > maxExampleBytes/n {
-			return input{}, fmt.Errorf("shape %v of %s is too large: one example would take more than %d bytes", ti.Shape, ti.Dtype, int64(maxExampleBytes))
-		}
-		n *= int64(d)
+	if slices.ContainsFunc(ti.Shape[1:], func(d int) bool { return d < 1 }) {
+		return input{}, fmt.Errorf("shape %v: every dimension after the first must be positive", ti.Shape)
+	}
+	if _, err := numeric.ElementsWithin(ti.Shape[1:], int(dt.Size()), maxExampleBytes); err != nil {
+		return input{}, fmt.Errorf("shape %v of %s: one example is too large: %w", ti.Shape, ti.Dtype, err)
 	}
 	return input{dtype: dt, shape: slices.Clone(ti.Shape[1:])}, nil
 }

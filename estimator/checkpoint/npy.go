@@ -35,6 +35,8 @@ import (
 	"unsafe"
 
 	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/numeric"
 )
 
 var npyMagic = []byte("\x93NUMPY")
@@ -115,17 +117,8 @@ type npyHeader struct {
 func (h npyHeader) size() (int64, error) { return shapeSize(h.Shape) }
 
 func shapeSize(shape []int) (int64, error) {
-	n := int64(1)
-	for _, d := range shape {
-		if d < 0 {
-			return 0, fmt.Errorf("negative dimension in shape %v", shape)
-		}
-		if d != 0 && n > math.MaxInt64/int64(d) {
-			return 0, fmt.Errorf("shape %v is too large", shape)
-		}
-		n *= int64(d)
-	}
-	return n, nil
+	n, err := numeric.Elements(shape, 1)
+	return int64(n), err
 }
 
 // npyHeaderBytes returns the complete header (magic to '\n') of a version

@@ -332,18 +332,24 @@ const MaxBytes = 1 << 47
 // bytes would need more than MaxBytes, is an error naming the shape, so
 // that no caller allocates from an untrusted shape and panics.
 func Elements(shape []int, elemSize int) (int, error) {
+	return ElementsWithin(shape, elemSize, MaxBytes)
+}
+
+// ElementsWithin is Elements with a smaller bound than MaxBytes: what
+// maxBytes bytes hold.
+func ElementsWithin(shape []int, elemSize, maxBytes int) (int, error) {
 	n := 1
 	for _, d := range shape {
 		if d < 0 {
 			return 0, fmt.Errorf("shape %v has a negative dimension", shape)
 		}
-		if d != 0 && n > MaxBytes/d {
-			return 0, fmt.Errorf("shape %v is too large: more than %d elements", shape, MaxBytes)
+		if d != 0 && n > maxBytes/d {
+			return 0, fmt.Errorf("shape %v is too large: more than %d elements", shape, maxBytes)
 		}
 		n *= d
 	}
-	if elemSize > 0 && n > MaxBytes/elemSize {
-		return 0, fmt.Errorf("shape %v is too large: %d elements of %d bytes need more than %d bytes", shape, n, elemSize, MaxBytes)
+	if elemSize > 0 && n > maxBytes/elemSize {
+		return 0, fmt.Errorf("shape %v is too large: %d elements of %d bytes need more than %d bytes", shape, n, elemSize, maxBytes)
 	}
 	return n, nil
 }

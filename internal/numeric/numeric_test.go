@@ -2,6 +2,7 @@ package numeric_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -440,6 +441,39 @@ func TestFloats(t *testing.T) {
 			}
 			if allocs := testing.AllocsPerRun(10, func() { numeric.Floats[float32](c.v) }); allocs != 0 {
 				t.Errorf("%v allocations", allocs)
+			}
+		})
+	}
+}
+
+func TestElements(t *testing.T) {
+	tests := []struct {
+		name     string
+		shape    []int
+		elemSize int
+		max      int
+		want     int
+		wantErr  string
+	}{
+		{name: "scalar", elemSize: 8, max: numeric.MaxBytes, want: 1},
+		{name: "matrix", shape: []int{3, 4}, elemSize: 8, max: numeric.MaxBytes, want: 12},
+		{name: "zero-sized", shape: []int{0, 1 << 62}, elemSize: 8, max: numeric.MaxBytes, want: 0},
+		{name: "negative", shape: []int{2, -1}, elemSize: 8, max: numeric.MaxBytes, wantErr: "negative dimension"},
+		{name: "elements overflow", shape: []int{1 << 32, 1 << 32}, elemSize: 1, max: numeric.MaxBytes, wantErr: "more than"},
+		{name: "bytes over the bound", shape: []int{1 << 20}, elemSize: 8, max: 1 << 22, wantErr: "need more than 4194304 bytes"},
+		{name: "bytes at the bound", shape: []int{1 << 19}, elemSize: 8, max: 1 << 22, want: 1 << 19},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := numeric.ElementsWithin(tc.shape, tc.elemSize, tc.max)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ElementsWithin = %d, %v; want an error containing %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("ElementsWithin = %d, %v; want %d", got, err, tc.want)
 			}
 		})
 	}
