@@ -19,6 +19,10 @@
 // are written back as TensorFlow Serving writes them.
 //
 // A Server is configured with a [Config] whose zero value works: bodies up
-// to 16 MiB, no batching, no logging. [ListenAndServe] and [Serve] run any
-// handler until a context is done, then shut down gracefully.
+// to 16 MiB, no batching, no logging, and timeouts on the connections it
+// accepts ([Server.Serve], [Server.ListenAndServe]). [Server.Shutdown]
+// stops it gracefully within a context and [Server.Close] at once; neither
+// waits for a client that does not read its answer. [ListenAndServe] and
+// [Serve] run any handler until a context is done, then shut down
+// gracefully.
 package serving

@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"gorgonia.org/tensor"
@@ -406,4 +408,60 @@ func checkErrors(t *testing.T, hs *httptest.Server, tests []errorCase) {
 			}
 		})
 	}
+}
+
+// bigServable answers "serving_default" with n zeros per example in
+// output "y" (about 4n bytes of JSON), and signals each Run on entered
+// and its Close by closing closed.
+type bigServable struct {
+	version int64
+	n       int
+	entered chan struct{}
+	closed  chan struct{}
+}
+
+func newBig(version int64, n int) *bigServable {
+	return &bigServable{version: version, n: n, entered: make(chan struct{}, 16), closed: make(chan struct{})}
+}
+
+func (b *bigServable) Version() int64 { return b.version }
+func (b *bigServable) Close() error   { close(b.closed); return nil }
+
+func (b *bigServable) Signatures() map[string]export.Signature {
+	return map[string]export.Signature{"serving_default": {Method: "predict",
+		Inputs:  map[string]export.TensorInfo{"x": {Dtype: "float64", Shape: []int{-1, 1}}},
+		Outputs: map[string]export.TensorInfo{"y": {Dtype: "float64", Shape: []int{-1, b.n}}}}}
+}
+
+func (b *bigServable) Run(_ context.Context, _ string, features map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	b.entered <- struct{}{}
+	rows := features["x"].Shape()[0]
+	return map[string]*tensor.Dense{"y": tensor.New(tensor.WithShape(rows, b.n), tensor.WithBacking(make([]float64, rows*b.n)))}, nil
+}
+
+// await waits for c, failing the test after 30 s: a guard against a
+// hang, never a measure of time.
+func await[T any](t *testing.T, what string, c <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: still waiting after 30 s", what)
+		panic("unreachable")
+	}
+}
+
+// rawPost opens a connection to addr and writes a whole POST request of
+// body to path on it, leaving the answer unread; the connection is
+// closed when the test ends.
+func rawPost(t *testing.T, addr, path, body string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
+	return c
 }

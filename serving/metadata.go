@@ -31,9 +31,10 @@ func (s *Server) serveStatus(w http.ResponseWriter, name, versionStr string) err
 	if err != nil {
 		return err
 	}
-	defer v.release()
+	version := v.version
+	v.release()
 	body, _ := json.Marshal(tfModelStatus{ModelVersionStatus: []tfVersionStatus{{
-		Version: strconv.FormatInt(v.version, 10),
+		Version: strconv.FormatInt(version, 10),
 		State:   "AVAILABLE",
 		Status:  tfStatus{ErrorCode: "OK", ErrorMessage: ""},
 	}}})
@@ -98,9 +99,19 @@ func tensorInfos(m map[string]export.TensorInfo) map[string]tfTensorInfo {
 }
 
 func (s *Server) serveMetadata(w http.ResponseWriter, name, versionStr string) error {
-	v, err := s.acquire(name, versionStr, false)
+	body, err := s.metadata(name, versionStr)
 	if err != nil {
 		return err
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+// metadata returns the metadata answer of a model's version.
+func (s *Server) metadata(name, versionStr string) ([]byte, error) {
+	v, err := s.acquire(name, versionStr, false)
+	if err != nil {
+		return nil, err
 	}
 	defer v.release()
 	var md tfModelMetadata
@@ -114,10 +125,5 @@ func (s *Server) serveMetadata(w http.ResponseWriter, name, versionStr string) e
 			Defaults:   map[string]any{},
 		}
 	}
-	body, err := json.Marshal(md)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, body)
-	return nil
+	return json.Marshal(md)
 }

@@ -166,25 +166,33 @@ func (s *Server) serveRun(w *statusWriter, r *http.Request, name, versionStr, me
 	if err != nil {
 		return err
 	}
-	v, err := s.acquire(name, versionStr, false)
+	out, err := s.answerRun(r.Context(), body, name, versionStr, method)
 	if err != nil {
 		return err
+	}
+	// The version is released before the answer is written: a client
+	// that does not read it does not keep a replaced version loaded.
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// answerRun decodes a request body, runs it on its version and returns
+// the answer's body.
+func (s *Server) answerRun(ctx context.Context, body []byte, name, versionStr, method string) ([]byte, error) {
+	v, err := s.acquire(name, versionStr, false)
+	if err != nil {
+		return nil, err
 	}
 	defer v.release()
 	req, err := decodeRun(body, method, v, s.cfg.MaxBatchSize)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	outs, err := s.run(r.Context(), v, req.sig, req.features, req.rows)
+	outs, err := s.run(ctx, v, req.sig, req.features, req.rows)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	out, err := encodeRun(method, req.columnar, outs, req.rows)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return encodeRun(method, req.columnar, outs, req.rows)
 }
 
 // run computes a signature, through the batcher when batching is on.

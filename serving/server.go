@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -64,58 +63,6 @@ type ModelConfig struct {
 	Loader func(current int64) (Servable, error)
 }
 
-// DefaultMaxBodyBytes is the limit on a request body when
-// Config.MaxBodyBytes is 0.
-const DefaultMaxBodyBytes = 16 << 20
-
-// Config configures a Server. Its zero value works: bodies up to
-// DefaultMaxBodyBytes, no limit on a request's examples, no batching, no
-// logging.
-type Config struct {
-	// MaxBodyBytes limits request bodies (0: DefaultMaxBodyBytes, 16 MiB);
-	// a larger body is answered with 413 Request Entity Too Large.
-	MaxBodyBytes int64
-	// MaxBatchSize limits the examples of one request: a request with
-	// more rows (instances, examples or columnar batch) is answered with
-	// 400 Bad Request. With BatchTimeout it is also the most rows one
-	// merged batch holds. 0 sets no limit.
-	MaxBatchSize int
-	// BatchTimeout turns on request batching (it needs MaxBatchSize):
-	// requests for the same model version and signature that arrive
-	// together are merged into one Run of the servable, and each gets its
-	// own rows of the outputs back. A batch is run as soon as it holds
-	// MaxBatchSize rows, or BatchTimeout after its first request arrived,
-	// whichever comes first; a request that does not fit in the open
-	// batch starts the next one, and a request of MaxBatchSize rows runs
-	// alone at once. BatchTimeout is the most latency batching adds to a
-	// request. 0 runs every request on its own.
-	BatchTimeout time.Duration
-	// Logger receives new versions, reload failures, and every answer
-	// with a 5xx status, panics with their stack. Nil logs nothing.
-	Logger *slog.Logger
-}
-
-// withDefaults checks c and fills in its defaults.
-func (c Config) withDefaults() (Config, error) {
-	switch {
-	case c.MaxBodyBytes < 0:
-		return c, fmt.Errorf("max body bytes %d: must not be negative (0 means the default, %d)", c.MaxBodyBytes, DefaultMaxBodyBytes)
-	case c.MaxBatchSize < 0:
-		return c, fmt.Errorf("max batch size %d: must not be negative", c.MaxBatchSize)
-	case c.BatchTimeout < 0:
-		return c, fmt.Errorf("batch timeout %v: must not be negative", c.BatchTimeout)
-	case c.BatchTimeout > 0 && c.MaxBatchSize == 0:
-		return c, fmt.Errorf("request batching (batch timeout %v) needs a max batch size", c.BatchTimeout)
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	return c, nil
-}
-
 // Server is an http.Handler speaking TensorFlow Serving's REST API
 // (https://www.tensorflow.org/tfx/serving/api_rest) for the newest version
 // of each configured model:
@@ -159,10 +106,18 @@ type Server struct {
 	models  map[string]*servedModel
 	batcher *batcher // nil without request batching
 
-	lifeMu sync.Mutex // serializes Reload and Close
-	closed atomic.Bool
-	done   chan struct{}  // closed by Close
-	drains sync.WaitGroup // retired versions waiting for their last request
+	lifeMu   sync.Mutex // serializes Reload, Shutdown and Close
+	stopping bool       // Shutdown or Close has begun; under lifeMu
+	closed   atomic.Bool
+	done     chan struct{}  // closed once requests are refused
+	drains   sync.WaitGroup // retired versions waiting for their last request
+
+	httpMu      sync.Mutex
+	https       map[*http.Server]struct{} // those of Serve
+	httpStopped bool
+	// connState, when set (by tests), is the ConnState hook of Serve's
+	// connections.
+	connState func(net.Conn, http.ConnState)
 }
 
 // NewServer loads the newest version of every model and returns a server
@@ -176,7 +131,7 @@ func NewServer(models []ModelConfig, cfg Config) (*Server, error) {
 	if len(models) == 0 {
 		return nil, errors.New("serving: new server: no models")
 	}
-	s := &Server{cfg: cfg, models: map[string]*servedModel{}, done: make(chan struct{})}
+	s := &Server{cfg: cfg, models: map[string]*servedModel{}, done: make(chan struct{}), https: map[*http.Server]struct{}{}}
 	if cfg.BatchTimeout > 0 {
 		s.batcher = newBatcher(cfg.MaxBatchSize, cfg.BatchTimeout)
 	}
@@ -335,69 +290,4 @@ func (s *Server) Watch(ctx context.Context, interval time.Duration) {
 			_ = s.Reload() // logged
 		}
 	}
-}
-
-// Close stops serving (requests then get 503 Service Unavailable), runs
-// the batches waiting, waits for the requests in flight and closes every
-// version. It returns the versions' Close errors.
-func (s *Server) Close() error {
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
-	if s.closed.Swap(true) {
-		return nil
-	}
-	close(s.done)
-	if s.batcher != nil {
-		s.batcher.close()
-	}
-	var errs []error
-	for _, name := range s.names {
-		v := s.models[name].swap(nil)
-		if v == nil {
-			continue
-		}
-		v.refs.Wait()
-		if err := v.s.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("serving: close model %q version %d: %w", name, v.version, err))
-		}
-	}
-	s.drains.Wait()
-	return errors.Join(errs...)
-}
-
-// ShutdownTimeout is how long ListenAndServe and Serve wait for requests
-// in flight once their context is done.
-const ShutdownTimeout = 30 * time.Second
-
-// ListenAndServe serves h on the TCP address addr until ctx is done, then
-// shuts down gracefully: it stops accepting connections and waits up to
-// ShutdownTimeout for the requests in flight. It returns nil after a
-// graceful shutdown.
-func ListenAndServe(ctx context.Context, addr string, h http.Handler) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("serving: listen: %w", err)
-	}
-	return Serve(ctx, l, h)
-}
-
-// Serve is ListenAndServe on a listener; it closes l.
-func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: time.Minute}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serving: serve: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	<-errc // http.ErrServerClosed, at once
-	if err != nil {
-		srv.Close()
-		return fmt.Errorf("serving: shutdown: %w", err)
-	}
-	return nil
 }

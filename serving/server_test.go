@@ -8,7 +8,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -264,6 +263,10 @@ func TestNewServerErrors(t *testing.T) {
 		{"negative batch size", one(), Config{MaxBatchSize: -1}, "max batch size -1: must not be negative", nil},
 		{"negative timeout", one(), Config{BatchTimeout: -1}, "batch timeout -1ns: must not be negative", nil},
 		{"timeout without batch size", one(), Config{BatchTimeout: time.Second}, "request batching (batch timeout 1s) needs a max batch size", nil},
+		{"negative read header timeout", one(), Config{ReadHeaderTimeout: -1}, "read header timeout -1ns: must not be negative", nil},
+		{"negative read timeout", one(), Config{ReadTimeout: -1}, "read timeout -1ns: must not be negative", nil},
+		{"negative write timeout", one(), Config{WriteTimeout: -1}, "write timeout -1ns: must not be negative", nil},
+		{"negative idle timeout", one(), Config{IdleTimeout: -1}, "idle timeout -1ns: must not be negative", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -296,10 +299,11 @@ func TestConfigDefaults(t *testing.T) {
 		cfg  Config
 		want Config
 	}{
-		{"zero value", Config{}, Config{MaxBodyBytes: DefaultMaxBodyBytes}},
-		{"every field", Config{MaxBodyBytes: 64, MaxBatchSize: 8, BatchTimeout: time.Second, Logger: logger},
-			Config{MaxBodyBytes: 64, MaxBatchSize: 8, BatchTimeout: time.Second, Logger: logger}},
-		{"a limit without batching", Config{MaxBatchSize: 3}, Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: 3}},
+		{"zero value", Config{}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes})},
+		{"every field",
+			Config{MaxBodyBytes: 64, MaxBatchSize: 8, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4, Logger: logger},
+			Config{MaxBodyBytes: 64, MaxBatchSize: 8, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4, Logger: logger}},
+		{"a limit without batching", Config{MaxBatchSize: 3}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: 3})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -319,6 +323,12 @@ func TestConfigDefaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withTimeouts sets c's timeouts to their defaults.
+func withTimeouts(c Config) Config {
+	c.ReadHeaderTimeout, c.ReadTimeout, c.WriteTimeout, c.IdleTimeout = DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultWriteTimeout, DefaultIdleTimeout
+	return c
 }
 
 // TestNilLoggerLogsNothing checks that a server without a Logger logs
@@ -353,55 +363,6 @@ func TestNilLoggerLogsNothing(t *testing.T) {
 	}
 	if diff := cmp.Diff("", logs.String()); diff != "" {
 		t.Errorf("logged to slog.Default (-want +got):\n%s", diff)
-	}
-}
-
-// ---- listening ----
-
-func TestServe(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	entered, release := make(chan struct{}), make(chan struct{})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered)
-		<-release
-		io.WriteString(w, "done")
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- Serve(ctx, l, h) }()
-	got := make(chan string, 1)
-	go func() {
-		res, err := http.Get("http://" + l.Addr().String() + "/")
-		if err != nil {
-			got <- err.Error()
-			return
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		got <- fmt.Sprint(res.StatusCode, " ", string(b))
-	}()
-	<-entered
-	cancel() // shuts down gracefully: the request in flight completes
-	close(release)
-	if g := <-got; g != "200 done" {
-		t.Errorf("the request in flight got %q", g)
-	}
-	if err := <-served; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
-}
-
-func TestListenAndServe(t *testing.T) {
-	if err := ListenAndServe(context.Background(), "256.0.0.1:http", http.NotFoundHandler()); err == nil {
-		t.Error("no error for a bad address")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := ListenAndServe(ctx, "127.0.0.1:0", http.NotFoundHandler()); err != nil {
-		t.Errorf("ListenAndServe: %v", err)
 	}
 }
 
