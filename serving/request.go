@@ -4,35 +4,14 @@ package serving
 // turned into a signature and the tensors of its inputs.
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"slices"
 
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/model"
 )
-
-// readBody reads the request body up to the limit.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	limit := s.cfg.MaxBodyBytes
-	tooLarge := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", limit)}
-	if r.ContentLength > limit {
-		return nil, tooLarge
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return nil, tooLarge
-	case err != nil:
-		return nil, badRequestf("reading the request body: %v", err)
-	}
-	return body, nil
-}
 
 // runRequest is a decoded predict, classify or regress request.
 type runRequest struct {

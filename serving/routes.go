@@ -162,7 +162,7 @@ func notFound(name string, want int64, specific, forStatus bool) error {
 // runs the signature on its version and writes the outputs.
 func (s *Server) serveRun(w *statusWriter, r *http.Request, name, versionStr, method string) error {
 	// The body first: a slow upload does not hold a version.
-	body, err := s.readBody(w.ResponseWriter, r)
+	body, err := s.readBody(r)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,170 @@
+package serving
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// sendThenRead writes a whole POST request with a body of size bytes
+// (its Content-Length given, or chunked) on a new connection to addr, and
+// only then reads the answer, as clients like Python's urllib do. It
+// returns the answer's status and error message, then those of a second
+// request on the same connection ("" when the connection was closed).
+func sendThenRead(t *testing.T, addr string, size int, chunked bool, header string) (first, second string) {
+	t.Helper()
+	c := dial(t, addr)
+	body := `{"instances": [[1]]}` + strings.Repeat(" ", size-len(`{"instances": [[1]]}`))
+	written := make(chan error, 1)
+	go func() {
+		w := bufio.NewWriter(c)
+		fmt.Fprintf(w, "POST /v1/models/m:predict HTTP/1.1\r\nHost: test\r\n%s", header)
+		if chunked {
+			fmt.Fprintf(w, "Transfer-Encoding: chunked\r\n\r\n")
+			for rest := body; rest != ""; {
+				n := min(len(rest), 32<<10)
+				fmt.Fprintf(w, "%x\r\n%s\r\n", n, rest[:n])
+				rest = rest[n:]
+			}
+			fmt.Fprintf(w, "0\r\n\r\n")
+		} else {
+			fmt.Fprintf(w, "Content-Length: %d\r\n\r\n%s", len(body), body)
+		}
+		written <- w.Flush()
+	}()
+	if err := await(t, "sending the request", written); err != nil {
+		t.Fatalf("sending the request: %v", err)
+	}
+	r := bufio.NewReader(c)
+	read := func() string {
+		res, err := http.ReadResponse(r, nil)
+		if err != nil {
+			return "read: " + err.Error()
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode == http.StatusOK {
+			return "200"
+		}
+		return fmt.Sprintf("%d %s", res.StatusCode, errorOf(t, string(b)))
+	}
+	first = read()
+	if _, err := io.WriteString(c, "GET /v1/models/m HTTP/1.1\r\nHost: test\r\n\r\n"); err != nil {
+		return first, ""
+	}
+	if second = read(); strings.HasPrefix(second, "read: ") {
+		second = ""
+	}
+	return first, second
+}
+
+// serveOn serves s on a new listener until the test ends and returns its
+// address.
+func serveOn(t *testing.T, s *Server) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		<-served
+	})
+	return l.Addr().String()
+}
+
+// TestOversizedBodyAnswered sends bodies over the limit whole before
+// reading: the client gets the 413, and a body at most twice the limit is
+// read to its end, so the connection serves the next request.
+func TestOversizedBodyAnswered(t *testing.T) {
+	const limit = 1 << 20
+	tooLarge := "413 the request body is larger than the limit of 1048576 bytes"
+	tests := []struct {
+		name          string
+		size          int
+		chunked       bool
+		first, second string
+	}{
+		{"at the limit", limit, false, "200", "200"},
+		{"a byte over", limit + 1, false, tooLarge, "200"},
+		{"twice the limit", 2 * limit, false, tooLarge, "200"},
+		{"a byte over, chunked", limit + 1, true, tooLarge, "200"},
+		{"twice the limit, chunked", 2 * limit, true, tooLarge, "200"},
+	}
+	s, _ := newTestServer(t, []ModelConfig{{Name: "m", Loader: fixed(newFake(3, 1))}}, Config{MaxBodyBytes: limit})
+	addr := serveOn(t, s)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			first, second := sendThenRead(t, addr, tc.size, tc.chunked, "")
+			if diff := cmp.Diff([]string{tc.first, tc.second}, []string{first, second}); diff != "" {
+				t.Errorf("answers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestOversizedBodyExpectContinue: a client that waits for 100 Continue
+// before sending a body over the limit gets the 413 instead, and sends
+// nothing.
+func TestOversizedBodyExpectContinue(t *testing.T) {
+	s, _ := newTestServer(t, []ModelConfig{{Name: "m", Loader: fixed(newFake(3, 1))}}, Config{MaxBodyBytes: 64})
+	c := dial(t, serveOn(t, s))
+	io.WriteString(c, "POST /v1/models/m:predict HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\nContent-Length: 65\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("status %d, want 413", res.StatusCode)
+	}
+}
+
+// TestOversizedBodyPython posts a body over the limit with Python's
+// urllib, which sends the whole body before it reads the answer.
+func TestOversizedBodyPython(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	s, _ := newTestServer(t, []ModelConfig{{Name: "m", Loader: fixed(newFake(3, 1))}}, Config{MaxBodyBytes: 1 << 20})
+	addr := serveOn(t, s)
+	const script = `
+import sys, urllib.request, urllib.error
+body = b'{"instances": [[1]]}' + b' ' * (int(sys.argv[2]) - 20)
+req = urllib.request.Request(sys.argv[1], data=body, headers={"Content-Type": "application/json"})
+try:
+    with urllib.request.urlopen(req, timeout=60) as res:
+        print(res.status)
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode())
+except Exception as e:
+    print("failed:", repr(e))
+`
+	for _, size := range []int{1 << 20, 1<<20 + 1, 2 << 20} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			out, err := exec.Command(python, "-c", script, "http://"+addr+"/v1/models/m:predict", fmt.Sprint(size)).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			want := "413 "
+			if size <= 1<<20 {
+				want = "200"
+			}
+			if got := string(out); !strings.HasPrefix(got, want) {
+				t.Errorf("urllib got %q, want %q...", got, want)
+			}
+		})
+	}
+}
