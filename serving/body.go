@@ -1,39 +1,86 @@
 package serving
 
-// Request bodies: read up to the limit; and when a request is refused
+// Request bodies: read up to the limit, decompressed when gzipped; and when a request is refused
 // before its body was read, the rest of the body is read and dropped (up
 // to a bound) so that a client that sends its whole body before reading
 // gets the answer rather than a reset connection.
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 )
 
-// readBody reads the request body, at most Config.MaxBodyBytes.
+// readBody reads the request body, at most Config.MaxBodyBytes, and
+// decompresses it when its Content-Encoding is gzip: then the compressed
+// and the decompressed body must each be within the limit.
 func (s *Server) readBody(r *http.Request) ([]byte, error) {
 	limit := s.cfg.MaxBodyBytes
 	tooLarge := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", limit)}
+	gzipped, err := gzipEncoded(r.Header)
+	if err != nil {
+		return nil, s.refuse(r, err, 0)
+	}
 	if r.ContentLength > limit {
 		return nil, s.refuse(r, tooLarge, 0)
 	}
+	raw := &countingReader{r: io.LimitReader(r.Body, limit+1)}
+	var src io.Reader = raw
 	size := int64(bytes.MinRead)
-	if r.ContentLength > 0 {
+	if gzipped {
+		zr, err := gzip.NewReader(raw)
+		if err != nil {
+			if raw.n > limit {
+				return nil, s.refuse(r, tooLarge, raw.n)
+			}
+			return nil, s.refuse(r, badRequestf("decompressing the gzip request body: %v", err), raw.n)
+		}
+		defer zr.Close()
+		src = zr
+	} else if r.ContentLength > 0 {
 		size = r.ContentLength + 1 // +1: the read that sees the end
 	}
 	var buf bytes.Buffer
 	buf.Grow(int(size))
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
+	_, err = buf.ReadFrom(io.LimitReader(src, limit+1))
 	switch {
-	case int64(buf.Len()) > limit:
-		return nil, s.refuse(r, tooLarge, int64(buf.Len()))
+	case raw.n > limit || int64(buf.Len()) > limit:
+		return nil, s.refuse(r, tooLarge, raw.n)
+	case err != nil && gzipped:
+		return nil, s.refuse(r, badRequestf("decompressing the gzip request body: %v", err), raw.n)
 	case err != nil:
-		return nil, s.refuse(r, badRequestf("reading the request body: %v", err), int64(buf.Len()))
+		return nil, s.refuse(r, badRequestf("reading the request body: %v", err), raw.n)
 	}
 	return buf.Bytes(), nil
+}
+
+// gzipEncoded tells whether a request's Content-Encoding is gzip; an
+// encoding other than gzip and identity is answered with 415 Unsupported
+// Media Type.
+func gzipEncoded(h http.Header) (bool, error) {
+	enc := strings.TrimSpace(strings.Join(h.Values("Content-Encoding"), ","))
+	switch strings.ToLower(enc) {
+	case "", "identity":
+		return false, nil
+	case "gzip", "x-gzip":
+		return true, nil
+	}
+	return false, &httpError{http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %q: send the body as is (identity) or gzip", enc)}
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // refuse returns err, the answer to a request refused before its body was

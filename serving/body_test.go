@@ -2,9 +2,13 @@ package serving
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os/exec"
@@ -164,6 +168,77 @@ except Exception as e:
 			}
 			if got := string(out); !strings.HasPrefix(got, want) {
 				t.Errorf("urllib got %q, want %q...", got, want)
+			}
+		})
+	}
+}
+
+func gzipped(t *testing.T, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := io.WriteString(zw, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestGzipBody posts bodies with a Content-Encoding: gzip ones are
+// decompressed, and the decompressed body counts against the limit (a
+// gzip bomb gets 413).
+func TestGzipBody(t *testing.T) {
+	const limit = 64 << 10
+	_, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: fixed(newFake(3, 1))}}, Config{MaxBodyBytes: limit})
+	ok := instances(1, 2)
+	bomb := gzipped(t, `{"instances": [[1]]}`+strings.Repeat(" ", 10<<20)) // 10 KB, 10 MB decompressed
+	if len(bomb) > limit {
+		t.Fatalf("the bomb is %d bytes compressed, more than the limit", len(bomb))
+	}
+	noise := make([]byte, 2*limit)
+	rand.NewChaCha8([32]byte{1}).Read(noise)
+	incompressible := gzipped(t, `{"instances": [[1]], "noise": "`+base64.StdEncoding.EncodeToString(noise)+`"}`)
+	tests := []struct {
+		name, encoding, body string
+		want                 string // status and part of the error message
+	}{
+		{"gzip", "gzip", gzipped(t, ok), "200"},
+		{"x-gzip", "x-gzip", gzipped(t, ok), "200"},
+		{"case-insensitive", "GZip", gzipped(t, ok), "200"},
+		{"identity", "identity", ok, "200"},
+		{"decompressed at the limit", "gzip", gzipped(t, ok+strings.Repeat(" ", limit-len(ok))), "200"},
+		{"decompressed a byte over the limit", "gzip", gzipped(t, ok+strings.Repeat(" ", limit-len(ok)+1)), "413 larger than the limit of 65536 bytes"},
+		{"a gzip bomb", "gzip", bomb, "413 larger than the limit of 65536 bytes"},
+		{"compressed over the limit", "gzip", incompressible, "413 larger than the limit of 65536 bytes"},
+		{"not gzip", "gzip", ok, "400 decompressing the gzip request body: gzip: invalid header"},
+		{"truncated", "gzip", gzipped(t, ok)[:20], "400 decompressing the gzip request body: unexpected EOF"},
+		{"empty", "gzip", "", "400 decompressing the gzip request body: EOF"},
+		{"another encoding", "br", ok, `415 unsupported Content-Encoding "br"`},
+		{"two encodings", "gzip, gzip", gzipped(t, gzipped(t, ok)), `415 unsupported Content-Encoding "gzip, gzip"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest("POST", hs.URL+"/v1/models/m:predict", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Encoding", tc.encoding)
+			res, err := hs.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			got := fmt.Sprint(res.StatusCode)
+			if res.StatusCode != http.StatusOK {
+				got += " " + errorOf(t, string(b))
+			} else if diff := cmp.Diff(`{"predictions":[[3.0],[5.0]]}`, string(b)); diff != "" {
+				t.Errorf("answer (-want +got):\n%s", diff)
+			}
+			if !strings.HasPrefix(got, tc.want[:3]) || !strings.Contains(got, tc.want[3:]) {
+				t.Errorf("answer %q, want %q", got, tc.want)
 			}
 		})
 	}
