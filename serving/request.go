@@ -39,11 +39,11 @@ func decodeRun(body []byte, method string, v *servedVersion, maxRows int) (runRe
 	inputs := v.inputs[rr.sig]
 	switch {
 	case method == "predict":
-		rr.features, rr.rows, rr.columnar, err = predictFeatures(req, inputs)
+		rr.features, rr.rows, rr.columnar, err = predictFeatures(req, inputs, maxValues(body))
 	case sig.Method != method:
 		return runRequest{}, badRequestf("Expected %s signature method_name to be tensorflow/serving/%s. Was: tensorflow/serving/%s (signature %q)", method, method, sig.Method, rr.sig)
 	default:
-		rr.features, rr.rows, err = exampleFeatures(req, method, inputs)
+		rr.features, rr.rows, err = exampleFeatures(req, method, inputs, maxValues(body))
 	}
 	if err != nil {
 		return runRequest{}, err
@@ -86,17 +86,17 @@ func signatureName(req map[string]any) (string, error) {
 
 // predictFeatures reads a predict request's features, in row
 // ("instances") or columnar ("inputs") format.
-func predictFeatures(req map[string]any, inputs map[string]inputSpec) (features map[string]*tensor.Dense, rows int, columnar bool, err error) {
+func predictFeatures(req map[string]any, inputs map[string]inputSpec, most int) (features map[string]*tensor.Dense, rows int, columnar bool, err error) {
 	instances, hasInstances := req["instances"]
 	columns, hasInputs := req["inputs"]
 	switch {
 	case hasInstances && hasInputs:
 		return nil, 0, false, badRequestf("Not formatted correctly expecting only one of 'inputs' or 'instances' keys to exist")
 	case hasInstances:
-		features, rows, err = rowFeatures(instances, inputs)
+		features, rows, err = rowFeatures(instances, inputs, most)
 		return features, rows, false, err
 	case hasInputs:
-		features, rows, err = columnFeatures(columns, inputs)
+		features, rows, err = columnFeatures(columns, inputs, most)
 		return features, rows, true, err
 	}
 	return nil, 0, false, badRequestf("Missing 'inputs' or 'instances' key")
@@ -122,11 +122,30 @@ func checkNames(obj map[string]any, inputs map[string]inputSpec, where string) e
 	return nil
 }
 
-// newColumns makes an empty column for every input.
-func newColumns(inputs map[string]inputSpec) (map[string]column, error) {
+// maxValues is the most values a request body can hold: each takes at
+// least two bytes (a digit and a comma).
+func maxValues(body []byte) int { return len(body)/2 + 1 }
+
+// columnSize is the room a column of rows examples of shape needs, at most
+// most values (what the request body can hold).
+func columnSize(rows int, shape []int, most int) int {
+	n := rows
+	for _, d := range shape {
+		if n > most/max(d, 1) {
+			return most
+		}
+		n *= d
+	}
+	return min(n, most)
+}
+
+// newColumns makes an empty column for every input, with room for rows
+// examples, at most most values each.
+func newColumns(inputs map[string]inputSpec, rows, most int) (map[string]column, error) {
 	cols := map[string]column{}
 	for _, name := range slices.Sorted(maps.Keys(inputs)) {
-		col, err := newColumn(inputs[name].dtype)
+		in := inputs[name]
+		col, err := newColumn(in.dtype, columnSize(rows, in.shape, most))
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +168,7 @@ func describe(name string, in inputSpec) string {
 }
 
 // rowFeatures reads the "instances" of a predict request.
-func rowFeatures(instances any, inputs map[string]inputSpec) (map[string]*tensor.Dense, int, error) {
+func rowFeatures(instances any, inputs map[string]inputSpec, most int) (map[string]*tensor.Dense, int, error) {
 	list, ok := instances.([]any)
 	if !ok {
 		return nil, 0, badRequestf("Expecting 'instances' to be a list, got %s", jsonText(instances))
@@ -162,7 +181,7 @@ func rowFeatures(instances any, inputs map[string]inputSpec) (map[string]*tensor
 	if !objects && len(names) > 1 {
 		return nil, 0, badRequestf("'instances' is a plain list, but the signature takes several inputs %q: each instance must be an object with one entry per input", names)
 	}
-	cols, err := newColumns(inputs)
+	cols, err := newColumns(inputs, len(list), most)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -202,7 +221,7 @@ func addInstance(cols map[string]column, i int, inst any, objects bool, inputs m
 }
 
 // columnFeatures reads the "inputs" of a predict request.
-func columnFeatures(columns any, inputs map[string]inputSpec) (map[string]*tensor.Dense, int, error) {
+func columnFeatures(columns any, inputs map[string]inputSpec, most int) (map[string]*tensor.Dense, int, error) {
 	names := slices.Sorted(maps.Keys(inputs))
 	values, err := columnValues(columns, inputs, names)
 	if err != nil {
@@ -223,7 +242,7 @@ func columnFeatures(columns any, inputs map[string]inputSpec) (map[string]*tenso
 			return nil, 0, badRequestf("input %q has %d examples, input %q has %d: every input needs the same batch", name, len(list), first, rows)
 		}
 		rows, first = len(list), name
-		col, err := newColumn(in.dtype)
+		col, err := newColumn(in.dtype, columnSize(rows, in.shape, most))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -254,13 +273,13 @@ func columnValues(columns any, inputs map[string]inputSpec, names []string) (map
 // exampleFeatures reads the "context" and "examples" of a classify or
 // regress request: each feature a value or flat list holding one
 // example's values in row-major order.
-func exampleFeatures(req map[string]any, method string, inputs map[string]inputSpec) (map[string]*tensor.Dense, int, error) {
+func exampleFeatures(req map[string]any, method string, inputs map[string]inputSpec, most int) (map[string]*tensor.Dense, int, error) {
 	shared, examples, err := exampleList(req, method)
 	if err != nil {
 		return nil, 0, err
 	}
 	names := slices.Sorted(maps.Keys(inputs))
-	cols, err := newColumns(inputs)
+	cols, err := newColumns(inputs, len(examples), most)
 	if err != nil {
 		return nil, 0, err
 	}

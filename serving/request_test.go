@@ -164,3 +164,28 @@ func TestServerMaxBatchSize(t *testing.T) {
 		})
 	}
 }
+
+// TestColumnSize checks the room made for a column before its values are
+// read: rows times the example's size, never more than the body can hold.
+func TestColumnSize(t *testing.T) {
+	tests := []struct {
+		name       string
+		rows       int
+		shape      []int
+		most, want int
+	}{
+		{"scalars", 10, nil, 100, 10},
+		{"vectors", 10, []int{3}, 100, 30},
+		{"matrices", 2, []int{3, 4}, 100, 24},
+		{"more than the body holds", 10, []int{1000}, 100, 100},
+		{"a huge example", 1, []int{1 << 40, 1 << 40}, 50, 50},
+		{"a zero dimension", 3, []int{0}, 50, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := columnSize(tc.rows, tc.shape, tc.most); got != tc.want {
+				t.Errorf("columnSize(%d, %v, %d) = %d, want %d", tc.rows, tc.shape, tc.most, got, tc.want)
+			}
+		})
+	}
+}
