@@ -16,16 +16,18 @@ import (
 
 // readBody reads the request body, at most Config.MaxBodyBytes, and
 // decompresses it when its Content-Encoding is gzip: then the compressed
-// and the decompressed body must each be within the limit.
-func (s *Server) readBody(r *http.Request) ([]byte, error) {
+// and the decompressed body must each be within the limit. The body's
+// bytes are taken from the in-flight budget as they are read: the caller
+// gives back taken once done with the body.
+func (s *Server) readBody(r *http.Request) (body []byte, taken int64, err error) {
 	limit := s.cfg.MaxBodyBytes
 	tooLarge := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", limit)}
 	gzipped, err := gzipEncoded(r.Header)
 	if err != nil {
-		return nil, s.refuse(r, err, 0)
+		return nil, 0, s.refuse(r, err, 0)
 	}
 	if r.ContentLength > limit {
-		return nil, s.refuse(r, tooLarge, 0)
+		return nil, 0, s.refuse(r, tooLarge, 0)
 	}
 	raw := &countingReader{r: io.LimitReader(r.Body, limit+1)}
 	var src io.Reader = raw
@@ -34,27 +36,34 @@ func (s *Server) readBody(r *http.Request) ([]byte, error) {
 		zr, err := gzip.NewReader(raw)
 		if err != nil {
 			if raw.n > limit {
-				return nil, s.refuse(r, tooLarge, raw.n)
+				return nil, 0, s.refuse(r, tooLarge, raw.n)
 			}
-			return nil, s.refuse(r, badRequestf("decompressing the gzip request body: %v", err), raw.n)
+			return nil, 0, s.refuse(r, badRequestf("decompressing the gzip request body: %v", err), raw.n)
 		}
 		defer zr.Close()
 		src = zr
 	} else if r.ContentLength > 0 {
 		size = r.ContentLength + 1 // +1: the read that sees the end
 	}
+	charged := &chargedReader{r: io.LimitReader(src, limit+1), b: s.inflight}
 	var buf bytes.Buffer
 	buf.Grow(int(size))
-	_, err = buf.ReadFrom(io.LimitReader(src, limit+1))
+	_, err = buf.ReadFrom(charged)
+	fail := func(err error) ([]byte, int64, error) {
+		s.inflight.give(charged.taken)
+		return nil, 0, s.refuse(r, err, raw.n)
+	}
 	switch {
 	case raw.n > limit || int64(buf.Len()) > limit:
-		return nil, s.refuse(r, tooLarge, raw.n)
+		return fail(tooLarge)
+	case charged.err != nil:
+		return fail(charged.err)
 	case err != nil && gzipped:
-		return nil, s.refuse(r, badRequestf("decompressing the gzip request body: %v", err), raw.n)
+		return fail(badRequestf("decompressing the gzip request body: %v", err))
 	case err != nil:
-		return nil, s.refuse(r, badRequestf("reading the request body: %v", err), raw.n)
+		return fail(badRequestf("reading the request body: %v", err))
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), charged.taken, nil
 }
 
 // gzipEncoded tells whether a request's Content-Encoding is gzip; an

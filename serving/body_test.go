@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -241,5 +242,70 @@ func TestGzipBody(t *testing.T) {
 				t.Errorf("answer %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestInflightBudget holds one request in its Run while others arrive:
+// those whose bodies would take the bodies in flight over
+// MaxInflightBytes get 429 at once; the budget is given back by every
+// request, answered or refused.
+func TestInflightBudget(t *testing.T) {
+	const limit = 1000
+	f := newFake(3, 1)
+	f.entered, f.gate = make(chan struct{}, 16), make(chan struct{})
+	s, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: fixed(f)}}, Config{MaxBodyBytes: limit, MaxInflightBytes: limit})
+	var release sync.Once
+	open := func() { release.Do(func() { close(f.gate) }) }
+	t.Cleanup(open)                 // before the server's: a failed test leaves no Run waiting
+	body := func(size int) string { // a predict of x=1 in size bytes
+		b := instances(1)
+		return b + strings.Repeat(" ", size-len(b))
+	}
+	held := predictAsync(hs, "/v1/models/m:predict", body(600))
+	await(t, "the first request's Run", f.entered)
+
+	busy := "429 the server is busy: the request bodies in flight would exceed the limit of 1000 bytes; retry later"
+	tests := []struct {
+		name, body, want string
+	}{
+		{"over what is left", body(401), busy},
+		{"over what is left, bad JSON", strings.Repeat("x", 401), busy},
+		{"within what is left, bad JSON", "x", "400 JSON Parse error: Invalid value at offset: 0"},
+		{"gzipped, decompressed over what is left", "gzip:" + body(500), busy},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest("POST", hs.URL+"/v1/models/m:predict", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, ok := strings.CutPrefix(tc.body, "gzip:"); ok {
+				req, _ = http.NewRequest("POST", hs.URL+"/v1/models/m:predict", strings.NewReader(gzipped(t, b)))
+				req.Header.Set("Content-Encoding", "gzip")
+			}
+			answered := make(chan string, 1)
+			go func() {
+				res, err := hs.Client().Do(req)
+				if err != nil {
+					answered <- err.Error()
+					return
+				}
+				defer res.Body.Close()
+				b, _ := io.ReadAll(res.Body)
+				answered <- fmt.Sprintf("%d %s", res.StatusCode, b)
+			}()
+			if got := await(t, "the answer", answered); !strings.HasPrefix(got, tc.want[:4]) || !strings.Contains(got, tc.want[4:]) {
+				t.Errorf("answer %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := s.inflight.used.Load(); got != 600 {
+		t.Errorf("%d bytes in flight, want the held request's 600", got)
+	}
+	open()
+	wantPredictions(t, "the held request", []float64{3}, await(t, "the held request", held))
+	wantPredictions(t, "a request of the limit after", []float64{3}, await(t, "a request of the limit after", predictAsync(hs, "/v1/models/m:predict", body(limit))))
+	if got := s.inflight.used.Load(); got != 0 {
+		t.Errorf("%d bytes in flight once every request is answered", got)
 	}
 }

@@ -5,6 +5,7 @@ package serving
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -13,6 +14,14 @@ const (
 	// DefaultMaxBodyBytes is the limit on a request body when
 	// Config.MaxBodyBytes is 0.
 	DefaultMaxBodyBytes = 16 << 20
+	// DefaultMaxBatchSize is the limit on a request's examples when
+	// Config.MaxBatchSize is 0.
+	DefaultMaxBatchSize = 8192
+	// DefaultInflightBodies is how many bodies of the largest size the
+	// requests in flight may hold together when Config.MaxInflightBytes
+	// is 0: MaxInflightBytes is then DefaultInflightBodies times
+	// MaxBodyBytes (64 MiB with the default body limit).
+	DefaultInflightBodies = 4
 	// DefaultReadHeaderTimeout is Config.ReadHeaderTimeout when 0.
 	DefaultReadHeaderTimeout = 10 * time.Second
 	// DefaultReadTimeout is Config.ReadTimeout when 0: a 16 MiB body
@@ -25,18 +34,35 @@ const (
 )
 
 // Config configures a Server. Its zero value works: bodies up to
-// DefaultMaxBodyBytes, no limit on a request's examples, no batching, the
-// default timeouts, no logging.
+// DefaultMaxBodyBytes, requests of up to DefaultMaxBatchSize examples, 64
+// MiB of bodies in flight, no batching, the default timeouts, no logging.
+//
+// The memory a server takes is bounded by its limits: serving a request
+// takes up to about 30 times its body while it is decoded (the parsed
+// JSON, then the input tensors), plus what the model needs for
+// MaxBatchSize rows; MaxInflightBytes bounds the bodies of all the
+// requests in flight.
 type Config struct {
-	// MaxBodyBytes limits request bodies (0: DefaultMaxBodyBytes, 16 MiB);
-	// a larger body is answered with 413 Request Entity Too Large.
+	// MaxBodyBytes limits request bodies (0: DefaultMaxBodyBytes, 16 MiB),
+	// after decompression for gzip bodies; a larger body is answered with
+	// 413 Request Entity Too Large.
 	MaxBodyBytes int64
-	// MaxBatchSize limits the examples of one request: a request with
-	// more rows (instances, examples or columnar batch) is answered with
-	// 400 Bad Request. With BatchTimeout it is also the most rows one
-	// merged batch holds. 0 sets no limit.
+	// MaxBatchSize limits the examples of one request (0:
+	// DefaultMaxBatchSize, 8192), and so the rows the model runs at once:
+	// a request with more rows (instances, examples or columnar batch) is
+	// answered with 400 Bad Request. With BatchTimeout it is also the most
+	// rows one merged batch holds. There is no setting without a limit:
+	// give a large one.
 	MaxBatchSize int
-	// BatchTimeout turns on request batching (it needs MaxBatchSize):
+	// MaxInflightBytes limits the bodies of the requests being read,
+	// decoded and run at once, summed (0: DefaultInflightBodies times
+	// MaxBodyBytes, 64 MiB by default; it must be at least MaxBodyBytes):
+	// a request whose body would take the sum over the limit is answered
+	// at once with 429 Too Many Requests, as TensorFlow Serving answers
+	// RESOURCE_EXHAUSTED, and can be retried later. A body counts from
+	// its first byte read until its answer is ready to be written.
+	MaxInflightBytes int64
+	// BatchTimeout turns on request batching:
 	// requests for the same model version and signature that arrive
 	// together are merged into one Run of the servable, and each gets its
 	// own rows of the outputs back. A batch is run as soon as it holds
@@ -80,10 +106,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("max body bytes %d: must not be negative (0 means the default, %d)", c.MaxBodyBytes, DefaultMaxBodyBytes)
 	case c.MaxBatchSize < 0:
 		return c, fmt.Errorf("max batch size %d: must not be negative", c.MaxBatchSize)
+	case c.MaxInflightBytes < 0:
+		return c, fmt.Errorf("max in-flight bytes %d: must not be negative (0 means the default, %d times the max body bytes)", c.MaxInflightBytes, DefaultInflightBodies)
 	case c.BatchTimeout < 0:
 		return c, fmt.Errorf("batch timeout %v: must not be negative", c.BatchTimeout)
-	case c.BatchTimeout > 0 && c.MaxBatchSize == 0:
-		return c, fmt.Errorf("request batching (batch timeout %v) needs a max batch size", c.BatchTimeout)
 	}
 	for _, d := range []struct {
 		name string
@@ -104,6 +130,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxBatchSize == 0 {
+		c.MaxBatchSize = DefaultMaxBatchSize
+	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = math.MaxInt64
+		if c.MaxBodyBytes <= math.MaxInt64/DefaultInflightBodies {
+			c.MaxInflightBytes = DefaultInflightBodies * c.MaxBodyBytes
+		}
+	}
+	if c.MaxInflightBytes < c.MaxBodyBytes {
+		return c, fmt.Errorf("max in-flight bytes %d: must be at least the max body bytes, %d", c.MaxInflightBytes, c.MaxBodyBytes)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -22,7 +22,7 @@ type runRequest struct {
 }
 
 // decodeRun reads a method's request body for version v: the signature
-// it names and its features, at most maxRows rows (0: no limit).
+// it names and its features, at most maxRows rows.
 func decodeRun(body []byte, method string, v *servedVersion, maxRows int) (runRequest, error) {
 	req, err := requestObject(body)
 	if err != nil {
@@ -37,19 +37,17 @@ func decodeRun(body []byte, method string, v *servedVersion, maxRows int) (runRe
 		return runRequest{}, badRequestf("Serving signature name: %q not found in signature def (the model has %q)", rr.sig, slices.Sorted(maps.Keys(v.sigs)))
 	}
 	inputs := v.inputs[rr.sig]
+	lim := limits{rows: maxRows, values: len(body)/2 + 1}
 	switch {
 	case method == "predict":
-		rr.features, rr.rows, rr.columnar, err = predictFeatures(req, inputs, maxValues(body))
+		rr.features, rr.rows, rr.columnar, err = predictFeatures(req, inputs, lim)
 	case sig.Method != method:
 		return runRequest{}, badRequestf("Expected %s signature method_name to be tensorflow/serving/%s. Was: tensorflow/serving/%s (signature %q)", method, method, sig.Method, rr.sig)
 	default:
-		rr.features, rr.rows, err = exampleFeatures(req, method, inputs, maxValues(body))
+		rr.features, rr.rows, err = exampleFeatures(req, method, inputs, lim)
 	}
 	if err != nil {
 		return runRequest{}, err
-	}
-	if maxRows > 0 && rr.rows > maxRows {
-		return runRequest{}, badRequestf("the request has %d examples, more than the maximum batch size %d", rr.rows, maxRows)
 	}
 	return rr, nil
 }
@@ -86,17 +84,17 @@ func signatureName(req map[string]any) (string, error) {
 
 // predictFeatures reads a predict request's features, in row
 // ("instances") or columnar ("inputs") format.
-func predictFeatures(req map[string]any, inputs map[string]inputSpec, most int) (features map[string]*tensor.Dense, rows int, columnar bool, err error) {
+func predictFeatures(req map[string]any, inputs map[string]inputSpec, lim limits) (features map[string]*tensor.Dense, rows int, columnar bool, err error) {
 	instances, hasInstances := req["instances"]
 	columns, hasInputs := req["inputs"]
 	switch {
 	case hasInstances && hasInputs:
 		return nil, 0, false, badRequestf("Not formatted correctly expecting only one of 'inputs' or 'instances' keys to exist")
 	case hasInstances:
-		features, rows, err = rowFeatures(instances, inputs, most)
+		features, rows, err = rowFeatures(instances, inputs, lim)
 		return features, rows, false, err
 	case hasInputs:
-		features, rows, err = columnFeatures(columns, inputs, most)
+		features, rows, err = columnFeatures(columns, inputs, lim)
 		return features, rows, true, err
 	}
 	return nil, 0, false, badRequestf("Missing 'inputs' or 'instances' key")
@@ -122,9 +120,22 @@ func checkNames(obj map[string]any, inputs map[string]inputSpec, where string) e
 	return nil
 }
 
-// maxValues is the most values a request body can hold: each takes at
-// least two bytes (a digit and a comma).
-func maxValues(body []byte) int { return len(body)/2 + 1 }
+// limits bound what a request decodes.
+type limits struct {
+	rows int // the most examples (Config.MaxBatchSize)
+	// values is the most values the request body can hold: each takes
+	// at least two bytes (a digit and a comma).
+	values int
+}
+
+// checkRows checks a request's examples against the limit before they
+// are decoded.
+func (l limits) checkRows(rows int) error {
+	if rows > l.rows {
+		return badRequestf("the request has %d examples, more than the maximum batch size %d", rows, l.rows)
+	}
+	return nil
+}
 
 // columnSize is the room a column of rows examples of shape needs, at most
 // most values (what the request body can hold).
@@ -168,7 +179,7 @@ func describe(name string, in inputSpec) string {
 }
 
 // rowFeatures reads the "instances" of a predict request.
-func rowFeatures(instances any, inputs map[string]inputSpec, most int) (map[string]*tensor.Dense, int, error) {
+func rowFeatures(instances any, inputs map[string]inputSpec, lim limits) (map[string]*tensor.Dense, int, error) {
 	list, ok := instances.([]any)
 	if !ok {
 		return nil, 0, badRequestf("Expecting 'instances' to be a list, got %s", jsonText(instances))
@@ -176,12 +187,15 @@ func rowFeatures(instances any, inputs map[string]inputSpec, most int) (map[stri
 	if len(list) == 0 {
 		return nil, 0, badRequestf("No values in 'instances' array")
 	}
+	if err := lim.checkRows(len(list)); err != nil {
+		return nil, 0, err
+	}
 	names := slices.Sorted(maps.Keys(inputs))
 	objects := isObject(list[0])
 	if !objects && len(names) > 1 {
 		return nil, 0, badRequestf("'instances' is a plain list, but the signature takes several inputs %q: each instance must be an object with one entry per input", names)
 	}
-	cols, err := newColumns(inputs, len(list), most)
+	cols, err := newColumns(inputs, len(list), lim.values)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -221,7 +235,7 @@ func addInstance(cols map[string]column, i int, inst any, objects bool, inputs m
 }
 
 // columnFeatures reads the "inputs" of a predict request.
-func columnFeatures(columns any, inputs map[string]inputSpec, most int) (map[string]*tensor.Dense, int, error) {
+func columnFeatures(columns any, inputs map[string]inputSpec, lim limits) (map[string]*tensor.Dense, int, error) {
 	names := slices.Sorted(maps.Keys(inputs))
 	values, err := columnValues(columns, inputs, names)
 	if err != nil {
@@ -241,8 +255,11 @@ func columnFeatures(columns any, inputs map[string]inputSpec, most int) (map[str
 		if rows >= 0 && len(list) != rows {
 			return nil, 0, badRequestf("input %q has %d examples, input %q has %d: every input needs the same batch", name, len(list), first, rows)
 		}
+		if err := lim.checkRows(len(list)); err != nil {
+			return nil, 0, err
+		}
 		rows, first = len(list), name
-		col, err := newColumn(in.dtype, columnSize(rows, in.shape, most))
+		col, err := newColumn(in.dtype, columnSize(rows, in.shape, lim.values))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -273,13 +290,16 @@ func columnValues(columns any, inputs map[string]inputSpec, names []string) (map
 // exampleFeatures reads the "context" and "examples" of a classify or
 // regress request: each feature a value or flat list holding one
 // example's values in row-major order.
-func exampleFeatures(req map[string]any, method string, inputs map[string]inputSpec, most int) (map[string]*tensor.Dense, int, error) {
+func exampleFeatures(req map[string]any, method string, inputs map[string]inputSpec, lim limits) (map[string]*tensor.Dense, int, error) {
 	shared, examples, err := exampleList(req, method)
 	if err != nil {
 		return nil, 0, err
 	}
+	if err := lim.checkRows(len(examples)); err != nil {
+		return nil, 0, err
+	}
 	names := slices.Sorted(maps.Keys(inputs))
-	cols, err := newColumns(inputs, len(examples), most)
+	cols, err := newColumns(inputs, len(examples), lim.values)
 	if err != nil {
 		return nil, 0, err
 	}

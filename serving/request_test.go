@@ -141,6 +141,23 @@ func TestServerBodyLimit(t *testing.T) {
 	}
 }
 
+// TestServerDefaultMaxBatchSize: the zero Config limits requests to
+// DefaultMaxBatchSize examples.
+func TestServerDefaultMaxBatchSize(t *testing.T) {
+	_, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: fixed(newFake(3, 1))}}, Config{})
+	for _, rows := range []int{DefaultMaxBatchSize, DefaultMaxBatchSize + 1} {
+		xs := make([]float64, rows)
+		res := do(t, hs, "POST", "/v1/models/m:predict", instances(xs...))
+		want := http.StatusOK
+		if rows > DefaultMaxBatchSize {
+			want = http.StatusBadRequest
+		}
+		if res.code != want {
+			t.Errorf("%d rows: status %d, want %d: %.200s", rows, res.code, want, res.body)
+		}
+	}
+}
+
 func TestServerMaxBatchSize(t *testing.T) {
 	_, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: fixed(newFake(3, 1))}}, Config{MaxBatchSize: 3})
 	tests := []struct {
@@ -151,6 +168,10 @@ func TestServerMaxBatchSize(t *testing.T) {
 		{"rows over the limit", "/v1/models/m:predict", `{"instances": [[1], [2], [3], [4]]}`, 400},
 		{"columns over the limit", "/v1/models/m:predict", `{"inputs": [[1], [2], [3], [4]]}`, 400},
 		{"examples over the limit", "/v1/models/m:regress", `{"signature_name": "regress", "examples": [{"x": 1}, {"x": 1}, {"x": 1}, {"x": 1}]}`, 400},
+		// The rows are counted before any value is decoded.
+		{"rows over the limit, a bad value among them", "/v1/models/m:predict", `{"instances": [[1], [2], [3], ["x"]]}`, 400},
+		{"columns over the limit, a bad value among them", "/v1/models/m:predict", `{"inputs": [[1], [2], [3], ["x"]]}`, 400},
+		{"examples over the limit, a bad value among them", "/v1/models/m:regress", `{"signature_name": "regress", "examples": [{"x": 1}, {"x": 1}, {"x": 1}, {"x": "x"}]}`, 400},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -162,11 +162,14 @@ func notFound(name string, want int64, specific, forStatus bool) error {
 // runs the signature on its version and writes the outputs.
 func (s *Server) serveRun(w *statusWriter, r *http.Request, name, versionStr, method string) error {
 	// The body first: a slow upload does not hold a version.
-	body, err := s.readBody(r)
+	body, taken, err := s.readBody(r)
 	if err != nil {
 		return err
 	}
-	out, err := s.answerRun(r.Context(), body, name, versionStr, method)
+	out, err := func() ([]byte, error) {
+		defer s.inflight.give(taken)
+		return s.answerRun(r.Context(), body, name, versionStr, method)
+	}()
 	if err != nil {
 		return err
 	}

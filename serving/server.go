@@ -94,8 +94,10 @@ type ModelConfig struct {
 // Errors are answered with {"error": message} and TensorFlow Serving's
 // status: 400 for malformed JSON, wrong shapes or dtypes, missing inputs,
 // an unknown signature or too many rows; 404 for an unknown model or
-// version; 405 for a wrong method; 413 for a body over the limit; 503
-// once closed; 500 for the server's own failures and panics (logged).
+// version; 405 for a wrong method; 413 for a body over the limit; 415 for
+// a Content-Encoding other than gzip; 429 when the bodies in flight would
+// exceed Config.MaxInflightBytes; 503 once closed; 500 for the server's
+// own failures and panics (logged).
 //
 // Requests are served concurrently, each version's Run called in parallel
 // (see Config.BatchTimeout to merge small requests). Reload and Watch swap
@@ -105,6 +107,8 @@ type Server struct {
 	names   []string
 	models  map[string]*servedModel
 	batcher *batcher // nil without request batching
+	// inflight is the budget of the request bodies in flight.
+	inflight *budget
 
 	lifeMu   sync.Mutex // serializes Reload, Shutdown and Close
 	stopping bool       // Shutdown or Close has begun; under lifeMu
@@ -131,7 +135,10 @@ func NewServer(models []ModelConfig, cfg Config) (*Server, error) {
 	if len(models) == 0 {
 		return nil, errors.New("serving: new server: no models")
 	}
-	s := &Server{cfg: cfg, models: map[string]*servedModel{}, done: make(chan struct{}), https: map[*http.Server]struct{}{}}
+	s := &Server{
+		cfg: cfg, models: map[string]*servedModel{}, inflight: &budget{max: cfg.MaxInflightBytes},
+		done: make(chan struct{}), https: map[*http.Server]struct{}{},
+	}
 	if cfg.BatchTimeout > 0 {
 		s.batcher = newBatcher(cfg.MaxBatchSize, cfg.BatchTimeout)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -262,7 +263,8 @@ func TestNewServerErrors(t *testing.T) {
 		{"negative body limit", one(), Config{MaxBodyBytes: -1}, "max body bytes -1: must not be negative", nil},
 		{"negative batch size", one(), Config{MaxBatchSize: -1}, "max batch size -1: must not be negative", nil},
 		{"negative timeout", one(), Config{BatchTimeout: -1}, "batch timeout -1ns: must not be negative", nil},
-		{"timeout without batch size", one(), Config{BatchTimeout: time.Second}, "request batching (batch timeout 1s) needs a max batch size", nil},
+		{"negative in-flight bytes", one(), Config{MaxInflightBytes: -1}, "max in-flight bytes -1: must not be negative", nil},
+		{"in-flight bytes under the body limit", one(), Config{MaxBodyBytes: 100, MaxInflightBytes: 99}, "max in-flight bytes 99: must be at least the max body bytes, 100", nil},
 		{"negative read header timeout", one(), Config{ReadHeaderTimeout: -1}, "read header timeout -1ns: must not be negative", nil},
 		{"negative read timeout", one(), Config{ReadTimeout: -1}, "read timeout -1ns: must not be negative", nil},
 		{"negative write timeout", one(), Config{WriteTimeout: -1}, "write timeout -1ns: must not be negative", nil},
@@ -299,11 +301,14 @@ func TestConfigDefaults(t *testing.T) {
 		cfg  Config
 		want Config
 	}{
-		{"zero value", Config{}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes})},
+		{"zero value", Config{}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: 64 << 20})},
 		{"every field",
-			Config{MaxBodyBytes: 64, MaxBatchSize: 8, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4, Logger: logger},
-			Config{MaxBodyBytes: 64, MaxBatchSize: 8, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4, Logger: logger}},
-		{"a limit without batching", Config{MaxBatchSize: 3}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: 3})},
+			Config{MaxBodyBytes: 64, MaxBatchSize: 8, MaxInflightBytes: 100, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4, Logger: logger},
+			Config{MaxBodyBytes: 64, MaxBatchSize: 8, MaxInflightBytes: 100, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4, Logger: logger}},
+		{"a limit without batching", Config{MaxBatchSize: 3}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: 3, MaxInflightBytes: 64 << 20})},
+		{"in-flight bytes follow the body limit", Config{MaxBodyBytes: 100}, withTimeouts(Config{MaxBodyBytes: 100, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: 400})},
+		{"in-flight bytes for a huge body limit", Config{MaxBodyBytes: math.MaxInt64 / 2}, withTimeouts(Config{MaxBodyBytes: math.MaxInt64 / 2, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: math.MaxInt64})},
+		{"batching with the default batch size", Config{BatchTimeout: time.Millisecond}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: 64 << 20, BatchTimeout: time.Millisecond})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
