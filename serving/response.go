@@ -165,8 +165,8 @@ func classData(name string, t *tensor.Dense) (data any, k int, err error) {
 }
 
 // writeClassify writes {"results": [[[label, score], ...], ...]}: labels
-// from the "classes" output or else the class index, scores 0 without a
-// "scores" output.
+// from the "classes" output, or "" without one (as TensorFlow Serving
+// answers), scores 0 without a "scores" output.
 func writeClassify(w *jsonOut, outs map[string]*tensor.Dense, rows int) error {
 	c, err := readClassify(outs)
 	if err != nil {
@@ -182,7 +182,7 @@ func writeClassify(w *jsonOut, outs map[string]*tensor.Dense, rows int) error {
 			if j > 0 {
 				w.WriteByte(',')
 			}
-			lbl := strconv.Itoa(j)
+			lbl := ""
 			if c.classes != nil {
 				lbl = label(c.classes, r*c.k+j)
 			}

@@ -56,7 +56,7 @@ func TestServerEndpoints(t *testing.T) {
 			`{"results":[[["10",0.75],["20",0.25]],[["10",0.5],["20",0.5]]]}`},
 		{"classify with scores only, context", "POST", "/v1/models/m/versions/3:classify",
 			`{"signature_name": "classify_scores", "context": {"x": 0.25}, "examples": [{}, {"extra": "ignored"}]}`,
-			`{"results":[[["0",0.75],["1",0.25]],[["0",0.75],["1",0.25]]]}`},
+			`{"results":[[["",0.75],["",0.25]],[["",0.75],["",0.25]]]}`},
 		{"regress", "POST", "/v1/models/m:regress", `{"signature_name": "regress", "examples": [{"x": 1}, {"x": [2.5]}]}`,
 			`{"results":[3.0,6.0]}`},
 		{"regress, booleans as 0/1 and back", "POST", "/v1/models/m:regress",

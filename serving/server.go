@@ -88,8 +88,9 @@ type ModelConfig struct {
 // 0/1 stand for each other), a "context" holding features shared by every
 // example; they answer {"results": ...} (the key TensorFlow Serving
 // writes; its documentation says "result"): per example, [label, score]
-// pairs, labels from the "classes" output or else the class index; or one
-// value from the "outputs" output.
+// pairs, labels from the "classes" output or else "" (as TensorFlow
+// Serving answers a classifier without classes); or one value from the
+// "outputs" output.
 //
 // Errors are answered with {"error": message} and TensorFlow Serving's
 // status: 400 for malformed JSON, wrong shapes or dtypes, missing inputs,
