@@ -40,6 +40,8 @@ type fakeServable struct {
 	// gate to close.
 	entered chan struct{}
 	gate    chan struct{}
+	// closeErr is what Close returns.
+	closeErr error
 
 	closed atomic.Bool
 }
@@ -72,7 +74,7 @@ func (f *fakeServable) Signatures() map[string]export.Signature { return f.sigs 
 
 func (f *fakeServable) Close() error {
 	f.closed.Store(true)
-	return nil
+	return f.closeErr
 }
 
 func (f *fakeServable) Run(ctx context.Context, sig string, features map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
@@ -276,14 +278,21 @@ func errorOf(t *testing.T, body string) string {
 	return *e.Error
 }
 
+// status returns the newest AVAILABLE version of a model's status.
 func status(t *testing.T, hs *httptest.Server, model string) string {
 	t.Helper()
 	res := do(t, hs, "GET", "/v1/models/"+model, "")
 	var st tfModelStatus
-	if err := json.Unmarshal([]byte(res.body), &st); err != nil || len(st.ModelVersionStatus) != 1 {
+	if err := json.Unmarshal([]byte(res.body), &st); err != nil {
 		t.Fatalf("status %d: %s", res.code, res.body)
 	}
-	return st.ModelVersionStatus[0].Version
+	for _, vs := range st.ModelVersionStatus {
+		if vs.State == "AVAILABLE" {
+			return vs.Version
+		}
+	}
+	t.Fatalf("no version available: %s", res.body)
+	return ""
 }
 
 // predictionsOf decodes {"predictions": [[y], ...]}.

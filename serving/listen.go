@@ -214,7 +214,7 @@ func (s *Server) closeVersions(ctx context.Context) error {
 	}
 	var all []closing
 	for _, name := range s.names {
-		if v := s.models[name].swap(nil); v != nil {
+		for _, v := range s.models[name].takeAll() {
 			all = append(all, closing{name, v})
 		}
 	}

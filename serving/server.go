@@ -9,19 +9,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"gorgonia.org/tensor"
 
-	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/export"
-	"github.com/towerflow/towerflow/replicate"
 )
 
 // Servable is what a Server serves: one loaded version of a model.
@@ -44,34 +38,19 @@ type Servable interface {
 
 var _ Servable = (*export.Predictor)(nil)
 
-// ModelConfig names one model a Server serves and where its versions come
-// from.
-type ModelConfig struct {
-	// Name is the model's name in URLs: /v1/models/{Name}. It must not
-	// be empty nor contain '/' or ':'.
-	Name string
-	// BaseDir holds the model's export versions (<BaseDir>/<version>/, as
-	// Estimator.Export writes them); the newest is served.
-	BaseDir string
-	// Model is the model function the versions are loaded into, with the
-	// devices it is replicated over (see export.Load).
-	Model *replicate.Model
-	// Loader, when set, replaces loading from BaseDir: it is called with
-	// the version being served (0 when there is none yet) and returns the
-	// version to serve instead, or nil and no error to keep the current
-	// one. A Loader replaces BaseDir and Model: giving both is an error.
-	Loader func(current int64) (Servable, error)
-}
-
 // Server is an http.Handler speaking TensorFlow Serving's REST API
 // (https://www.tensorflow.org/tfx/serving/api_rest) for the newest version
-// of each configured model:
+// of each configured model, and the versions its labels name:
 //
-//	GET  /v1/models/{name}[/versions/{v}]            model status
-//	GET  /v1/models/{name}[/versions/{v}]/metadata   signatures (SignatureDefs)
-//	POST /v1/models/{name}[/versions/{v}]:predict    {"signature_name", "instances" | "inputs"}
-//	POST /v1/models/{name}[/versions/{v}]:classify   {"signature_name", "context", "examples"}
-//	POST /v1/models/{name}[/versions/{v}]:regress    {"signature_name", "context", "examples"}
+//	GET  /v1/models/{name}[/versions/{v}|/labels/{l}]            model status
+//	GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata   signatures (SignatureDefs)
+//	POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict    {"signature_name", "instances" | "inputs"}
+//	POST /v1/models/{name}[/versions/{v}|/labels/{l}]:classify   {"signature_name", "context", "examples"}
+//	POST /v1/models/{name}[/versions/{v}|/labels/{l}]:regress    {"signature_name", "context", "examples"}
+//
+// The model status lists every version served (AVAILABLE) and those
+// replaced by a reload (UNLOADING until their last request is done, then
+// END), the newest first.
 //
 // A request without signature_name uses "serving_default". Predict takes
 // the row format ("instances": one entry per example, a value or nested
@@ -94,8 +73,8 @@ type ModelConfig struct {
 //
 // Errors are answered with {"error": message} and TensorFlow Serving's
 // status: 400 for malformed JSON, wrong shapes or dtypes, missing inputs,
-// an unknown signature or too many rows; 404 for an unknown model or
-// version; 405 for a wrong method; 413 for a body over the limit; 415 for
+// an unknown signature or label, or too many rows; 404 for an unknown
+// model or version; 405 for a wrong method; 413 for a body over the limit; 415 for
 // a Content-Encoding other than gzip; 429 when the bodies in flight would
 // exceed Config.MaxInflightBytes; 503 once closed; 500 for the server's
 // own failures and panics (logged).
@@ -151,151 +130,4 @@ func NewServer(models []ModelConfig, cfg Config) (*Server, error) {
 	}
 	slices.Sort(s.names)
 	return s, nil
-}
-
-// addModel checks c and loads its first version.
-func (s *Server) addModel(c ModelConfig) error {
-	if c.Name == "" || strings.ContainsAny(c.Name, "/:") {
-		return fmt.Errorf("model name %q: must be non-empty without '/' or ':'", c.Name)
-	}
-	if _, dup := s.models[c.Name]; dup {
-		return fmt.Errorf("model %q is configured twice", c.Name)
-	}
-	m := &servedModel{name: c.Name, load: c.Loader}
-	switch {
-	case m.load != nil && (c.BaseDir != "" || c.Model != nil):
-		return fmt.Errorf("model %q: has a Loader and a BaseDir or Model; a Loader replaces them, give one or the other", c.Name)
-	case m.load == nil && (c.BaseDir == "" || c.Model == nil):
-		return fmt.Errorf("model %q: needs a BaseDir and a Model, or a Loader", c.Name)
-	case m.load == nil:
-		m.load = dirLoader(c)
-	}
-	sv, err := m.load(0)
-	if err == nil && sv == nil {
-		err = export.ErrNoVersion
-	}
-	if err != nil {
-		return fmt.Errorf("model %q: %w", c.Name, err)
-	}
-	v, err := newServedVersion(sv)
-	if err != nil {
-		sv.Close()
-		return fmt.Errorf("model %q: %w", c.Name, err)
-	}
-	m.cur = v
-	s.models[c.Name] = m
-	s.names = append(s.names, c.Name)
-	s.cfg.Logger.Info("serving model", "model", c.Name, "version", v.version)
-	return nil
-}
-
-// closeLoaded closes the versions a failed NewServer loaded.
-func (s *Server) closeLoaded() {
-	for _, m := range s.models {
-		if m.cur != nil {
-			m.cur.s.Close()
-		}
-	}
-}
-
-// dirLoader loads c's versions from its base directory: the newest, when
-// it is not the one served.
-func dirLoader(c ModelConfig) func(int64) (Servable, error) {
-	return func(current int64) (Servable, error) {
-		if current == 0 {
-			p, err := export.LoadLatest(c.BaseDir, c.Model)
-			if err != nil {
-				return nil, err
-			}
-			return p, nil
-		}
-		vs, err := estimator.Versions(c.BaseDir)
-		if err != nil {
-			return nil, err
-		}
-		if len(vs) == 0 || vs[len(vs)-1] == current {
-			return nil, nil // nothing newer; a base dir emptied by mistake keeps the current version
-		}
-		p, err := export.Load(filepath.Join(c.BaseDir, strconv.FormatInt(vs[len(vs)-1], 10)), c.Model)
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	}
-}
-
-// Reload looks for a new version of every model (the newest in its base
-// directory, or what its Loader returns) and swaps it in atomically:
-// requests that started before finish on the old version, which is closed
-// once the last of them is done (in the background; Close waits for it).
-// A version that fails to load leaves the model on its current version;
-// the errors are joined.
-func (s *Server) Reload() error {
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
-	if s.closed.Load() {
-		return errors.New("serving: reload: the server is closed")
-	}
-	var errs []error
-	for _, name := range s.names {
-		if err := s.reloadModel(s.models[name]); err != nil {
-			errs = append(errs, fmt.Errorf("serving: reload model %q: %w", name, err))
-		}
-	}
-	for _, err := range errs {
-		s.cfg.Logger.Error("reload", "error", err)
-	}
-	return errors.Join(errs...)
-}
-
-// reloadModel swaps in m's new version, if it has one, and retires the
-// version it replaces.
-func (s *Server) reloadModel(m *servedModel) error {
-	cur := m.currentVersion()
-	sv, err := m.load(cur)
-	if err != nil || sv == nil {
-		return err
-	}
-	v, err := newServedVersion(sv)
-	if err == nil && v.version == cur {
-		err = fmt.Errorf("the loader returned version %d, the one served", cur)
-	}
-	if err != nil {
-		sv.Close()
-		return err
-	}
-	old := m.swap(v)
-	s.cfg.Logger.Info("serving model", "model", m.name, "version", v.version, "previous", cur)
-	s.retire(m.name, old)
-	return nil
-}
-
-// retire closes a replaced version in the background once its last
-// request is done.
-func (s *Server) retire(name string, old *servedVersion) {
-	s.drains.Add(1)
-	go func() {
-		defer s.drains.Done()
-		old.refs.Wait()
-		if err := old.s.Close(); err != nil {
-			s.cfg.Logger.Error("closing a replaced model version", "model", name, "version", old.version, "error", err)
-		}
-	}()
-}
-
-// Watch calls Reload every interval until ctx is done or the server is
-// closed; it logs reload errors and keeps serving the current versions.
-func (s *Server) Watch(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.done:
-			return
-		case <-t.C:
-			_ = s.Reload() // logged
-		}
-	}
 }

@@ -447,4 +447,15 @@ func TestServerEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("2")
+
+	// A label names version 1 of the base directory: it is loaded from
+	// there and served beside the newest.
+	_, hs2 := newTestServer(t, []ModelConfig{{Name: "linreg", BaseDir: base, Model: model, Labels: map[string]int64{"stable": 1}}}, Config{})
+	res := do(t, hs2, "GET", "/v1/models/linreg", "")
+	if diff := cmp.Diff([]string{"2 AVAILABLE", "1 AVAILABLE"}, statusOf(t, res)); diff != "" {
+		t.Errorf("status with a label (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(line(1), predictions(t, do(t, hs2, "POST", "/v1/models/linreg/labels/stable:predict", instances(1))), approx); diff != "" {
+		t.Errorf("predict on the label (-want +got):\n%s", diff)
+	}
 }
