@@ -61,6 +61,12 @@ func newFake(version int64, bias float64) *fakeServable {
 			Outputs: map[string]export.TensorInfo{"scores": {Dtype: "float32", Shape: []int{-1, 2}}, "classes": {Dtype: "int64", Shape: []int{-1, 2}}}},
 		"classify_scores": {Method: "classify", Inputs: map[string]export.TensorInfo{"x": x},
 			Outputs: map[string]export.TensorInfo{"scores": {Dtype: "float32", Shape: []int{-1, 2}}}},
+		"classify_names": {Method: "classify", Inputs: map[string]export.TensorInfo{"x": x},
+			Outputs:    map[string]export.TensorInfo{"scores": {Dtype: "float32", Shape: []int{-1, 2}}},
+			ClassNames: []string{"cat", "dog"}},
+		"classify_index": {Method: "classify", Inputs: map[string]export.TensorInfo{"x": x},
+			Outputs:    map[string]export.TensorInfo{"scores": {Dtype: "float32", Shape: []int{-1, 2}}, "classes": {Dtype: "int64", Shape: []int{-1, 2}}},
+			ClassNames: []string{"cat", "dog", "bird"}},
 		"regress": {Method: "regress", Inputs: map[string]export.TensorInfo{"x": x}, Outputs: map[string]export.TensorInfo{"outputs": x}},
 		"regress_flags": {Method: "regress",
 			Inputs:  map[string]export.TensorInfo{"flag": vec("bool"), "n": {Dtype: "int32", Shape: []int{-1, 2}}, "u": vec("uint8"), "f": vec("float32")},
@@ -143,14 +149,23 @@ func (f *fakeServable) Run(ctx context.Context, sig string, features map[string]
 		}
 	}
 	switch sig {
-	case "classify", "classify_scores":
+	case "classify", "classify_scores", "classify_names", "classify_index":
+		// classify_index: the classes, best first, are indexes 2 then 0,
+		// or (for x = 7) 3, outside the class names.
 		scores, classes := make([]float32, 2*rows), make([]int64, 2*rows)
 		for i, v := range x {
 			scores[2*i], scores[2*i+1] = float32(1-v), float32(v)
-			classes[2*i], classes[2*i+1] = 10, 20
+			switch {
+			case sig == "classify":
+				classes[2*i], classes[2*i+1] = 10, 20
+			case v == 7:
+				classes[2*i], classes[2*i+1] = 3, 0
+			default:
+				classes[2*i], classes[2*i+1] = 2, 0
+			}
 		}
 		out := map[string]*tensor.Dense{"scores": tensor.New(tensor.WithShape(rows, 2), tensor.WithBacking(scores))}
-		if sig == "classify" {
+		if sig == "classify" || sig == "classify_index" {
 			out["classes"] = tensor.New(tensor.WithShape(rows, 2), tensor.WithBacking(classes))
 		}
 		return out, nil

@@ -215,7 +215,7 @@ func (s *Server) answerRun(ctx context.Context, body []byte, name string, spec v
 	if err != nil {
 		return nil, err
 	}
-	return encodeRun(method, req.columnar, outs, req.rows)
+	return encodeRun(method, req.columnar, outs, req.rows, v.sigs[req.sig].ClassNames)
 }
 
 // run computes a signature, through the batcher when batching is on.

@@ -18,12 +18,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/examples/linear/linreg"
 	"github.com/towerflow/towerflow/export"
 	"github.com/towerflow/towerflow/internal/wanterr"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
@@ -239,6 +241,16 @@ func TestNewServerErrors(t *testing.T) {
 	badShape := newFake(1, 1)
 	badShape.sigs = map[string]export.Signature{"s": {Method: "predict", Inputs: map[string]export.TensorInfo{"x": {Dtype: "float64", Shape: []int{-1, 0}}}}}
 	one := func() []ModelConfig { return []ModelConfig{{Name: "a", Loader: fake()}} }
+	x := map[string]export.TensorInfo{"x": {Dtype: "float64", Shape: []int{-1, 1}}}
+	scores2 := export.Signature{Method: "classify", Inputs: x, Outputs: map[string]export.TensorInfo{"scores": {Dtype: "float32", Shape: []int{-1, 2}}}}
+	floatClasses := export.Signature{Method: "classify", Inputs: x, Outputs: map[string]export.TensorInfo{"classes": {Dtype: "float32", Shape: []int{-1, 2}}}}
+	predictNamed := export.Signature{Method: "predict", Inputs: x, Outputs: map[string]export.TensorInfo{"scores": {Dtype: "float32", Shape: []int{-1, 1}}}}
+	withSig := func(sig export.Signature, names ...string) *fakeServable {
+		f := newFake(1, 1)
+		sig.ClassNames = names
+		f.sigs = map[string]export.Signature{"s": sig}
+		return f
+	}
 	tests := []struct {
 		name   string
 		models []ModelConfig
@@ -260,6 +272,9 @@ func TestNewServerErrors(t *testing.T) {
 		{"empty base dir", []ModelConfig{{Name: "a", BaseDir: t.TempDir(), Model: replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})}}, Config{}, "no export version", export.ErrNoVersion},
 		{"unservable dtype", []ModelConfig{{Name: "a", Loader: fixed(badDtype)}}, Config{}, `input "x" has dtype "string"`, nil},
 		{"bad shape", []ModelConfig{{Name: "a", Loader: fixed(badShape)}}, Config{}, `input "x" has shape [-1 0]`, nil},
+		{"class names for too few scores", []ModelConfig{{Name: "a", Loader: fixed(withSig(scores2, "cat"))}}, Config{}, `signature "s": 1 class names for 2 "scores" columns`, nil},
+		{"class names of float classes", []ModelConfig{{Name: "a", Loader: fixed(withSig(floatClasses, "cat"))}}, Config{}, `"classes" output of dtype float32: want integer class indexes`, nil},
+		{"class names on a predict signature", []ModelConfig{{Name: "a", Loader: fixed(withSig(predictNamed, "cat"))}}, Config{}, `class names on a predict signature`, nil},
 		{"negative body limit", one(), Config{MaxBodyBytes: -1}, "max body bytes -1: must not be negative", nil},
 		{"negative batch size", one(), Config{MaxBatchSize: -1}, "max batch size -1: must not be negative", nil},
 		{"negative timeout", one(), Config{BatchTimeout: -1}, "batch timeout -1ns: must not be negative", nil},
@@ -457,5 +472,44 @@ func TestServerEndToEnd(t *testing.T) {
 	}
 	if diff := cmp.Diff(line(1), predictions(t, do(t, hs2, "POST", "/v1/models/linreg/labels/stable:predict", instances(1))), approx); diff != "" {
 		t.Errorf("predict on the label (-want +got):\n%s", diff)
+	}
+}
+
+// classifierModel scores two classes of x: [1 - w*x, w*x] with w = 1,
+// and names them with names.
+func classifierModel(names []string) model.Fn {
+	return func(t *towers.Scope, mode model.Mode, f, _ map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+		x, ok := f["x"]
+		if !ok {
+			return nil, errors.New("no feature x")
+		}
+		w := t.MustVariable("w", tensor.Float64, nil, towers.Constant(1))
+		p := G.Must(G.Mul(x, w))
+		scores := G.Must(G.Concat(1, G.Must(G.Sub(G.NewConstant(1.0), p)), p))
+		return &model.Spec{
+			Predictions:   map[string]*G.Node{"scores": scores},
+			ExportOutputs: map[string]model.ExportOutput{model.DefaultServingSignature: model.ClassificationOutput{Scores: scores, ClassNames: names}},
+		}, nil
+	}
+}
+
+// TestServerClassNamesEndToEnd exports a classifier whose classes have
+// names, serves the export, and classifies: the answer's labels are the
+// names.
+func TestServerClassNamesEndToEnd(t *testing.T) {
+	mdl := replicate.ModelFn(classifierModel([]string{"cat", "dog"}), replicate.Config{Devices: []towers.Device{towers.CPU(0)}})
+	est, err := estimator.New(mdl, estimator.RunConfig{LogEvery: -1, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	base := t.TempDir()
+	if _, err := est.Export(context.Background(), base, estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, hs := newTestServer(t, []ModelConfig{{Name: "pets", BaseDir: base, Model: mdl}}, Config{})
+	res := do(t, hs, "POST", "/v1/models/pets:classify", `{"examples": [{"x": 0.25}, {"x": 1}]}`)
+	if diff := cmp.Diff(`{"results":[[["cat",0.75],["dog",0.25]],[["cat",0.0],["dog",1.0]]]}`, res.body); diff != "" {
+		t.Errorf("status %d, answer (-want +got):\n%s", res.code, diff)
 	}
 }

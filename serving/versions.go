@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/towerflow/towerflow/export"
+	"github.com/towerflow/towerflow/internal/exportdir"
 )
 
 // maxRetired is how many replaced versions a model's status lists.
@@ -72,6 +73,9 @@ func newServedVersion(s Servable) (*servedVersion, error) {
 		sig := v.sigs[key]
 		if len(sig.Inputs) == 0 {
 			return nil, fmt.Errorf("signature %q has no inputs", key)
+		}
+		if err := exportdir.CheckClassNames(sig); err != nil {
+			return nil, fmt.Errorf("signature %q: %w", key, err)
 		}
 		v.inputs[key] = map[string]inputSpec{}
 		for name, ti := range sig.Inputs {
