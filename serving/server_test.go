@@ -145,8 +145,11 @@ func TestServerReloadInFlight(t *testing.T) {
 }
 
 // TestServerReloadUnderLoad reloads again and again while requests run
-// concurrently, with and without batching: every request succeeds (a
-// request on a closed version would get 503).
+// concurrently, with and without batching. Each version answers
+// differently (y = 2x + 1000 v), so every answer tells the version that
+// computed it: it must be one that was served while the request was in
+// flight, and the answer must be that version's for the request's own x
+// (a request on a closed version would get 503).
 func TestServerReloadUnderLoad(t *testing.T) {
 	for _, batching := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
@@ -154,7 +157,7 @@ func TestServerReloadUnderLoad(t *testing.T) {
 			src := &versions{next: make(chan Servable, 1)}
 			var all []*fakeServable
 			add := func(v int64) {
-				f := newFake(v, 1)
+				f := newFake(v, float64(1000*v))
 				all = append(all, f)
 				src.next <- f
 			}
@@ -164,23 +167,45 @@ func TestServerReloadUnderLoad(t *testing.T) {
 				cfg = Config{MaxBatchSize: 4, BatchTimeout: time.Millisecond}
 			}
 			s, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: src.load}}, cfg)
+			// served is the newest version once its Reload returned; a
+			// Reload in progress may already serve the next.
+			var served atomic.Int64
+			served.Store(1)
+			answered := make(chan struct{}, workers*requests)
 			var wg sync.WaitGroup
 			for w := range workers {
 				wg.Go(func() {
 					for i := range requests {
-						x := float64(w*1000 + i)
+						x := float64(w*100 + i)
+						oldest := served.Load()
 						res, err := fetch(hs, "POST", "/v1/models/m:predict", instances(x))
-						if err != nil || res.code != http.StatusOK || res.body != fmt.Sprintf(`{"predictions":[[%.1f]]}`, 2*x+1) {
-							t.Errorf("x=%g: %v: status %d: %s", x, err, res.code, res.body)
+						newest := served.Load() + 1
+						answered <- struct{}{}
+						ys, perr := predictionsOf(res)
+						if err != nil || perr != nil || len(ys) != 1 {
+							t.Errorf("x=%g: %v %v: status %d: %s", x, err, perr, res.code, res.body)
+							continue
+						}
+						v := (ys[0] - 2*x) / 1000
+						if v != math.Trunc(v) || ys[0] != 2*x+1000*v {
+							t.Errorf("x=%g: y=%g is no version's answer for x", x, ys[0])
+						} else if int64(v) < oldest || int64(v) > newest {
+							t.Errorf("x=%g: answered by version %g, while versions %d to %d were served", x, v, oldest, newest)
 						}
 					}
 				})
 			}
+			// A reload after every few answers: versions change while
+			// requests are in flight.
 			for v := int64(2); v <= reloads+1; v++ {
+				for range workers * requests / (reloads + 1) {
+					<-answered
+				}
 				add(v)
 				if err := s.Reload(); err != nil {
 					t.Fatal(err)
 				}
+				served.Store(v)
 			}
 			wg.Wait()
 			if got := status(t, hs, "m"); got != fmt.Sprint(reloads+1) {
