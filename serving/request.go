@@ -6,6 +6,7 @@ package serving
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"gorgonia.org/tensor"
@@ -24,7 +25,7 @@ type runRequest struct {
 // decodeRun reads a method's request body for version v: the signature
 // it names and its features, at most maxRows rows.
 func decodeRun(body []byte, method string, v *servedVersion, maxRows int) (runRequest, error) {
-	req, err := requestObject(body)
+	req, err := requestObject(body, v, maxRows)
 	if err != nil {
 		return runRequest{}, err
 	}
@@ -52,9 +53,27 @@ func decodeRun(body []byte, method string, v *servedVersion, maxRows int) (runRe
 	return rr, nil
 }
 
-// requestObject parses a request body, which must be a JSON object.
-func requestObject(body []byte) (map[string]any, error) {
-	doc, err := parseJSON(body)
+// requestSlack is the JSON values a request may hold beside its
+// examples: the request object, its signature name, a context, keys
+// TensorFlow Serving ignores.
+const requestSlack = 1 << 16
+
+// maxRequestValues is the most JSON values a request for v of at most
+// maxRows examples holds: maxRows of v's largest examples, and
+// requestSlack.
+func maxRequestValues(v *servedVersion, maxRows int) int {
+	if maxRows > (math.MaxInt-requestSlack)/max(v.exampleValues, 1) {
+		return math.MaxInt
+	}
+	return maxRows*v.exampleValues + requestSlack
+}
+
+// requestObject parses a request body for version v, of at most maxRows
+// examples, which must be a JSON object.
+func requestObject(body []byte, v *servedVersion, maxRows int) (map[string]any, error) {
+	most := maxRequestValues(v, maxRows)
+	tooMany := badRequestf("the request has more than %d JSON values, more than %d examples (the maximum batch size) of this model hold", most, maxRows)
+	doc, err := parseJSON(body, most, tooMany)
 	if err != nil {
 		return nil, err
 	}

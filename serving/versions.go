@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 
@@ -43,7 +44,10 @@ type servedVersion struct {
 	version int64
 	sigs    map[string]export.Signature
 	inputs  map[string]map[string]inputSpec // by signature, then input
-	refs    sync.WaitGroup
+	// exampleValues is the most JSON values one example of any signature
+	// is written with (see jsonValues).
+	exampleValues int
+	refs          sync.WaitGroup
 }
 
 // retiredVersion is a version no longer served: UNLOADING until its last
@@ -87,8 +91,38 @@ func newServedVersion(s Servable) (*servedVersion, error) {
 			}
 			v.inputs[key][name] = inputSpec{dtype: ti.Dtype, shape: slices.Clone(ti.Shape[1:])}
 		}
+		n := 1 // the example's object, or the one input's value
+		for _, in := range v.inputs[key] {
+			n = satAdd(n, jsonValues(in.shape)+1) // +1: a flat list in a tf.Example
+		}
+		v.exampleValues = max(v.exampleValues, n)
 	}
 	return v, nil
+}
+
+// jsonValues is the number of JSON values (numbers and lists) one example
+// of shape is written with as nested lists; it saturates at math.MaxInt.
+func jsonValues(shape []int) int {
+	n, lists := 0, 1
+	for _, d := range shape {
+		n = satAdd(n, lists) // the lists at this depth
+		lists = satMul(lists, d)
+	}
+	return satAdd(n, lists) // and the numbers
+}
+
+func satAdd(a, b int) int {
+	if a > math.MaxInt-b {
+		return math.MaxInt
+	}
+	return a + b
+}
+
+func satMul(a, b int) int {
+	if b != 0 && a > math.MaxInt/b {
+		return math.MaxInt
+	}
+	return a * b
 }
 
 func (v *servedVersion) release() { v.refs.Done() }
