@@ -38,7 +38,7 @@ const (
 // MiB of bodies in flight, no batching, the default timeouts, no logging.
 //
 // The memory a server takes is bounded by its limits: serving a request
-// takes up to about 30 times its body while it is decoded (the parsed
+// takes up to about 20 times its body while it is decoded (the parsed
 // JSON, then the input tensors), plus what the model needs for
 // MaxBatchSize rows; MaxInflightBytes bounds the bodies of all the
 // requests in flight.
@@ -50,9 +50,12 @@ type Config struct {
 	// MaxBatchSize limits the examples of one request (0:
 	// DefaultMaxBatchSize, 8192), and so the rows the model runs at once:
 	// a request with more rows (instances, examples or columnar batch) is
-	// answered with 400 Bad Request. With BatchTimeout it is also the most
-	// rows one merged batch holds. There is no setting without a limit:
-	// give a large one.
+	// answered with 400 Bad Request. It also bounds the memory of
+	// decoding a request: its JSON is parsed only as far as the values
+	// MaxBatchSize examples of the largest signature hold (and 64Ki more,
+	// for the rest of the request), and a request with more is answered
+	// with 400 then. With BatchTimeout it is also the most rows one merged
+	// batch holds. There is no setting without a limit: give a large one.
 	MaxBatchSize int
 	// MaxInflightBytes limits the bodies of the requests being read,
 	// decoded and run at once, summed (0: DefaultInflightBodies times

@@ -181,10 +181,14 @@ func (f *fakeServable) Run(ctx context.Context, sig string, features map[string]
 	return map[string]*tensor.Dense{name: tensor.New(tensor.WithShape(rows, 1), tensor.WithBacking(y))}, nil
 }
 
-// stubServable answers every signature with the outputs out makes.
+// stubServable answers every signature with the outputs out makes. Its
+// one signature takes input "x" of shape inShape and dtype inDtype
+// (default [-1, 1] float64).
 type stubServable struct {
-	method string
-	out    func(rows int) map[string]*tensor.Dense
+	method  string
+	inShape []int
+	inDtype string
+	out     func(rows int) map[string]*tensor.Dense
 }
 
 func (f *stubServable) Version() int64 { return 1 }
@@ -192,7 +196,11 @@ func (f *stubServable) Close() error   { return nil }
 
 func (f *stubServable) Signatures() map[string]export.Signature {
 	x := export.TensorInfo{Dtype: "float64", Shape: []int{-1, 1}}
-	return map[string]export.Signature{"serving_default": {Method: f.method, Inputs: map[string]export.TensorInfo{"x": x}, Outputs: map[string]export.TensorInfo{"y": x}}}
+	in := x
+	if f.inShape != nil {
+		in = export.TensorInfo{Dtype: f.inDtype, Shape: f.inShape}
+	}
+	return map[string]export.Signature{"serving_default": {Method: f.method, Inputs: map[string]export.TensorInfo{"x": in}, Outputs: map[string]export.TensorInfo{"y": x}}}
 }
 
 func (f *stubServable) Run(_ context.Context, _ string, features map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {

@@ -49,6 +49,9 @@ type jsonParser struct {
 	pos     int
 	left    int   // values the document may still hold
 	tooMany error // the error once it holds more
+	// stack holds the elements of the arrays being parsed: each array is
+	// copied out once, at its size, rather than grown by appends.
+	stack []any
 }
 
 func (p *jsonParser) fail(what string) error {
@@ -156,18 +159,19 @@ func (p *jsonParser) object(depth int) (any, error) {
 
 func (p *jsonParser) array(depth int) (any, error) {
 	p.pos++ // [
-	arr := []any{}
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == ']' {
 		p.pos++
-		return arr, nil
+		return []any{}, nil
 	}
+	base := len(p.stack)
+	defer func() { clear(p.stack[base:]); p.stack = p.stack[:base] }()
 	for {
 		v, err := p.value(depth + 1)
 		if err != nil {
 			return nil, err
 		}
-		arr = append(arr, v)
+		p.stack = append(p.stack, v)
 		p.skipSpace()
 		if p.pos == len(p.data) {
 			return nil, p.fail("Missing a comma or ']' after an array element")
@@ -177,7 +181,7 @@ func (p *jsonParser) array(depth int) (any, error) {
 			p.pos++
 		case ']':
 			p.pos++
-			return arr, nil
+			return slices.Clone(p.stack[base:]), nil
 		default:
 			return nil, p.fail("Missing a comma or ']' after an array element")
 		}
