@@ -31,7 +31,6 @@ func (s *Server) readBody(r *http.Request) (body []byte, taken int64, err error)
 	}
 	raw := &countingReader{r: io.LimitReader(r.Body, limit+1)}
 	var src io.Reader = raw
-	size := int64(bytes.MinRead)
 	if gzipped {
 		zr, err := gzip.NewReader(raw)
 		if err != nil {
@@ -42,12 +41,18 @@ func (s *Server) readBody(r *http.Request) (body []byte, taken int64, err error)
 		}
 		defer zr.Close()
 		src = zr
-	} else if r.ContentLength > 0 {
-		size = r.ContentLength + 1 // +1: the read that sees the end
 	}
 	charged := &chargedReader{r: io.LimitReader(src, limit+1), b: s.inflight}
 	var buf bytes.Buffer
-	buf.Grow(int(size))
+	if !gzipped && r.ContentLength > 0 {
+		// The body's declared size is taken from the budget before a
+		// buffer is made for it.
+		if !s.inflight.take(r.ContentLength) {
+			return nil, 0, s.refuse(r, s.inflight.errBusy(), 0)
+		}
+		charged.taken, charged.prepaid = r.ContentLength, r.ContentLength
+		buf.Grow(int(r.ContentLength) + 1) // +1: the read that sees the end
+	}
 	_, err = buf.ReadFrom(charged)
 	fail := func(err error) ([]byte, int64, error) {
 		s.inflight.give(charged.taken)

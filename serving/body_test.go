@@ -299,6 +299,18 @@ func TestInflightBudget(t *testing.T) {
 			}
 		})
 	}
+	// A body whose declared size is over what is left is refused before
+	// any of it is read: a client waiting for 100 Continue gets the 429.
+	c := dial(t, hs.Listener.Addr().String())
+	io.WriteString(c, "POST /v1/models/m:predict HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\nContent-Length: 401\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a declared body over what is left: status %d, want 429", res.StatusCode)
+	}
 	if got := s.inflight.used.Load(); got != 600 {
 		t.Errorf("%d bytes in flight, want the held request's 600", got)
 	}
