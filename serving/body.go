@@ -1,9 +1,10 @@
 package serving
 
-// Request bodies: read up to the limit, decompressed when gzipped; and when a request is refused
-// before its body was read, the rest of the body is read and dropped (up
-// to a bound) so that a client that sends its whole body before reading
-// gets the answer rather than a reset connection.
+// Request bodies: read up to the limit, decompressed when gzipped; and
+// when a request is refused before its body was read, the rest of the body
+// is read and dropped (up to a bound) so that a client that sends its
+// whole body before reading gets the answer rather than a reset
+// connection.
 
 import (
 	"bytes"

@@ -1,7 +1,9 @@
 package serving
 
-// The server's life: configuration, loading the first versions, reloading
-// newer ones, closing, and listening.
+// The Servable interface, the Server and its making. Its configuration is
+// in config.go, its models and their first versions in models.go,
+// reloading in reload.go, listening and stopping in listen.go, routing in
+// routes.go.
 
 import (
 	"context"
@@ -67,17 +69,19 @@ var _ Servable = (*export.Predictor)(nil)
 // 0/1 stand for each other), a "context" holding features shared by every
 // example; they answer {"results": ...} (the key TensorFlow Serving
 // writes; its documentation says "result"): per example, [label, score]
-// pairs, labels from the "classes" output or else "" (as TensorFlow
-// Serving answers a classifier without classes); or one value from the
-// "outputs" output.
+// pairs, labels from the "classes" output (named by the signature's class
+// names when it has them), or else the class names of the "scores"
+// columns, or "" (as TensorFlow Serving answers a classifier without
+// classes); or one value from the "outputs" output. Bodies may be gzipped
+// (Content-Encoding: gzip).
 //
 // Errors are answered with {"error": message} and TensorFlow Serving's
 // status: 400 for malformed JSON, wrong shapes or dtypes, missing inputs,
 // an unknown signature or label, or too many rows; 404 for an unknown
-// model or version; 405 for a wrong method; 413 for a body over the limit; 415 for
-// a Content-Encoding other than gzip; 429 when the bodies in flight would
-// exceed Config.MaxInflightBytes; 503 once closed; 500 for the server's
-// own failures and panics (logged).
+// model or version; 405 for a wrong method; 413 for a body over the
+// limit; 415 for a Content-Encoding other than gzip; 429 when the bodies
+// in flight would exceed Config.MaxInflightBytes; 503 once closed; 500
+// for the server's own failures and panics (logged).
 //
 // Requests are served concurrently, each version's Run called in parallel
 // (see Config.BatchTimeout to merge small requests). Reload and Watch swap
@@ -104,9 +108,10 @@ type Server struct {
 	connState func(net.Conn, http.ConnState)
 }
 
-// NewServer loads the newest version of every model and returns a server
-// for them, configured by cfg. Call Reload (or Watch) to pick up new
-// versions, and Close when done.
+// NewServer loads the newest version of every model, and the versions its
+// labels name, and returns a server for them, configured by cfg. Call
+// Reload (or Watch) to pick up new versions, and Shutdown or Close when
+// done.
 func NewServer(models []ModelConfig, cfg Config) (*Server, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
