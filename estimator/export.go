@@ -135,7 +135,7 @@ func signatures(step int64, inputs map[string]exportdir.TensorInfo, exportOutput
 		sigs.Signatures[model.DefaultServingSignature] = exportdir.Signature{Method: "predict"}
 	}
 	for key, out := range exportOutputs {
-		sigs.Signatures[key] = exportdir.Signature{Method: out.Method()}
+		sigs.Signatures[key] = exportdir.Signature{Method: out.Method(), ClassNames: classNames(out)}
 	}
 	for key, sig := range sigs.Signatures {
 		sig.Inputs, sig.Outputs = inputs, map[string]exportdir.TensorInfo{}
@@ -146,9 +146,26 @@ func signatures(step int64, inputs map[string]exportdir.TensorInfo, exportOutput
 			}
 			sig.Outputs[name] = exportdir.TensorInfo{Dtype: dt, Shape: append([]int{-1}, v.Shape()[1:]...)}
 		}
+		if err := exportdir.CheckClassNames(sig); err != nil {
+			return exportdir.Signatures{}, fmt.Errorf("signature %q: %w", key, err)
+		}
 		sigs.Signatures[key] = sig
 	}
 	return sigs, nil
+}
+
+// classNames returns the class names of a classification output, nil for
+// any other.
+func classNames(out model.ExportOutput) []string {
+	switch c := out.(type) {
+	case model.ClassificationOutput:
+		return slices.Clone(c.ClassNames)
+	case *model.ClassificationOutput:
+		if c != nil {
+			return slices.Clone(c.ClassNames)
+		}
+	}
+	return nil
 }
 
 // usedVariables copies the variables predict mode uses, and the global

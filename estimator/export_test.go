@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
@@ -81,5 +82,75 @@ func TestExportWritesVersions(t *testing.T) {
 		if _, err := est.Export(ctx, base, bad.in); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("export %v: got %v, want %q", bad.in, err, bad.want)
 		}
+	}
+}
+
+// namedScaleModel is scaleModel with a classify signature of its
+// prediction (one score column) whose classes are named names, its
+// classes output given when classes is set.
+func namedScaleModel(names []string, classes bool) model.Fn {
+	return func(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+		spec, err := scaleModel(t, mode, f, l, p)
+		if err != nil {
+			return nil, err
+		}
+		out := model.ClassificationOutput{Scores: spec.Predictions["pred"], ClassNames: names}
+		if classes {
+			out.Classes = spec.Predictions["pred"]
+		}
+		spec.ExportOutputs = map[string]model.ExportOutput{"classify": &out}
+		return spec, nil
+	}
+}
+
+// TestExportClassNames: the class names of a classification output are
+// written in its signature, and names that do not fit its outputs are an
+// error.
+func TestExportClassNames(t *testing.T) {
+	inputs := estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}}
+	tests := []struct {
+		name    string
+		names   []string
+		classes bool
+		want    []string // the names written
+		err     string
+	}{
+		{"named", []string{"yes"}, false, []string{"yes"}, ""},
+		{"unnamed", nil, false, nil, ""},
+		{"too many names", []string{"yes", "no"}, false, nil, `signature "classify": 2 class names for 1 "scores" columns`},
+		{"names of float classes", []string{"yes"}, true, nil, `signature "classify": class names with a "classes" output of dtype float64: want integer class indexes`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			est, err := estimator.New(replicate.ModelFn(namedScaleModel(tc.names, tc.classes), replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{LogEvery: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer est.Close()
+			dir, err := est.Export(context.Background(), t.TempDir(), inputs)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("Export: %v, want an error containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(filepath.Join(dir, exportdir.SignaturesFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sigs exportdir.Signatures
+			if err := json.Unmarshal(data, &sigs); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, sigs.Signatures["classify"].ClassNames); diff != "" {
+				t.Errorf("class names written (-want +got):\n%s", diff)
+			}
+			if strings.Contains(string(data), "class_names") != (tc.want != nil) {
+				t.Errorf("signatures.json:\n%s", data)
+			}
+		})
 	}
 }

@@ -51,7 +51,7 @@ func (p *Predictor) Step() int64 { return p.step }
 func (p *Predictor) Signatures() map[string]Signature {
 	out := make(map[string]Signature, len(p.sigs))
 	for key, sig := range p.sigs {
-		out[key] = Signature{Method: sig.Method, Inputs: cloneInfos(sig.Inputs), Outputs: cloneInfos(sig.Outputs)}
+		out[key] = Signature{Method: sig.Method, Inputs: cloneInfos(sig.Inputs), Outputs: cloneInfos(sig.Outputs), ClassNames: slices.Clone(sig.ClassNames)}
 	}
 	return out
 }

@@ -42,6 +42,13 @@ func (p PredictOutput) Nodes() map[string]*G.Node { return p.Outputs }
 type ClassificationOutput struct {
 	Scores  *G.Node
 	Classes *G.Node
+	// ClassNames names the classes, as TensorFlow's string classes tensor
+	// does (gorgonia has no string tensors): without Classes, column j of
+	// Scores (shape [batch, len(ClassNames)]) is class ClassNames[j]; with
+	// Classes, which then holds integer class indexes, index i is class
+	// ClassNames[i]. An export keeps them in its signature, and a server
+	// answers classify requests with them as the labels.
+	ClassNames []string
 }
 
 // Method returns "classify".

@@ -106,3 +106,34 @@ func TestServerCloseRunsOpenBatches(t *testing.T) {
 		t.Errorf("after Close: status %d: %s", res.code, res.body)
 	}
 }
+
+// TestBatchesKeepVersionsApart: a request that arrives after a reload
+// never joins a batch of the version replaced: each version answers
+// differently, and each request is answered by the version it arrived on.
+func TestBatchesKeepVersionsApart(t *testing.T) {
+	src := &versions{next: make(chan Servable, 1)}
+	src.next <- newFake(1, 1000)
+	// An hour: only full batches run, and the open one when closing.
+	s, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: src.load}}, Config{MaxBatchSize: 2, BatchTimeout: time.Hour})
+	t.Cleanup(func() { s.Close() }) // runs the batches left open by a failure
+	joined := make(chan int64, 8)
+	s.batcher.enqueued = func(key batchKey, _ int) { joined <- key.v.version }
+	first := predictAsync(hs, "/v1/models/m:predict", instances(1))
+	if v := await(t, "the first request joining a batch", joined); v != 1 {
+		t.Fatalf("the first request joined a batch of version %d", v)
+	}
+	src.next <- newFake(2, 2000)
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	// Two requests fill a batch of version 2, which runs.
+	second := predictAsync(hs, "/v1/models/m:predict", instances(2))
+	third := predictAsync(hs, "/v1/models/m:predict", instances(3))
+	wantPredictions(t, "the second request, on version 2", []float64{2004}, await(t, "the second request", second))
+	wantPredictions(t, "the third request, on version 2", []float64{2006}, await(t, "the third request", third))
+	// Closing runs the batch of version 1.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantPredictions(t, "the first request, on version 1", []float64{1002}, await(t, "the first request", first))
+}

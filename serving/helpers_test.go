@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"gorgonia.org/tensor"
@@ -38,6 +40,8 @@ type fakeServable struct {
 	// gate to close.
 	entered chan struct{}
 	gate    chan struct{}
+	// closeErr is what Close returns.
+	closeErr error
 
 	closed atomic.Bool
 }
@@ -57,6 +61,12 @@ func newFake(version int64, bias float64) *fakeServable {
 			Outputs: map[string]export.TensorInfo{"scores": {Dtype: "float32", Shape: []int{-1, 2}}, "classes": {Dtype: "int64", Shape: []int{-1, 2}}}},
 		"classify_scores": {Method: "classify", Inputs: map[string]export.TensorInfo{"x": x},
 			Outputs: map[string]export.TensorInfo{"scores": {Dtype: "float32", Shape: []int{-1, 2}}}},
+		"classify_names": {Method: "classify", Inputs: map[string]export.TensorInfo{"x": x},
+			Outputs:    map[string]export.TensorInfo{"scores": {Dtype: "float32", Shape: []int{-1, 2}}},
+			ClassNames: []string{"cat", "dog"}},
+		"classify_index": {Method: "classify", Inputs: map[string]export.TensorInfo{"x": x},
+			Outputs:    map[string]export.TensorInfo{"scores": {Dtype: "float32", Shape: []int{-1, 2}}, "classes": {Dtype: "int64", Shape: []int{-1, 2}}},
+			ClassNames: []string{"cat", "dog", "bird"}},
 		"regress": {Method: "regress", Inputs: map[string]export.TensorInfo{"x": x}, Outputs: map[string]export.TensorInfo{"outputs": x}},
 		"regress_flags": {Method: "regress",
 			Inputs:  map[string]export.TensorInfo{"flag": vec("bool"), "n": {Dtype: "int32", Shape: []int{-1, 2}}, "u": vec("uint8"), "f": vec("float32")},
@@ -70,7 +80,7 @@ func (f *fakeServable) Signatures() map[string]export.Signature { return f.sigs 
 
 func (f *fakeServable) Close() error {
 	f.closed.Store(true)
-	return nil
+	return f.closeErr
 }
 
 func (f *fakeServable) Run(ctx context.Context, sig string, features map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
@@ -139,14 +149,23 @@ func (f *fakeServable) Run(ctx context.Context, sig string, features map[string]
 		}
 	}
 	switch sig {
-	case "classify", "classify_scores":
+	case "classify", "classify_scores", "classify_names", "classify_index":
+		// classify_index: the classes, best first, are indexes 2 then 0,
+		// or (for x = 7) 3, outside the class names.
 		scores, classes := make([]float32, 2*rows), make([]int64, 2*rows)
 		for i, v := range x {
 			scores[2*i], scores[2*i+1] = float32(1-v), float32(v)
-			classes[2*i], classes[2*i+1] = 10, 20
+			switch {
+			case sig == "classify":
+				classes[2*i], classes[2*i+1] = 10, 20
+			case v == 7:
+				classes[2*i], classes[2*i+1] = 3, 0
+			default:
+				classes[2*i], classes[2*i+1] = 2, 0
+			}
 		}
 		out := map[string]*tensor.Dense{"scores": tensor.New(tensor.WithShape(rows, 2), tensor.WithBacking(scores))}
-		if sig == "classify" {
+		if sig == "classify" || sig == "classify_index" {
 			out["classes"] = tensor.New(tensor.WithShape(rows, 2), tensor.WithBacking(classes))
 		}
 		return out, nil
@@ -162,10 +181,14 @@ func (f *fakeServable) Run(ctx context.Context, sig string, features map[string]
 	return map[string]*tensor.Dense{name: tensor.New(tensor.WithShape(rows, 1), tensor.WithBacking(y))}, nil
 }
 
-// stubServable answers every signature with the outputs out makes.
+// stubServable answers every signature with the outputs out makes. Its
+// one signature takes input "x" of shape inShape and dtype inDtype
+// (default [-1, 1] float64).
 type stubServable struct {
-	method string
-	out    func(rows int) map[string]*tensor.Dense
+	method  string
+	inShape []int
+	inDtype string
+	out     func(rows int) map[string]*tensor.Dense
 }
 
 func (f *stubServable) Version() int64 { return 1 }
@@ -173,7 +196,11 @@ func (f *stubServable) Close() error   { return nil }
 
 func (f *stubServable) Signatures() map[string]export.Signature {
 	x := export.TensorInfo{Dtype: "float64", Shape: []int{-1, 1}}
-	return map[string]export.Signature{"serving_default": {Method: f.method, Inputs: map[string]export.TensorInfo{"x": x}, Outputs: map[string]export.TensorInfo{"y": x}}}
+	in := x
+	if f.inShape != nil {
+		in = export.TensorInfo{Dtype: f.inDtype, Shape: f.inShape}
+	}
+	return map[string]export.Signature{"serving_default": {Method: f.method, Inputs: map[string]export.TensorInfo{"x": in}, Outputs: map[string]export.TensorInfo{"y": x}}}
 }
 
 func (f *stubServable) Run(_ context.Context, _ string, features map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
@@ -274,14 +301,21 @@ func errorOf(t *testing.T, body string) string {
 	return *e.Error
 }
 
+// status returns the newest AVAILABLE version of a model's status.
 func status(t *testing.T, hs *httptest.Server, model string) string {
 	t.Helper()
 	res := do(t, hs, "GET", "/v1/models/"+model, "")
 	var st tfModelStatus
-	if err := json.Unmarshal([]byte(res.body), &st); err != nil || len(st.ModelVersionStatus) != 1 {
+	if err := json.Unmarshal([]byte(res.body), &st); err != nil {
 		t.Fatalf("status %d: %s", res.code, res.body)
 	}
-	return st.ModelVersionStatus[0].Version
+	for _, vs := range st.ModelVersionStatus {
+		if vs.State == "AVAILABLE" {
+			return vs.Version
+		}
+	}
+	t.Fatalf("no version available: %s", res.body)
+	return ""
 }
 
 // predictionsOf decodes {"predictions": [[y], ...]}.
@@ -406,4 +440,60 @@ func checkErrors(t *testing.T, hs *httptest.Server, tests []errorCase) {
 			}
 		})
 	}
+}
+
+// bigServable answers "serving_default" with n zeros per example in
+// output "y" (about 4n bytes of JSON), and signals each Run on entered
+// and its Close by closing closed.
+type bigServable struct {
+	version int64
+	n       int
+	entered chan struct{}
+	closed  chan struct{}
+}
+
+func newBig(version int64, n int) *bigServable {
+	return &bigServable{version: version, n: n, entered: make(chan struct{}, 16), closed: make(chan struct{})}
+}
+
+func (b *bigServable) Version() int64 { return b.version }
+func (b *bigServable) Close() error   { close(b.closed); return nil }
+
+func (b *bigServable) Signatures() map[string]export.Signature {
+	return map[string]export.Signature{"serving_default": {Method: "predict",
+		Inputs:  map[string]export.TensorInfo{"x": {Dtype: "float64", Shape: []int{-1, 1}}},
+		Outputs: map[string]export.TensorInfo{"y": {Dtype: "float64", Shape: []int{-1, b.n}}}}}
+}
+
+func (b *bigServable) Run(_ context.Context, _ string, features map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	b.entered <- struct{}{}
+	rows := features["x"].Shape()[0]
+	return map[string]*tensor.Dense{"y": tensor.New(tensor.WithShape(rows, b.n), tensor.WithBacking(make([]float64, rows*b.n)))}, nil
+}
+
+// await waits for c, failing the test after 30 s: a guard against a
+// hang, never a measure of time.
+func await[T any](t *testing.T, what string, c <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: still waiting after 30 s", what)
+		panic("unreachable")
+	}
+}
+
+// rawPost opens a connection to addr and writes a whole POST request of
+// body to path on it, leaving the answer unread; the connection is
+// closed when the test ends.
+func rawPost(t *testing.T, addr, path, body string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
+	return c
 }

@@ -23,9 +23,12 @@ type jsonNumber string
 const jsonMaxDepth = 512
 
 // parseJSON parses one JSON document into map[string]any, []any,
-// jsonNumber, string, bool and nil values.
-func parseJSON(data []byte) (any, error) {
-	p := &jsonParser{data: data}
+// jsonNumber, string, bool and nil values. A document of more than
+// maxValues values (object keys aside) fails with tooMany as soon as the
+// parser meets the value after the last: the memory a parse takes is
+// bounded by maxValues, whatever the document's size.
+func parseJSON(data []byte, maxValues int, tooMany error) (any, error) {
+	p := &jsonParser{data: data, left: maxValues, tooMany: tooMany}
 	p.skipSpace()
 	if p.pos == len(p.data) {
 		return nil, badRequestf("JSON Parse error: The document is empty")
@@ -42,8 +45,13 @@ func parseJSON(data []byte) (any, error) {
 }
 
 type jsonParser struct {
-	data []byte
-	pos  int
+	data    []byte
+	pos     int
+	left    int   // values the document may still hold
+	tooMany error // the error once it holds more
+	// stack holds the elements of the arrays being parsed: each array is
+	// copied out once, at its size, rather than grown by appends.
+	stack []any
 }
 
 func (p *jsonParser) fail(what string) error {
@@ -72,6 +80,9 @@ func (p *jsonParser) literal(word string) bool {
 func (p *jsonParser) value(depth int) (any, error) {
 	if depth > jsonMaxDepth {
 		return nil, p.fail(fmt.Sprintf("Nesting deeper than %d", jsonMaxDepth))
+	}
+	if p.left--; p.left < 0 {
+		return nil, p.tooMany
 	}
 	p.skipSpace()
 	if p.pos == len(p.data) {
@@ -148,18 +159,19 @@ func (p *jsonParser) object(depth int) (any, error) {
 
 func (p *jsonParser) array(depth int) (any, error) {
 	p.pos++ // [
-	arr := []any{}
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == ']' {
 		p.pos++
-		return arr, nil
+		return []any{}, nil
 	}
+	base := len(p.stack)
+	defer func() { clear(p.stack[base:]); p.stack = p.stack[:base] }()
 	for {
 		v, err := p.value(depth + 1)
 		if err != nil {
 			return nil, err
 		}
-		arr = append(arr, v)
+		p.stack = append(p.stack, v)
 		p.skipSpace()
 		if p.pos == len(p.data) {
 			return nil, p.fail("Missing a comma or ']' after an array element")
@@ -169,7 +181,7 @@ func (p *jsonParser) array(depth int) (any, error) {
 			p.pos++
 		case ']':
 			p.pos++
-			return arr, nil
+			return slices.Clone(p.stack[base:]), nil
 		default:
 			return nil, p.fail("Missing a comma or ']' after an array element")
 		}

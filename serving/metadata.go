@@ -26,17 +26,31 @@ type tfModelStatus struct {
 	ModelVersionStatus []tfVersionStatus `json:"model_version_status"`
 }
 
-func (s *Server) serveStatus(w http.ResponseWriter, name, versionStr string) error {
-	v, err := s.acquire(name, versionStr, true)
+// serveStatus answers the model status API: every version the model
+// serves or served, the newest first, or the one spec asks for.
+func (s *Server) serveStatus(w http.ResponseWriter, name string, spec versionSpec) error {
+	m, want, specific, err := s.find(name, spec, true)
 	if err != nil {
 		return err
 	}
-	defer v.release()
-	body, _ := json.Marshal(tfModelStatus{ModelVersionStatus: []tfVersionStatus{{
-		Version: strconv.FormatInt(v.version, 10),
-		State:   "AVAILABLE",
-		Status:  tfStatus{ErrorCode: "OK", ErrorMessage: ""},
-	}}})
+	var st tfModelStatus
+	for _, vs := range m.states() {
+		if specific && vs.version != want {
+			continue
+		}
+		status := tfStatus{ErrorCode: "OK", ErrorMessage: ""}
+		if vs.err != nil {
+			status = tfStatus{ErrorCode: "UNKNOWN", ErrorMessage: vs.err.Error()}
+		}
+		st.ModelVersionStatus = append(st.ModelVersionStatus, tfVersionStatus{Version: strconv.FormatInt(vs.version, 10), State: vs.state, Status: status})
+	}
+	if len(st.ModelVersionStatus) == 0 {
+		if !specific && m.latestVersion() == 0 {
+			return errClosed
+		}
+		return notFound(name, want, specific, true)
+	}
+	body, _ := json.Marshal(st)
 	writeJSON(w, http.StatusOK, body)
 	return nil
 }
@@ -97,10 +111,20 @@ func tensorInfos(m map[string]export.TensorInfo) map[string]tfTensorInfo {
 	return out
 }
 
-func (s *Server) serveMetadata(w http.ResponseWriter, name, versionStr string) error {
-	v, err := s.acquire(name, versionStr, false)
+func (s *Server) serveMetadata(w http.ResponseWriter, name string, spec versionSpec) error {
+	body, err := s.metadata(name, spec)
 	if err != nil {
 		return err
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+// metadata returns the metadata answer of a model's version.
+func (s *Server) metadata(name string, spec versionSpec) ([]byte, error) {
+	v, err := s.acquire(name, spec, false)
+	if err != nil {
+		return nil, err
 	}
 	defer v.release()
 	var md tfModelMetadata
@@ -114,10 +138,5 @@ func (s *Server) serveMetadata(w http.ResponseWriter, name, versionStr string) e
 			Defaults:   map[string]any{},
 		}
 	}
-	body, err := json.Marshal(md)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, body)
-	return nil
+	return json.Marshal(md)
 }

@@ -4,35 +4,15 @@ package serving
 // turned into a signature and the tensors of its inputs.
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
+	"math"
 	"slices"
 
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/model"
 )
-
-// readBody reads the request body up to the limit.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	limit := s.cfg.MaxBodyBytes
-	tooLarge := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", limit)}
-	if r.ContentLength > limit {
-		return nil, tooLarge
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return nil, tooLarge
-	case err != nil:
-		return nil, badRequestf("reading the request body: %v", err)
-	}
-	return body, nil
-}
 
 // runRequest is a decoded predict, classify or regress request.
 type runRequest struct {
@@ -43,9 +23,9 @@ type runRequest struct {
 }
 
 // decodeRun reads a method's request body for version v: the signature
-// it names and its features, at most maxRows rows (0: no limit).
+// it names and its features, at most maxRows rows.
 func decodeRun(body []byte, method string, v *servedVersion, maxRows int) (runRequest, error) {
-	req, err := requestObject(body)
+	req, err := requestObject(body, v, maxRows)
 	if err != nil {
 		return runRequest{}, err
 	}
@@ -58,26 +38,42 @@ func decodeRun(body []byte, method string, v *servedVersion, maxRows int) (runRe
 		return runRequest{}, badRequestf("Serving signature name: %q not found in signature def (the model has %q)", rr.sig, slices.Sorted(maps.Keys(v.sigs)))
 	}
 	inputs := v.inputs[rr.sig]
+	lim := limits{rows: maxRows, values: len(body)/2 + 1}
 	switch {
 	case method == "predict":
-		rr.features, rr.rows, rr.columnar, err = predictFeatures(req, inputs)
+		rr.features, rr.rows, rr.columnar, err = predictFeatures(req, inputs, lim)
 	case sig.Method != method:
 		return runRequest{}, badRequestf("Expected %s signature method_name to be tensorflow/serving/%s. Was: tensorflow/serving/%s (signature %q)", method, method, sig.Method, rr.sig)
 	default:
-		rr.features, rr.rows, err = exampleFeatures(req, method, inputs)
+		rr.features, rr.rows, err = exampleFeatures(req, method, inputs, lim)
 	}
 	if err != nil {
 		return runRequest{}, err
 	}
-	if maxRows > 0 && rr.rows > maxRows {
-		return runRequest{}, badRequestf("the request has %d examples, more than the maximum batch size %d", rr.rows, maxRows)
-	}
 	return rr, nil
 }
 
-// requestObject parses a request body, which must be a JSON object.
-func requestObject(body []byte) (map[string]any, error) {
-	doc, err := parseJSON(body)
+// requestSlack is the JSON values a request may hold beside its
+// examples: the request object, its signature name, a context, keys
+// TensorFlow Serving ignores.
+const requestSlack = 1 << 16
+
+// maxRequestValues is the most JSON values a request for v of at most
+// maxRows examples holds: maxRows of v's largest examples, and
+// requestSlack.
+func maxRequestValues(v *servedVersion, maxRows int) int {
+	if maxRows > (math.MaxInt-requestSlack)/max(v.exampleValues, 1) {
+		return math.MaxInt
+	}
+	return maxRows*v.exampleValues + requestSlack
+}
+
+// requestObject parses a request body for version v, of at most maxRows
+// examples, which must be a JSON object.
+func requestObject(body []byte, v *servedVersion, maxRows int) (map[string]any, error) {
+	most := maxRequestValues(v, maxRows)
+	tooMany := badRequestf("the request has more than %d JSON values, more than %d examples (the maximum batch size) of this model hold", most, maxRows)
+	doc, err := parseJSON(body, most, tooMany)
 	if err != nil {
 		return nil, err
 	}
@@ -107,17 +103,17 @@ func signatureName(req map[string]any) (string, error) {
 
 // predictFeatures reads a predict request's features, in row
 // ("instances") or columnar ("inputs") format.
-func predictFeatures(req map[string]any, inputs map[string]inputSpec) (features map[string]*tensor.Dense, rows int, columnar bool, err error) {
+func predictFeatures(req map[string]any, inputs map[string]inputSpec, lim limits) (features map[string]*tensor.Dense, rows int, columnar bool, err error) {
 	instances, hasInstances := req["instances"]
 	columns, hasInputs := req["inputs"]
 	switch {
 	case hasInstances && hasInputs:
 		return nil, 0, false, badRequestf("Not formatted correctly expecting only one of 'inputs' or 'instances' keys to exist")
 	case hasInstances:
-		features, rows, err = rowFeatures(instances, inputs)
+		features, rows, err = rowFeatures(instances, inputs, lim)
 		return features, rows, false, err
 	case hasInputs:
-		features, rows, err = columnFeatures(columns, inputs)
+		features, rows, err = columnFeatures(columns, inputs, lim)
 		return features, rows, true, err
 	}
 	return nil, 0, false, badRequestf("Missing 'inputs' or 'instances' key")
@@ -143,11 +139,43 @@ func checkNames(obj map[string]any, inputs map[string]inputSpec, where string) e
 	return nil
 }
 
-// newColumns makes an empty column for every input.
-func newColumns(inputs map[string]inputSpec) (map[string]column, error) {
+// limits bound what a request decodes.
+type limits struct {
+	rows int // the most examples (Config.MaxBatchSize)
+	// values is the most values the request body can hold: each takes
+	// at least two bytes (a digit and a comma).
+	values int
+}
+
+// checkRows checks a request's examples against the limit before they
+// are decoded.
+func (l limits) checkRows(rows int) error {
+	if rows > l.rows {
+		return badRequestf("the request has %d examples, more than the maximum batch size %d", rows, l.rows)
+	}
+	return nil
+}
+
+// columnSize is the room a column of rows examples of shape needs, at most
+// most values (what the request body can hold).
+func columnSize(rows int, shape []int, most int) int {
+	n := rows
+	for _, d := range shape {
+		if n > most/max(d, 1) {
+			return most
+		}
+		n *= d
+	}
+	return min(n, most)
+}
+
+// newColumns makes an empty column for every input, with room for rows
+// examples, at most most values each.
+func newColumns(inputs map[string]inputSpec, rows, most int) (map[string]column, error) {
 	cols := map[string]column{}
 	for _, name := range slices.Sorted(maps.Keys(inputs)) {
-		col, err := newColumn(inputs[name].dtype)
+		in := inputs[name]
+		col, err := newColumn(in.dtype, columnSize(rows, in.shape, most))
 		if err != nil {
 			return nil, err
 		}
@@ -170,7 +198,7 @@ func describe(name string, in inputSpec) string {
 }
 
 // rowFeatures reads the "instances" of a predict request.
-func rowFeatures(instances any, inputs map[string]inputSpec) (map[string]*tensor.Dense, int, error) {
+func rowFeatures(instances any, inputs map[string]inputSpec, lim limits) (map[string]*tensor.Dense, int, error) {
 	list, ok := instances.([]any)
 	if !ok {
 		return nil, 0, badRequestf("Expecting 'instances' to be a list, got %s", jsonText(instances))
@@ -178,12 +206,15 @@ func rowFeatures(instances any, inputs map[string]inputSpec) (map[string]*tensor
 	if len(list) == 0 {
 		return nil, 0, badRequestf("No values in 'instances' array")
 	}
+	if err := lim.checkRows(len(list)); err != nil {
+		return nil, 0, err
+	}
 	names := slices.Sorted(maps.Keys(inputs))
 	objects := isObject(list[0])
 	if !objects && len(names) > 1 {
 		return nil, 0, badRequestf("'instances' is a plain list, but the signature takes several inputs %q: each instance must be an object with one entry per input", names)
 	}
-	cols, err := newColumns(inputs)
+	cols, err := newColumns(inputs, len(list), lim.values)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -223,7 +254,7 @@ func addInstance(cols map[string]column, i int, inst any, objects bool, inputs m
 }
 
 // columnFeatures reads the "inputs" of a predict request.
-func columnFeatures(columns any, inputs map[string]inputSpec) (map[string]*tensor.Dense, int, error) {
+func columnFeatures(columns any, inputs map[string]inputSpec, lim limits) (map[string]*tensor.Dense, int, error) {
 	names := slices.Sorted(maps.Keys(inputs))
 	values, err := columnValues(columns, inputs, names)
 	if err != nil {
@@ -243,8 +274,11 @@ func columnFeatures(columns any, inputs map[string]inputSpec) (map[string]*tenso
 		if rows >= 0 && len(list) != rows {
 			return nil, 0, badRequestf("input %q has %d examples, input %q has %d: every input needs the same batch", name, len(list), first, rows)
 		}
+		if err := lim.checkRows(len(list)); err != nil {
+			return nil, 0, err
+		}
 		rows, first = len(list), name
-		col, err := newColumn(in.dtype)
+		col, err := newColumn(in.dtype, columnSize(rows, in.shape, lim.values))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -275,13 +309,16 @@ func columnValues(columns any, inputs map[string]inputSpec, names []string) (map
 // exampleFeatures reads the "context" and "examples" of a classify or
 // regress request: each feature a value or flat list holding one
 // example's values in row-major order.
-func exampleFeatures(req map[string]any, method string, inputs map[string]inputSpec) (map[string]*tensor.Dense, int, error) {
+func exampleFeatures(req map[string]any, method string, inputs map[string]inputSpec, lim limits) (map[string]*tensor.Dense, int, error) {
 	shared, examples, err := exampleList(req, method)
 	if err != nil {
 		return nil, 0, err
 	}
+	if err := lim.checkRows(len(examples)); err != nil {
+		return nil, 0, err
+	}
 	names := slices.Sorted(maps.Keys(inputs))
-	cols, err := newColumns(inputs)
+	cols, err := newColumns(inputs, len(examples), lim.values)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -3,6 +3,7 @@ package serving
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -141,6 +142,23 @@ func TestServerBodyLimit(t *testing.T) {
 	}
 }
 
+// TestServerDefaultMaxBatchSize: the zero Config limits requests to
+// DefaultMaxBatchSize examples.
+func TestServerDefaultMaxBatchSize(t *testing.T) {
+	_, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: fixed(newFake(3, 1))}}, Config{})
+	for _, rows := range []int{DefaultMaxBatchSize, DefaultMaxBatchSize + 1} {
+		xs := make([]float64, rows)
+		res := do(t, hs, "POST", "/v1/models/m:predict", instances(xs...))
+		want := http.StatusOK
+		if rows > DefaultMaxBatchSize {
+			want = http.StatusBadRequest
+		}
+		if res.code != want {
+			t.Errorf("%d rows: status %d, want %d: %.200s", rows, res.code, want, res.body)
+		}
+	}
+}
+
 func TestServerMaxBatchSize(t *testing.T) {
 	_, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: fixed(newFake(3, 1))}}, Config{MaxBatchSize: 3})
 	tests := []struct {
@@ -151,6 +169,10 @@ func TestServerMaxBatchSize(t *testing.T) {
 		{"rows over the limit", "/v1/models/m:predict", `{"instances": [[1], [2], [3], [4]]}`, 400},
 		{"columns over the limit", "/v1/models/m:predict", `{"inputs": [[1], [2], [3], [4]]}`, 400},
 		{"examples over the limit", "/v1/models/m:regress", `{"signature_name": "regress", "examples": [{"x": 1}, {"x": 1}, {"x": 1}, {"x": 1}]}`, 400},
+		// The rows are counted before any value is decoded.
+		{"rows over the limit, a bad value among them", "/v1/models/m:predict", `{"instances": [[1], [2], [3], ["x"]]}`, 400},
+		{"columns over the limit, a bad value among them", "/v1/models/m:predict", `{"inputs": [[1], [2], [3], ["x"]]}`, 400},
+		{"examples over the limit, a bad value among them", "/v1/models/m:regress", `{"signature_name": "regress", "examples": [{"x": 1}, {"x": 1}, {"x": 1}, {"x": "x"}]}`, 400},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,5 +184,90 @@ func TestServerMaxBatchSize(t *testing.T) {
 				t.Errorf("error %s", res.body)
 			}
 		})
+	}
+}
+
+// TestColumnSize checks the room made for a column before its values are
+// read: rows times the example's size, never more than the body can hold.
+func TestColumnSize(t *testing.T) {
+	tests := []struct {
+		name       string
+		rows       int
+		shape      []int
+		most, want int
+	}{
+		{"scalars", 10, nil, 100, 10},
+		{"vectors", 10, []int{3}, 100, 30},
+		{"matrices", 2, []int{3, 4}, 100, 24},
+		{"more than the body holds", 10, []int{1000}, 100, 100},
+		{"a huge example", 1, []int{1 << 40, 1 << 40}, 50, 50},
+		{"a zero dimension", 3, []int{0}, 50, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := columnSize(tc.rows, tc.shape, tc.most); got != tc.want {
+				t.Errorf("columnSize(%d, %v, %d) = %d, want %d", tc.rows, tc.shape, tc.most, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRequestValueBound: a request is parsed only as far as the JSON
+// values MaxBatchSize examples of the model hold, so a body of many small
+// rows is refused before its parse takes memory; requests of MaxBatchSize
+// examples, in every format, are within the bound.
+func TestRequestValueBound(t *testing.T) {
+	const rows = 4
+	_, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: fixed(newFake(3, 1))}}, Config{MaxBatchSize: rows})
+	repeat := func(format, sep string) string {
+		return strings.TrimSuffix(strings.Repeat(format+sep, rows), sep)
+	}
+	multiRow := `{"a":[1.5,2],"b":3,"k":-1,"u":255,"ok":true}`
+	tests := []struct {
+		name, path, body string
+		code             int
+	}{
+		{"rows", "/v1/models/m:predict", `{"instances": [` + repeat("[1]", ",") + `]}`, 200},
+		{"named rows", "/v1/models/m:predict", `{"instances": [` + repeat(`{"x": [1]}`, ",") + `]}`, 200},
+		{"columns", "/v1/models/m:predict", `{"inputs": {"x": [` + repeat("[1]", ",") + `]}}`, 200},
+		{"several inputs, rows", "/v1/models/m:predict", `{"signature_name": "multi", "instances": [` + repeat(multiRow, ",") + `]}`, 200},
+		{"several inputs, columns", "/v1/models/m:predict", `{"signature_name": "multi", "inputs": {"a": [` + repeat("[1.5, 2]", ",") +
+			`], "b": [` + repeat("3", ",") + `], "k": [` + repeat("1", ",") + `], "u": [` + repeat("1", ",") + `], "ok": [` + repeat("true", ",") + `]}}`, 200},
+		{"examples", "/v1/models/m:regress", `{"signature_name": "regress_flags", "context": {"u": 1}, "examples": [` +
+			repeat(`{"flag": true, "n": [1, 2], "f": 0.5}`, ",") + `]}`, 200},
+		{"far more values than rows hold", "/v1/models/m:predict", `{"instances": [` + strings.Repeat("[1],", 70_000) + `[1]]}`, 400},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := do(t, hs, "POST", tc.path, tc.body)
+			if res.code != tc.code {
+				t.Fatalf("status %d, want %d: %.300s", res.code, tc.code, res.body)
+			}
+			if tc.code == 400 {
+				want := fmt.Sprintf("the request has more than %d JSON values, more than 4 examples (the maximum batch size) of this model hold", 4*13+requestSlack)
+				if msg := errorOf(t, res.body); msg != want {
+					t.Errorf("error %q, want %q", msg, want)
+				}
+			}
+		})
+	}
+}
+
+// TestJSONValues checks the count of JSON values of one example, by shape.
+func TestJSONValues(t *testing.T) {
+	tests := []struct {
+		shape []int
+		want  int
+	}{
+		{nil, 1},                               // 1
+		{[]int{1}, 2},                          // [1]
+		{[]int{3}, 4},                          // [1,2,3]
+		{[]int{2, 3}, 9},                       // [[1,2,3],[4,5,6]]
+		{[]int{1 << 40, 1 << 40}, math.MaxInt}, // saturates
+	}
+	for _, tc := range tests {
+		if got := jsonValues(tc.shape); got != tc.want {
+			t.Errorf("jsonValues(%v) = %d, want %d", tc.shape, got, tc.want)
+		}
 	}
 }

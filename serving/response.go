@@ -33,8 +33,9 @@ func errorBody(msg string) []byte {
 }
 
 // encodeRun writes the outputs of a method's request of rows examples;
-// columnar answers predict's "inputs" format.
-func encodeRun(method string, columnar bool, outs map[string]*tensor.Dense, rows int) ([]byte, error) {
+// columnar answers predict's "inputs" format, classNames are the labels of
+// classify's classes.
+func encodeRun(method string, columnar bool, outs map[string]*tensor.Dense, rows int, classNames []string) ([]byte, error) {
 	if err := checkOutputs(outs, rows); err != nil {
 		return nil, err
 	}
@@ -42,7 +43,7 @@ func encodeRun(method string, columnar bool, outs map[string]*tensor.Dense, rows
 	var err error
 	switch {
 	case method == "classify":
-		err = writeClassify(&out, outs, rows)
+		err = writeClassify(&out, outs, rows, classNames)
 	case method == "regress":
 		err = writeRegress(&out, outs, rows)
 	case columnar:
@@ -165,10 +166,15 @@ func classData(name string, t *tensor.Dense) (data any, k int, err error) {
 }
 
 // writeClassify writes {"results": [[[label, score], ...], ...]}: labels
-// from the "classes" output or else the class index, scores 0 without a
-// "scores" output.
-func writeClassify(w *jsonOut, outs map[string]*tensor.Dense, rows int) error {
+// from the "classes" output, named by classNames when given; else the
+// class names of the "scores" columns, or "" without any (as TensorFlow
+// Serving answers); scores 0 without a "scores" output.
+func writeClassify(w *jsonOut, outs map[string]*tensor.Dense, rows int, classNames []string) error {
 	c, err := readClassify(outs)
+	if err != nil {
+		return err
+	}
+	labelOf, err := c.labeler(classNames)
 	if err != nil {
 		return err
 	}
@@ -182,9 +188,9 @@ func writeClassify(w *jsonOut, outs map[string]*tensor.Dense, rows int) error {
 			if j > 0 {
 				w.WriteByte(',')
 			}
-			lbl := strconv.Itoa(j)
-			if c.classes != nil {
-				lbl = label(c.classes, r*c.k+j)
+			lbl, err := labelOf(r, j)
+			if err != nil {
+				return err
 			}
 			q, _ := json.Marshal(lbl)
 			w.WriteByte('[')
@@ -201,6 +207,46 @@ func writeClassify(w *jsonOut, outs map[string]*tensor.Dense, rows int) error {
 	}
 	w.WriteString("]}")
 	return nil
+}
+
+// labeler returns the label of example r's class j.
+func (c classifyOutputs) labeler(classNames []string) (func(r, j int) (string, error), error) {
+	switch {
+	case c.classes != nil && len(classNames) > 0:
+		return func(r, j int) (string, error) {
+			i, ok := intAt(c.classes, r*c.k+j)
+			if !ok {
+				return "", fmt.Errorf("classify output \"classes\" holds %v, not class indexes into the %d class names", reflect.TypeOf(c.classes).Elem(), len(classNames))
+			}
+			if i < 0 || i >= int64(len(classNames)) {
+				return "", fmt.Errorf("classify output \"classes\" holds class %d, outside the %d class names", i, len(classNames))
+			}
+			return classNames[i], nil
+		}, nil
+	case c.classes != nil:
+		return func(r, j int) (string, error) { return label(c.classes, r*c.k+j), nil }, nil
+	case len(classNames) > 0:
+		if len(classNames) != c.k {
+			return nil, fmt.Errorf("%d class names for %d classes", len(classNames), c.k)
+		}
+		return func(_, j int) (string, error) { return classNames[j], nil }, nil
+	}
+	return func(int, int) (string, error) { return "", nil }, nil
+}
+
+// intAt returns element i of an integer flat slice.
+func intAt(data any, i int) (int64, bool) {
+	switch d := data.(type) {
+	case []int64:
+		return d[i], true
+	case []int32:
+		return int64(d[i]), true
+	case []int:
+		return int64(d[i]), true
+	case []uint8:
+		return int64(d[i]), true
+	}
+	return 0, false
 }
 
 // writeRegress writes {"results": [value, ...]} from the "outputs" output

@@ -35,7 +35,7 @@ func TestServerOutputs(t *testing.T) {
 		{"float labels, no scores", "classify", "classify", `{"examples": [{"x": 1}, {"x": 2}]}`,
 			outs("classes", dense(two, 1.5, 2)), 200, `{"results":[[["1.5",0.0]],[["2",0.0]]]}`},
 		{"one score per example", "classify", "classify", `{"examples": [{"x": 1}, {"x": 2}]}`,
-			outs("scores", dense(two, 0.25, 0.5)), 200, `{"results":[[["0",0.25]],[["0",0.5]]]}`},
+			outs("scores", dense(two, 0.25, 0.5)), 200, `{"results":[[["",0.25]],[["",0.5]]]}`},
 		{"float32 regression of one output by another name", "regress", "regress", `{"examples": [{"x": 1}, {"x": 2}]}`,
 			outs("y", dense(two, float32(0.1), 3)), 200, `{"results":[0.1,3.0]}`},
 		{"wrong rows", "predict", "predict", `{"instances": [[1], [2]]}`, outs("y", dense([]int{3}, 1.0, 2, 3)), 500,

@@ -17,8 +17,8 @@ import (
 )
 
 var (
-	runPathRE    = regexp.MustCompile(`(?i)^/v1/models/([^/:]+)(?:/versions/(\d+))?:(classify|regress|predict)$`)
-	statusPathRE = regexp.MustCompile(`(?i)^/v1/models(?:/([^/:]+))?(?:/versions/(\d+))?(/metadata)?$`)
+	runPathRE    = regexp.MustCompile(`(?i)^/v1/models/([^/:]+)(?:/versions/(\d+)|/labels/([^/:]+))?:(classify|regress|predict)$`)
+	statusPathRE = regexp.MustCompile(`(?i)^/v1/models(?:/([^/:]+))?(?:/versions/(\d+)|/labels/([^/:]+))?(/metadata)?$`)
 )
 
 // statusWriter notes whether the response was started.
@@ -89,7 +89,7 @@ func (s *Server) route(w *statusWriter, r *http.Request) error {
 			w.Header().Set("Allow", http.MethodPost)
 			return &httpError{http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed for %s: use POST", r.Method, path)}
 		}
-		return s.serveRun(w, r, m[1], m[2], strings.ToLower(m[3]))
+		return s.serveRun(w, r, m[1], versionSpec{number: m[2], label: m[3]}, strings.ToLower(m[4]))
 	}
 	if m := statusPathRE.FindStringSubmatch(path); m != nil {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -99,10 +99,11 @@ func (s *Server) route(w *statusWriter, r *http.Request) error {
 		if m[1] == "" {
 			return badRequestf("Missing model name in request.")
 		}
-		if m[3] != "" {
-			return s.serveMetadata(w, m[1], m[2])
+		spec := versionSpec{number: m[2], label: m[3]}
+		if m[4] != "" {
+			return s.serveMetadata(w, m[1], spec)
 		}
-		return s.serveStatus(w, m[1], m[2])
+		return s.serveStatus(w, m[1], spec)
 	}
 	if len(path) >= 4 && strings.EqualFold(path[:4], "/v1/") {
 		return badRequestf("Malformed request: %s %s", r.Method, path)
@@ -110,32 +111,51 @@ func (s *Server) route(w *statusWriter, r *http.Request) error {
 	return &httpError{http.StatusNotFound, fmt.Sprintf("Not found: %s %s", r.Method, path)}
 }
 
-// acquire finds a model and its served version and takes a reference on
-// it; versionStr is the version the URL asks for, "" for the latest.
-// forStatus picks the status API's error messages.
-func (s *Server) acquire(name, versionStr string, forStatus bool) (*servedVersion, error) {
-	var want int64
-	specific := versionStr != ""
-	if specific {
-		v, err := strconv.ParseInt(versionStr, 10, 64)
-		if err != nil {
-			return nil, badRequestf("Failed to convert version: %s to numeric.", versionStr)
+// versionSpec is the version a URL asks for: a version number, a label,
+// or neither for the newest.
+type versionSpec struct {
+	number string // from /versions/{number}
+	label  string // from /labels/{label}
+}
+
+// find returns model name and the version spec asks for (want, when
+// specific; else the newest). forStatus picks the status API's error
+// messages.
+func (s *Server) find(name string, spec versionSpec, forStatus bool) (m *servedModel, want int64, specific bool, err error) {
+	if spec.number != "" {
+		if want, err = strconv.ParseInt(spec.number, 10, 64); err != nil {
+			return nil, 0, false, badRequestf("Failed to convert version: %s to numeric.", spec.number)
 		}
-		want = v
+		specific = true
 	}
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, 0, false, errClosed
 	}
 	m, ok := s.models[name]
 	if !ok {
-		return nil, notFound(name, want, specific, forStatus)
+		return nil, 0, false, notFound(name, want, specific, forStatus)
 	}
-	v := m.acquire()
-	if v == nil {
+	if spec.label != "" {
+		if want, ok = m.labels[spec.label]; !ok {
+			return nil, 0, false, badRequestf("Unrecognized servable version label: %s", spec.label)
+		}
+		specific = true
+	}
+	return m, want, specific, nil
+}
+
+// acquire finds a model and the served version spec asks for, and takes a
+// reference on it. forStatus picks the status API's error messages.
+func (s *Server) acquire(name string, spec versionSpec, forStatus bool) (*servedVersion, error) {
+	m, want, specific, err := s.find(name, spec, forStatus)
+	if err != nil {
+		return nil, err
+	}
+	v, closed := m.acquire(want, specific)
+	switch {
+	case closed:
 		return nil, errClosed
-	}
-	if specific && v.version != want {
-		v.release()
+	case v == nil:
 		return nil, notFound(name, want, specific, forStatus)
 	}
 	return v, nil
@@ -160,31 +180,42 @@ func notFound(name string, want int64, specific, forStatus bool) error {
 
 // serveRun answers predict, classify and regress: it reads the request,
 // runs the signature on its version and writes the outputs.
-func (s *Server) serveRun(w *statusWriter, r *http.Request, name, versionStr, method string) error {
+func (s *Server) serveRun(w *statusWriter, r *http.Request, name string, spec versionSpec, method string) error {
 	// The body first: a slow upload does not hold a version.
-	body, err := s.readBody(w.ResponseWriter, r)
+	body, taken, err := s.readBody(r)
 	if err != nil {
 		return err
 	}
-	v, err := s.acquire(name, versionStr, false)
+	out, err := func() ([]byte, error) {
+		defer s.inflight.give(taken)
+		return s.answerRun(r.Context(), body, name, spec, method)
+	}()
 	if err != nil {
 		return err
+	}
+	// The version is released before the answer is written: a client
+	// that does not read it does not keep a replaced version loaded.
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// answerRun decodes a request body, runs it on its version and returns
+// the answer's body.
+func (s *Server) answerRun(ctx context.Context, body []byte, name string, spec versionSpec, method string) ([]byte, error) {
+	v, err := s.acquire(name, spec, false)
+	if err != nil {
+		return nil, err
 	}
 	defer v.release()
 	req, err := decodeRun(body, method, v, s.cfg.MaxBatchSize)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	outs, err := s.run(r.Context(), v, req.sig, req.features, req.rows)
+	outs, err := s.run(ctx, v, req.sig, req.features, req.rows)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	out, err := encodeRun(method, req.columnar, outs, req.rows)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return encodeRun(method, req.columnar, outs, req.rows, v.sigs[req.sig].ClassNames)
 }
 
 // run computes a signature, through the batcher when batching is on.

@@ -56,7 +56,16 @@ func TestServerEndpoints(t *testing.T) {
 			`{"results":[[["10",0.75],["20",0.25]],[["10",0.5],["20",0.5]]]}`},
 		{"classify with scores only, context", "POST", "/v1/models/m/versions/3:classify",
 			`{"signature_name": "classify_scores", "context": {"x": 0.25}, "examples": [{}, {"extra": "ignored"}]}`,
-			`{"results":[[["0",0.75],["1",0.25]],[["0",0.75],["1",0.25]]]}`},
+			`{"results":[[["",0.75],["",0.25]],[["",0.75],["",0.25]]]}`},
+		{"classify with class names of the scores", "POST", "/v1/models/m:classify",
+			`{"signature_name": "classify_names", "examples": [{"x": 0.25}]}`,
+			`{"results":[[["cat",0.75],["dog",0.25]]]}`},
+		{"classify with class names of the classes", "POST", "/v1/models/m:classify",
+			`{"signature_name": "classify_index", "examples": [{"x": 0.25}, {"x": 0.5}]}`,
+			`{"results":[[["bird",0.75],["cat",0.25]],[["bird",0.5],["cat",0.5]]]}`},
+		{"predict on a signature with class names", "POST", "/v1/models/m:predict",
+			`{"signature_name": "classify_index", "instances": [[0.25]]}`,
+			`{"predictions":[{"classes":[2,0],"scores":[0.75,0.25]}]}`},
 		{"regress", "POST", "/v1/models/m:regress", `{"signature_name": "regress", "examples": [{"x": 1}, {"x": [2.5]}]}`,
 			`{"results":[3.0,6.0]}`},
 		{"regress, booleans as 0/1 and back", "POST", "/v1/models/m:regress",
@@ -108,6 +117,8 @@ func TestRouteErrors(t *testing.T) {
 		{"run: bad input", "POST", predict, `{"instances": [[-1000]]}`, 400, "x too small"},
 		{"run: failure", "POST", predict, `{"instances": [[-1001]]}`, 500, "device on fire"},
 		{"run: panic", "POST", predict, `{"instances": [[-999]]}`, 500, "internal error: panic: boom"},
+		{"a class outside the class names", "POST", "/v1/models/m:classify", `{"signature_name": "classify_index", "examples": [{"x": 7}]}`, 500,
+			`classify output "classes" holds class 3, outside the 3 class names`},
 	})
 }
 

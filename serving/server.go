@@ -1,28 +1,23 @@
 package serving
 
-// The server's life: configuration, loading the first versions, reloading
-// newer ones, closing, and listening.
+// The Servable interface, the Server and its making. Its configuration is
+// in config.go, its models and their first versions in models.go,
+// reloading in reload.go, listening and stopping in listen.go, routing in
+// routes.go.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"gorgonia.org/tensor"
 
-	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/export"
-	"github.com/towerflow/towerflow/replicate"
 )
 
 // Servable is what a Server serves: one loaded version of a model.
@@ -45,86 +40,19 @@ type Servable interface {
 
 var _ Servable = (*export.Predictor)(nil)
 
-// ModelConfig names one model a Server serves and where its versions come
-// from.
-type ModelConfig struct {
-	// Name is the model's name in URLs: /v1/models/{Name}. It must not
-	// be empty nor contain '/' or ':'.
-	Name string
-	// BaseDir holds the model's export versions (<BaseDir>/<version>/, as
-	// Estimator.Export writes them); the newest is served.
-	BaseDir string
-	// Model is the model function the versions are loaded into, with the
-	// devices it is replicated over (see export.Load).
-	Model *replicate.Model
-	// Loader, when set, replaces loading from BaseDir: it is called with
-	// the version being served (0 when there is none yet) and returns the
-	// version to serve instead, or nil and no error to keep the current
-	// one. A Loader replaces BaseDir and Model: giving both is an error.
-	Loader func(current int64) (Servable, error)
-}
-
-// DefaultMaxBodyBytes is the limit on a request body when
-// Config.MaxBodyBytes is 0.
-const DefaultMaxBodyBytes = 16 << 20
-
-// Config configures a Server. Its zero value works: bodies up to
-// DefaultMaxBodyBytes, no limit on a request's examples, no batching, no
-// logging.
-type Config struct {
-	// MaxBodyBytes limits request bodies (0: DefaultMaxBodyBytes, 16 MiB);
-	// a larger body is answered with 413 Request Entity Too Large.
-	MaxBodyBytes int64
-	// MaxBatchSize limits the examples of one request: a request with
-	// more rows (instances, examples or columnar batch) is answered with
-	// 400 Bad Request. With BatchTimeout it is also the most rows one
-	// merged batch holds. 0 sets no limit.
-	MaxBatchSize int
-	// BatchTimeout turns on request batching (it needs MaxBatchSize):
-	// requests for the same model version and signature that arrive
-	// together are merged into one Run of the servable, and each gets its
-	// own rows of the outputs back. A batch is run as soon as it holds
-	// MaxBatchSize rows, or BatchTimeout after its first request arrived,
-	// whichever comes first; a request that does not fit in the open
-	// batch starts the next one, and a request of MaxBatchSize rows runs
-	// alone at once. BatchTimeout is the most latency batching adds to a
-	// request. 0 runs every request on its own.
-	BatchTimeout time.Duration
-	// Logger receives new versions, reload failures, and every answer
-	// with a 5xx status, panics with their stack. Nil logs nothing.
-	Logger *slog.Logger
-}
-
-// withDefaults checks c and fills in its defaults.
-func (c Config) withDefaults() (Config, error) {
-	switch {
-	case c.MaxBodyBytes < 0:
-		return c, fmt.Errorf("max body bytes %d: must not be negative (0 means the default, %d)", c.MaxBodyBytes, DefaultMaxBodyBytes)
-	case c.MaxBatchSize < 0:
-		return c, fmt.Errorf("max batch size %d: must not be negative", c.MaxBatchSize)
-	case c.BatchTimeout < 0:
-		return c, fmt.Errorf("batch timeout %v: must not be negative", c.BatchTimeout)
-	case c.BatchTimeout > 0 && c.MaxBatchSize == 0:
-		return c, fmt.Errorf("request batching (batch timeout %v) needs a max batch size", c.BatchTimeout)
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	return c, nil
-}
-
 // Server is an http.Handler speaking TensorFlow Serving's REST API
 // (https://www.tensorflow.org/tfx/serving/api_rest) for the newest version
-// of each configured model:
+// of each configured model, and the versions its labels name:
 //
-//	GET  /v1/models/{name}[/versions/{v}]            model status
-//	GET  /v1/models/{name}[/versions/{v}]/metadata   signatures (SignatureDefs)
-//	POST /v1/models/{name}[/versions/{v}]:predict    {"signature_name", "instances" | "inputs"}
-//	POST /v1/models/{name}[/versions/{v}]:classify   {"signature_name", "context", "examples"}
-//	POST /v1/models/{name}[/versions/{v}]:regress    {"signature_name", "context", "examples"}
+//	GET  /v1/models/{name}[/versions/{v}|/labels/{l}]            model status
+//	GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata   signatures (SignatureDefs)
+//	POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict    {"signature_name", "instances" | "inputs"}
+//	POST /v1/models/{name}[/versions/{v}|/labels/{l}]:classify   {"signature_name", "context", "examples"}
+//	POST /v1/models/{name}[/versions/{v}|/labels/{l}]:regress    {"signature_name", "context", "examples"}
+//
+// The model status lists every version served (AVAILABLE) and those
+// replaced by a reload (UNLOADING until their last request is done, then
+// END), the newest first.
 //
 // A request without signature_name uses "serving_default". Predict takes
 // the row format ("instances": one entry per example, a value or nested
@@ -141,14 +69,19 @@ func (c Config) withDefaults() (Config, error) {
 // 0/1 stand for each other), a "context" holding features shared by every
 // example; they answer {"results": ...} (the key TensorFlow Serving
 // writes; its documentation says "result"): per example, [label, score]
-// pairs, labels from the "classes" output or else the class index; or one
-// value from the "outputs" output.
+// pairs, labels from the "classes" output (named by the signature's class
+// names when it has them), or else the class names of the "scores"
+// columns, or "" (as TensorFlow Serving answers a classifier without
+// classes); or one value from the "outputs" output. Bodies may be gzipped
+// (Content-Encoding: gzip).
 //
 // Errors are answered with {"error": message} and TensorFlow Serving's
 // status: 400 for malformed JSON, wrong shapes or dtypes, missing inputs,
-// an unknown signature or too many rows; 404 for an unknown model or
-// version; 405 for a wrong method; 413 for a body over the limit; 503
-// once closed; 500 for the server's own failures and panics (logged).
+// an unknown signature or label, or too many rows; 404 for an unknown
+// model or version; 405 for a wrong method; 413 for a body over the
+// limit; 415 for a Content-Encoding other than gzip; 429 when the bodies
+// in flight would exceed Config.MaxInflightBytes; 503 once closed; 500
+// for the server's own failures and panics (logged).
 //
 // Requests are served concurrently, each version's Run called in parallel
 // (see Config.BatchTimeout to merge small requests). Reload and Watch swap
@@ -158,16 +91,27 @@ type Server struct {
 	names   []string
 	models  map[string]*servedModel
 	batcher *batcher // nil without request batching
+	// inflight is the budget of the request bodies in flight.
+	inflight *budget
 
-	lifeMu sync.Mutex // serializes Reload and Close
-	closed atomic.Bool
-	done   chan struct{}  // closed by Close
-	drains sync.WaitGroup // retired versions waiting for their last request
+	lifeMu   sync.Mutex // serializes Reload, Shutdown and Close
+	stopping bool       // Shutdown or Close has begun; under lifeMu
+	closed   atomic.Bool
+	done     chan struct{}  // closed once requests are refused
+	drains   sync.WaitGroup // retired versions waiting for their last request
+
+	httpMu      sync.Mutex
+	https       map[*http.Server]struct{} // those of Serve
+	httpStopped bool
+	// connState, when set (by tests), is the ConnState hook of Serve's
+	// connections.
+	connState func(net.Conn, http.ConnState)
 }
 
-// NewServer loads the newest version of every model and returns a server
-// for them, configured by cfg. Call Reload (or Watch) to pick up new
-// versions, and Close when done.
+// NewServer loads the newest version of every model, and the versions its
+// labels name, and returns a server for them, configured by cfg. Call
+// Reload (or Watch) to pick up new versions, and Shutdown or Close when
+// done.
 func NewServer(models []ModelConfig, cfg Config) (*Server, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -176,7 +120,10 @@ func NewServer(models []ModelConfig, cfg Config) (*Server, error) {
 	if len(models) == 0 {
 		return nil, errors.New("serving: new server: no models")
 	}
-	s := &Server{cfg: cfg, models: map[string]*servedModel{}, done: make(chan struct{})}
+	s := &Server{
+		cfg: cfg, models: map[string]*servedModel{}, inflight: &budget{max: cfg.MaxInflightBytes},
+		done: make(chan struct{}), https: map[*http.Server]struct{}{},
+	}
 	if cfg.BatchTimeout > 0 {
 		s.batcher = newBatcher(cfg.MaxBatchSize, cfg.BatchTimeout)
 	}
@@ -188,216 +135,4 @@ func NewServer(models []ModelConfig, cfg Config) (*Server, error) {
 	}
 	slices.Sort(s.names)
 	return s, nil
-}
-
-// addModel checks c and loads its first version.
-func (s *Server) addModel(c ModelConfig) error {
-	if c.Name == "" || strings.ContainsAny(c.Name, "/:") {
-		return fmt.Errorf("model name %q: must be non-empty without '/' or ':'", c.Name)
-	}
-	if _, dup := s.models[c.Name]; dup {
-		return fmt.Errorf("model %q is configured twice", c.Name)
-	}
-	m := &servedModel{name: c.Name, load: c.Loader}
-	switch {
-	case m.load != nil && (c.BaseDir != "" || c.Model != nil):
-		return fmt.Errorf("model %q: has a Loader and a BaseDir or Model; a Loader replaces them, give one or the other", c.Name)
-	case m.load == nil && (c.BaseDir == "" || c.Model == nil):
-		return fmt.Errorf("model %q: needs a BaseDir and a Model, or a Loader", c.Name)
-	case m.load == nil:
-		m.load = dirLoader(c)
-	}
-	sv, err := m.load(0)
-	if err == nil && sv == nil {
-		err = export.ErrNoVersion
-	}
-	if err != nil {
-		return fmt.Errorf("model %q: %w", c.Name, err)
-	}
-	v, err := newServedVersion(sv)
-	if err != nil {
-		sv.Close()
-		return fmt.Errorf("model %q: %w", c.Name, err)
-	}
-	m.cur = v
-	s.models[c.Name] = m
-	s.names = append(s.names, c.Name)
-	s.cfg.Logger.Info("serving model", "model", c.Name, "version", v.version)
-	return nil
-}
-
-// closeLoaded closes the versions a failed NewServer loaded.
-func (s *Server) closeLoaded() {
-	for _, m := range s.models {
-		if m.cur != nil {
-			m.cur.s.Close()
-		}
-	}
-}
-
-// dirLoader loads c's versions from its base directory: the newest, when
-// it is not the one served.
-func dirLoader(c ModelConfig) func(int64) (Servable, error) {
-	return func(current int64) (Servable, error) {
-		if current == 0 {
-			p, err := export.LoadLatest(c.BaseDir, c.Model)
-			if err != nil {
-				return nil, err
-			}
-			return p, nil
-		}
-		vs, err := estimator.Versions(c.BaseDir)
-		if err != nil {
-			return nil, err
-		}
-		if len(vs) == 0 || vs[len(vs)-1] == current {
-			return nil, nil // nothing newer; a base dir emptied by mistake keeps the current version
-		}
-		p, err := export.Load(filepath.Join(c.BaseDir, strconv.FormatInt(vs[len(vs)-1], 10)), c.Model)
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	}
-}
-
-// Reload looks for a new version of every model (the newest in its base
-// directory, or what its Loader returns) and swaps it in atomically:
-// requests that started before finish on the old version, which is closed
-// once the last of them is done (in the background; Close waits for it).
-// A version that fails to load leaves the model on its current version;
-// the errors are joined.
-func (s *Server) Reload() error {
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
-	if s.closed.Load() {
-		return errors.New("serving: reload: the server is closed")
-	}
-	var errs []error
-	for _, name := range s.names {
-		if err := s.reloadModel(s.models[name]); err != nil {
-			errs = append(errs, fmt.Errorf("serving: reload model %q: %w", name, err))
-		}
-	}
-	for _, err := range errs {
-		s.cfg.Logger.Error("reload", "error", err)
-	}
-	return errors.Join(errs...)
-}
-
-// reloadModel swaps in m's new version, if it has one, and retires the
-// version it replaces.
-func (s *Server) reloadModel(m *servedModel) error {
-	cur := m.currentVersion()
-	sv, err := m.load(cur)
-	if err != nil || sv == nil {
-		return err
-	}
-	v, err := newServedVersion(sv)
-	if err == nil && v.version == cur {
-		err = fmt.Errorf("the loader returned version %d, the one served", cur)
-	}
-	if err != nil {
-		sv.Close()
-		return err
-	}
-	old := m.swap(v)
-	s.cfg.Logger.Info("serving model", "model", m.name, "version", v.version, "previous", cur)
-	s.retire(m.name, old)
-	return nil
-}
-
-// retire closes a replaced version in the background once its last
-// request is done.
-func (s *Server) retire(name string, old *servedVersion) {
-	s.drains.Add(1)
-	go func() {
-		defer s.drains.Done()
-		old.refs.Wait()
-		if err := old.s.Close(); err != nil {
-			s.cfg.Logger.Error("closing a replaced model version", "model", name, "version", old.version, "error", err)
-		}
-	}()
-}
-
-// Watch calls Reload every interval until ctx is done or the server is
-// closed; it logs reload errors and keeps serving the current versions.
-func (s *Server) Watch(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.done:
-			return
-		case <-t.C:
-			_ = s.Reload() // logged
-		}
-	}
-}
-
-// Close stops serving (requests then get 503 Service Unavailable), runs
-// the batches waiting, waits for the requests in flight and closes every
-// version. It returns the versions' Close errors.
-func (s *Server) Close() error {
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
-	if s.closed.Swap(true) {
-		return nil
-	}
-	close(s.done)
-	if s.batcher != nil {
-		s.batcher.close()
-	}
-	var errs []error
-	for _, name := range s.names {
-		v := s.models[name].swap(nil)
-		if v == nil {
-			continue
-		}
-		v.refs.Wait()
-		if err := v.s.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("serving: close model %q version %d: %w", name, v.version, err))
-		}
-	}
-	s.drains.Wait()
-	return errors.Join(errs...)
-}
-
-// ShutdownTimeout is how long ListenAndServe and Serve wait for requests
-// in flight once their context is done.
-const ShutdownTimeout = 30 * time.Second
-
-// ListenAndServe serves h on the TCP address addr until ctx is done, then
-// shuts down gracefully: it stops accepting connections and waits up to
-// ShutdownTimeout for the requests in flight. It returns nil after a
-// graceful shutdown.
-func ListenAndServe(ctx context.Context, addr string, h http.Handler) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("serving: listen: %w", err)
-	}
-	return Serve(ctx, l, h)
-}
-
-// Serve is ListenAndServe on a listener; it closes l.
-func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: time.Minute}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serving: serve: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	<-errc // http.ErrServerClosed, at once
-	if err != nil {
-		srv.Close()
-		return fmt.Errorf("serving: shutdown: %w", err)
-	}
-	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,12 +18,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/examples/linear/linreg"
 	"github.com/towerflow/towerflow/export"
 	"github.com/towerflow/towerflow/internal/wanterr"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
@@ -143,8 +145,11 @@ func TestServerReloadInFlight(t *testing.T) {
 }
 
 // TestServerReloadUnderLoad reloads again and again while requests run
-// concurrently, with and without batching: every request succeeds (a
-// request on a closed version would get 503).
+// concurrently, with and without batching. Each version answers
+// differently (y = 2x + 1000 v), so every answer tells the version that
+// computed it: it must be one that was served while the request was in
+// flight, and the answer must be that version's for the request's own x
+// (a request on a closed version would get 503).
 func TestServerReloadUnderLoad(t *testing.T) {
 	for _, batching := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
@@ -152,7 +157,7 @@ func TestServerReloadUnderLoad(t *testing.T) {
 			src := &versions{next: make(chan Servable, 1)}
 			var all []*fakeServable
 			add := func(v int64) {
-				f := newFake(v, 1)
+				f := newFake(v, float64(1000*v))
 				all = append(all, f)
 				src.next <- f
 			}
@@ -162,23 +167,45 @@ func TestServerReloadUnderLoad(t *testing.T) {
 				cfg = Config{MaxBatchSize: 4, BatchTimeout: time.Millisecond}
 			}
 			s, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: src.load}}, cfg)
+			// served is the newest version once its Reload returned; a
+			// Reload in progress may already serve the next.
+			var served atomic.Int64
+			served.Store(1)
+			answered := make(chan struct{}, workers*requests)
 			var wg sync.WaitGroup
 			for w := range workers {
 				wg.Go(func() {
 					for i := range requests {
-						x := float64(w*1000 + i)
+						x := float64(w*100 + i)
+						oldest := served.Load()
 						res, err := fetch(hs, "POST", "/v1/models/m:predict", instances(x))
-						if err != nil || res.code != http.StatusOK || res.body != fmt.Sprintf(`{"predictions":[[%.1f]]}`, 2*x+1) {
-							t.Errorf("x=%g: %v: status %d: %s", x, err, res.code, res.body)
+						newest := served.Load() + 1
+						answered <- struct{}{}
+						ys, perr := predictionsOf(res)
+						if err != nil || perr != nil || len(ys) != 1 {
+							t.Errorf("x=%g: %v %v: status %d: %s", x, err, perr, res.code, res.body)
+							continue
+						}
+						v := (ys[0] - 2*x) / 1000
+						if v != math.Trunc(v) || ys[0] != 2*x+1000*v {
+							t.Errorf("x=%g: y=%g is no version's answer for x", x, ys[0])
+						} else if int64(v) < oldest || int64(v) > newest {
+							t.Errorf("x=%g: answered by version %g, while versions %d to %d were served", x, v, oldest, newest)
 						}
 					}
 				})
 			}
+			// A reload after every few answers: versions change while
+			// requests are in flight.
 			for v := int64(2); v <= reloads+1; v++ {
+				for range workers * requests / (reloads + 1) {
+					<-answered
+				}
 				add(v)
 				if err := s.Reload(); err != nil {
 					t.Fatal(err)
 				}
+				served.Store(v)
 			}
 			wg.Wait()
 			if got := status(t, hs, "m"); got != fmt.Sprint(reloads+1) {
@@ -239,6 +266,16 @@ func TestNewServerErrors(t *testing.T) {
 	badShape := newFake(1, 1)
 	badShape.sigs = map[string]export.Signature{"s": {Method: "predict", Inputs: map[string]export.TensorInfo{"x": {Dtype: "float64", Shape: []int{-1, 0}}}}}
 	one := func() []ModelConfig { return []ModelConfig{{Name: "a", Loader: fake()}} }
+	x := map[string]export.TensorInfo{"x": {Dtype: "float64", Shape: []int{-1, 1}}}
+	scores2 := export.Signature{Method: "classify", Inputs: x, Outputs: map[string]export.TensorInfo{"scores": {Dtype: "float32", Shape: []int{-1, 2}}}}
+	floatClasses := export.Signature{Method: "classify", Inputs: x, Outputs: map[string]export.TensorInfo{"classes": {Dtype: "float32", Shape: []int{-1, 2}}}}
+	predictNamed := export.Signature{Method: "predict", Inputs: x, Outputs: map[string]export.TensorInfo{"scores": {Dtype: "float32", Shape: []int{-1, 1}}}}
+	withSig := func(sig export.Signature, names ...string) *fakeServable {
+		f := newFake(1, 1)
+		sig.ClassNames = names
+		f.sigs = map[string]export.Signature{"s": sig}
+		return f
+	}
 	tests := []struct {
 		name   string
 		models []ModelConfig
@@ -260,10 +297,18 @@ func TestNewServerErrors(t *testing.T) {
 		{"empty base dir", []ModelConfig{{Name: "a", BaseDir: t.TempDir(), Model: replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})}}, Config{}, "no export version", export.ErrNoVersion},
 		{"unservable dtype", []ModelConfig{{Name: "a", Loader: fixed(badDtype)}}, Config{}, `input "x" has dtype "string"`, nil},
 		{"bad shape", []ModelConfig{{Name: "a", Loader: fixed(badShape)}}, Config{}, `input "x" has shape [-1 0]`, nil},
+		{"class names for too few scores", []ModelConfig{{Name: "a", Loader: fixed(withSig(scores2, "cat"))}}, Config{}, `signature "s": 1 class names for 2 "scores" columns`, nil},
+		{"class names of float classes", []ModelConfig{{Name: "a", Loader: fixed(withSig(floatClasses, "cat"))}}, Config{}, `"classes" output of dtype float32: want integer class indexes`, nil},
+		{"class names on a predict signature", []ModelConfig{{Name: "a", Loader: fixed(withSig(predictNamed, "cat"))}}, Config{}, `class names on a predict signature`, nil},
 		{"negative body limit", one(), Config{MaxBodyBytes: -1}, "max body bytes -1: must not be negative", nil},
 		{"negative batch size", one(), Config{MaxBatchSize: -1}, "max batch size -1: must not be negative", nil},
 		{"negative timeout", one(), Config{BatchTimeout: -1}, "batch timeout -1ns: must not be negative", nil},
-		{"timeout without batch size", one(), Config{BatchTimeout: time.Second}, "request batching (batch timeout 1s) needs a max batch size", nil},
+		{"negative in-flight bytes", one(), Config{MaxInflightBytes: -1}, "max in-flight bytes -1: must not be negative", nil},
+		{"in-flight bytes under the body limit", one(), Config{MaxBodyBytes: 100, MaxInflightBytes: 99}, "max in-flight bytes 99: must be at least the max body bytes, 100", nil},
+		{"negative read header timeout", one(), Config{ReadHeaderTimeout: -1}, "read header timeout -1ns: must not be negative", nil},
+		{"negative read timeout", one(), Config{ReadTimeout: -1}, "read timeout -1ns: must not be negative", nil},
+		{"negative write timeout", one(), Config{WriteTimeout: -1}, "write timeout -1ns: must not be negative", nil},
+		{"negative idle timeout", one(), Config{IdleTimeout: -1}, "idle timeout -1ns: must not be negative", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -296,10 +341,14 @@ func TestConfigDefaults(t *testing.T) {
 		cfg  Config
 		want Config
 	}{
-		{"zero value", Config{}, Config{MaxBodyBytes: DefaultMaxBodyBytes}},
-		{"every field", Config{MaxBodyBytes: 64, MaxBatchSize: 8, BatchTimeout: time.Second, Logger: logger},
-			Config{MaxBodyBytes: 64, MaxBatchSize: 8, BatchTimeout: time.Second, Logger: logger}},
-		{"a limit without batching", Config{MaxBatchSize: 3}, Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: 3}},
+		{"zero value", Config{}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: 64 << 20})},
+		{"every field",
+			Config{MaxBodyBytes: 64, MaxBatchSize: 8, MaxInflightBytes: 100, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4, Logger: logger},
+			Config{MaxBodyBytes: 64, MaxBatchSize: 8, MaxInflightBytes: 100, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4, Logger: logger}},
+		{"a limit without batching", Config{MaxBatchSize: 3}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: 3, MaxInflightBytes: 64 << 20})},
+		{"in-flight bytes follow the body limit", Config{MaxBodyBytes: 100}, withTimeouts(Config{MaxBodyBytes: 100, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: 400})},
+		{"in-flight bytes for a huge body limit", Config{MaxBodyBytes: math.MaxInt64 / 2}, withTimeouts(Config{MaxBodyBytes: math.MaxInt64 / 2, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: math.MaxInt64})},
+		{"batching with the default batch size", Config{BatchTimeout: time.Millisecond}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: 64 << 20, BatchTimeout: time.Millisecond})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -319,6 +368,12 @@ func TestConfigDefaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withTimeouts sets c's timeouts to their defaults.
+func withTimeouts(c Config) Config {
+	c.ReadHeaderTimeout, c.ReadTimeout, c.WriteTimeout, c.IdleTimeout = DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultWriteTimeout, DefaultIdleTimeout
+	return c
 }
 
 // TestNilLoggerLogsNothing checks that a server without a Logger logs
@@ -353,55 +408,6 @@ func TestNilLoggerLogsNothing(t *testing.T) {
 	}
 	if diff := cmp.Diff("", logs.String()); diff != "" {
 		t.Errorf("logged to slog.Default (-want +got):\n%s", diff)
-	}
-}
-
-// ---- listening ----
-
-func TestServe(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	entered, release := make(chan struct{}), make(chan struct{})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered)
-		<-release
-		io.WriteString(w, "done")
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- Serve(ctx, l, h) }()
-	got := make(chan string, 1)
-	go func() {
-		res, err := http.Get("http://" + l.Addr().String() + "/")
-		if err != nil {
-			got <- err.Error()
-			return
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		got <- fmt.Sprint(res.StatusCode, " ", string(b))
-	}()
-	<-entered
-	cancel() // shuts down gracefully: the request in flight completes
-	close(release)
-	if g := <-got; g != "200 done" {
-		t.Errorf("the request in flight got %q", g)
-	}
-	if err := <-served; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
-}
-
-func TestListenAndServe(t *testing.T) {
-	if err := ListenAndServe(context.Background(), "256.0.0.1:http", http.NotFoundHandler()); err == nil {
-		t.Error("no error for a bad address")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := ListenAndServe(ctx, "127.0.0.1:0", http.NotFoundHandler()); err != nil {
-		t.Errorf("ListenAndServe: %v", err)
 	}
 }
 
@@ -481,4 +487,54 @@ func TestServerEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("2")
+
+	// A label names version 1 of the base directory: it is loaded from
+	// there and served beside the newest.
+	_, hs2 := newTestServer(t, []ModelConfig{{Name: "linreg", BaseDir: base, Model: model, Labels: map[string]int64{"stable": 1}}}, Config{})
+	res := do(t, hs2, "GET", "/v1/models/linreg", "")
+	if diff := cmp.Diff([]string{"2 AVAILABLE", "1 AVAILABLE"}, statusOf(t, res)); diff != "" {
+		t.Errorf("status with a label (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(line(1), predictions(t, do(t, hs2, "POST", "/v1/models/linreg/labels/stable:predict", instances(1))), approx); diff != "" {
+		t.Errorf("predict on the label (-want +got):\n%s", diff)
+	}
+}
+
+// classifierModel scores two classes of x: [1 - w*x, w*x] with w = 1,
+// and names them with names.
+func classifierModel(names []string) model.Fn {
+	return func(t *towers.Scope, mode model.Mode, f, _ map[string]*G.Node, _ model.Params) (*model.Spec, error) {
+		x, ok := f["x"]
+		if !ok {
+			return nil, errors.New("no feature x")
+		}
+		w := t.MustVariable("w", tensor.Float64, nil, towers.Constant(1))
+		p := G.Must(G.Mul(x, w))
+		scores := G.Must(G.Concat(1, G.Must(G.Sub(G.NewConstant(1.0), p)), p))
+		return &model.Spec{
+			Predictions:   map[string]*G.Node{"scores": scores},
+			ExportOutputs: map[string]model.ExportOutput{model.DefaultServingSignature: model.ClassificationOutput{Scores: scores, ClassNames: names}},
+		}, nil
+	}
+}
+
+// TestServerClassNamesEndToEnd exports a classifier whose classes have
+// names, serves the export, and classifies: the answer's labels are the
+// names.
+func TestServerClassNamesEndToEnd(t *testing.T) {
+	mdl := replicate.ModelFn(classifierModel([]string{"cat", "dog"}), replicate.Config{Devices: []towers.Device{towers.CPU(0)}})
+	est, err := estimator.New(mdl, estimator.RunConfig{LogEvery: -1, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	base := t.TempDir()
+	if _, err := est.Export(context.Background(), base, estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, hs := newTestServer(t, []ModelConfig{{Name: "pets", BaseDir: base, Model: mdl}}, Config{})
+	res := do(t, hs, "POST", "/v1/models/pets:classify", `{"examples": [{"x": 0.25}, {"x": 1}]}`)
+	if diff := cmp.Diff(`{"results":[[["cat",0.75],["dog",0.25]],[["cat",0.0],["dog",1.0]]]}`, res.body); diff != "" {
+		t.Errorf("status %d, answer (-want +got):\n%s", res.code, diff)
+	}
 }

@@ -53,25 +53,26 @@ func (c *typedColumn[T]) dense(shape []int) *tensor.Dense {
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(c.vals))
 }
 
-// newColumn returns an empty column for a signature dtype.
-func newColumn(dtype string) (column, error) {
+// newColumn returns an empty column for a signature dtype, with room for
+// size values.
+func newColumn(dtype string, size int) (column, error) {
 	switch dtype {
 	case "float32":
-		return &typedColumn[float32]{conv: func(v any, lenient bool) (float32, error) {
+		return &typedColumn[float32]{vals: make([]float32, 0, size), conv: func(v any, lenient bool) (float32, error) {
 			f, err := jsonFloat(v, 32, lenient)
 			return float32(f), err
 		}}, nil
 	case "float64":
-		return &typedColumn[float64]{conv: func(v any, lenient bool) (float64, error) { return jsonFloat(v, 64, lenient) }}, nil
+		return &typedColumn[float64]{vals: make([]float64, 0, size), conv: func(v any, lenient bool) (float64, error) { return jsonFloat(v, 64, lenient) }}, nil
 	case "int64":
-		return &typedColumn[int64]{conv: func(v any, lenient bool) (int64, error) { return jsonInt(v, 64, "int64", lenient) }}, nil
+		return &typedColumn[int64]{vals: make([]int64, 0, size), conv: func(v any, lenient bool) (int64, error) { return jsonInt(v, 64, "int64", lenient) }}, nil
 	case "int32":
-		return &typedColumn[int32]{conv: func(v any, lenient bool) (int32, error) {
+		return &typedColumn[int32]{vals: make([]int32, 0, size), conv: func(v any, lenient bool) (int32, error) {
 			i, err := jsonInt(v, 32, "int32", lenient)
 			return int32(i), err
 		}}, nil
 	case "uint8":
-		return &typedColumn[uint8]{conv: func(v any, lenient bool) (uint8, error) {
+		return &typedColumn[uint8]{vals: make([]uint8, 0, size), conv: func(v any, lenient bool) (uint8, error) {
 			if b, ok := v.(bool); ok && lenient {
 				return boolByte(b), nil
 			}
@@ -86,7 +87,7 @@ func newColumn(dtype string) (column, error) {
 			return uint8(u), nil
 		}}, nil
 	case "bool":
-		return &typedColumn[bool]{conv: func(v any, lenient bool) (bool, error) {
+		return &typedColumn[bool]{vals: make([]bool, 0, size), conv: func(v any, lenient bool) (bool, error) {
 			switch v := v.(type) {
 			case bool:
 				return v, nil
@@ -120,7 +121,10 @@ func isIntLiteral(n jsonNumber) bool {
 // float cannot hold: integers beyond its exact range, magnitudes beyond
 // its largest value.
 func jsonFloat(v any, bits int, lenient bool) (float64, error) {
-	name := fmt.Sprintf("float%d", bits)
+	name := "float64"
+	if bits == 32 {
+		name = "float32"
+	}
 	if b, ok := v.(bool); ok && lenient {
 		return float64(boolByte(b)), nil
 	}
@@ -136,7 +140,9 @@ func jsonFloat(v any, bits int, lenient bool) (float64, error) {
 	case "-Infinity":
 		return math.Inf(-1), nil
 	}
-	lossy := badRequestf("Cannot convert JSON value: %s to %s without loss of precision.", n, name)
+	lossy := func() error {
+		return badRequestf("Cannot convert JSON value: %s to %s without loss of precision.", n, name)
+	}
 	maxInt := int64(1)<<24 - 1
 	if bits == 64 {
 		maxInt = int64(1)<<53 - 1
@@ -144,13 +150,13 @@ func jsonFloat(v any, bits int, lenient bool) (float64, error) {
 	if isIntLiteral(n) {
 		i, err := strconv.ParseInt(string(n), 10, 64)
 		if err != nil || i > maxInt || i < -maxInt {
-			return 0, lossy
+			return 0, lossy()
 		}
 		return float64(i), nil
 	}
 	f, err := strconv.ParseFloat(string(n), 64)
 	if err != nil || (bits == 32 && math.Abs(f) > math.MaxFloat32) {
-		return 0, lossy
+		return 0, lossy()
 	}
 	return f, nil
 }

@@ -1,35 +1,62 @@
 package serving
 
-// The models a server serves, the version each serves, and the references
-// that keep a version open while requests use it.
+// The models a server serves, the versions each serves (the newest, and
+// those its labels name), the versions it served before, and the
+// references that keep a version open while requests use it.
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 
 	"github.com/towerflow/towerflow/export"
+	"github.com/towerflow/towerflow/internal/exportdir"
 )
 
-// servedModel is one configured model and the version it serves.
+// maxRetired is how many replaced versions a model's status lists.
+const maxRetired = 64
+
+// servedModel is one configured model and the versions it serves.
 type servedModel struct {
 	name string
 	load func(current int64) (Servable, error)
-	mu   sync.RWMutex
-	cur  *servedVersion // nil once the server is closed
+	// loadVersion loads a given version, for labels; nil when labels may
+	// only name the version load gives.
+	loadVersion func(version int64) (Servable, error)
+	labels      map[string]int64 // never modified
+
+	mu       sync.RWMutex
+	latest   *servedVersion           // the newest; nil once the server is closed
+	versions map[int64]*servedVersion // every version served: latest and those labels name
+	retired  []*retiredVersion        // versions replaced, oldest first, at most maxRetired
 }
 
 // servedVersion is one loaded version. refs counts the requests and
-// batches using it: it is closed when it has been replaced and refs drops
-// to zero. refs.Add happens under the model's read lock while the version
-// is current, so it happens before the Wait that follows its replacement.
+// batches using it: it is closed when it is no longer served and refs
+// drops to zero. refs.Add happens under the model's read lock while the
+// version is served, so it happens before the Wait that follows its
+// retirement.
 type servedVersion struct {
 	s       Servable
 	version int64
 	sigs    map[string]export.Signature
 	inputs  map[string]map[string]inputSpec // by signature, then input
-	refs    sync.WaitGroup
+	// exampleValues is the most JSON values one example of any signature
+	// is written with (see jsonValues).
+	exampleValues int
+	refs          sync.WaitGroup
+}
+
+// retiredVersion is a version no longer served: UNLOADING until its last
+// request is done and it is closed, then END.
+type retiredVersion struct {
+	version int64
+	mu      sync.Mutex
+	closed  bool
+	err     error // from Close
 }
 
 // inputSpec is one input of a signature: its dtype name and the shape of
@@ -51,6 +78,9 @@ func newServedVersion(s Servable) (*servedVersion, error) {
 		if len(sig.Inputs) == 0 {
 			return nil, fmt.Errorf("signature %q has no inputs", key)
 		}
+		if err := exportdir.CheckClassNames(sig); err != nil {
+			return nil, fmt.Errorf("signature %q: %w", key, err)
+		}
 		v.inputs[key] = map[string]inputSpec{}
 		for name, ti := range sig.Inputs {
 			if _, ok := servedDtypes[ti.Dtype]; !ok {
@@ -61,38 +91,154 @@ func newServedVersion(s Servable) (*servedVersion, error) {
 			}
 			v.inputs[key][name] = inputSpec{dtype: ti.Dtype, shape: slices.Clone(ti.Shape[1:])}
 		}
+		n := 1 // the example's object, or the one input's value
+		for _, in := range v.inputs[key] {
+			n = satAdd(n, jsonValues(in.shape)+1) // +1: a flat list in a tf.Example
+		}
+		v.exampleValues = max(v.exampleValues, n)
 	}
 	return v, nil
 }
 
+// jsonValues is the number of JSON values (numbers and lists) one example
+// of shape is written with as nested lists; it saturates at math.MaxInt.
+func jsonValues(shape []int) int {
+	n, lists := 0, 1
+	for _, d := range shape {
+		n = satAdd(n, lists) // the lists at this depth
+		lists = satMul(lists, d)
+	}
+	return satAdd(n, lists) // and the numbers
+}
+
+func satAdd(a, b int) int {
+	if a > math.MaxInt-b {
+		return math.MaxInt
+	}
+	return a + b
+}
+
+func satMul(a, b int) int {
+	if b != 0 && a > math.MaxInt/b {
+		return math.MaxInt
+	}
+	return a * b
+}
+
 func (v *servedVersion) release() { v.refs.Done() }
 
-// acquire returns the current version with a reference taken, or nil once
-// the server is closed.
-func (m *servedModel) acquire() *servedVersion {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.cur != nil {
-		m.cur.refs.Add(1)
-	}
-	return m.cur
+// finish records the end of a retired version's Close.
+func (r *retiredVersion) finish(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed, r.err = true, err
 }
 
-func (m *servedModel) currentVersion() int64 {
+// acquire returns the newest version, or version want when specific, with
+// a reference taken; nil when the model does not serve it. closed tells
+// that the server is closed.
+func (m *servedModel) acquire(want int64, specific bool) (v *servedVersion, closed bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	if m.cur == nil {
+	if m.latest == nil {
+		return nil, true
+	}
+	v = m.latest
+	if specific {
+		v = m.versions[want]
+	}
+	if v != nil {
+		v.refs.Add(1)
+	}
+	return v, false
+}
+
+// latestVersion returns the newest version served, 0 once closed.
+func (m *servedModel) latestVersion() int64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.latest == nil {
 		return 0
 	}
-	return m.cur.version
+	return m.latest.version
 }
 
-// swap makes v the current version (nil: none, once closed) and returns
-// the one it replaces.
-func (m *servedModel) swap(v *servedVersion) *servedVersion {
+// served returns version if the model serves it, else nil.
+func (m *servedModel) served(version int64) *servedVersion {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.versions[version]
+}
+
+// labelled tells whether a label names version.
+func (m *servedModel) labelled(version int64) bool {
+	for _, v := range m.labels {
+		if v == version {
+			return true
+		}
+	}
+	return false
+}
+
+// replaceLatest makes v (a new version, or one served already) the
+// newest. It returns the version v replaces, unless a label names it (it
+// is then still served), with the record of its retirement; nil when
+// there is none to retire.
+func (m *servedModel) replaceLatest(v *servedVersion) (*servedVersion, *retiredVersion) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	old := m.cur
-	m.cur = v
-	return old
+	old := m.latest
+	m.latest = v
+	m.versions[v.version] = v
+	m.retired = slices.DeleteFunc(m.retired, func(r *retiredVersion) bool { return r.version == v.version })
+	if old == nil || old == v || m.labelled(old.version) {
+		return nil, nil
+	}
+	delete(m.versions, old.version)
+	r := &retiredVersion{version: old.version}
+	m.retired = append(m.retired, r)
+	if len(m.retired) > maxRetired {
+		m.retired = slices.Delete(m.retired, 0, len(m.retired)-maxRetired)
+	}
+	return old, r
+}
+
+// takeAll takes every version out of service, once the server closes,
+// and returns them.
+func (m *servedModel) takeAll() []*servedVersion {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	all := slices.Collect(maps.Values(m.versions))
+	m.latest, m.versions = nil, map[int64]*servedVersion{}
+	return all
+}
+
+// versionState is one version's state in the model status API.
+type versionState struct {
+	version int64
+	state   string // AVAILABLE, UNLOADING or END
+	err     error  // a failed Close
+}
+
+// states returns the state of every version the model serves or served,
+// the newest first, as TensorFlow Serving lists them.
+func (m *servedModel) states() []versionState {
+	m.mu.RLock()
+	var out []versionState
+	for version := range m.versions {
+		out = append(out, versionState{version: version, state: "AVAILABLE"})
+	}
+	retired := slices.Clone(m.retired)
+	m.mu.RUnlock()
+	for _, r := range retired {
+		r.mu.Lock()
+		st := versionState{version: r.version, state: "UNLOADING", err: r.err}
+		if r.closed {
+			st.state = "END"
+		}
+		r.mu.Unlock()
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b versionState) int { return cmp.Compare(b.version, a.version) })
+	return out
 }

@@ -16,6 +16,8 @@ package exportdir
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"io"
 )
 
@@ -54,6 +56,46 @@ type Signature struct {
 	Method  string                `json:"method"`
 	Inputs  map[string]TensorInfo `json:"inputs"`
 	Outputs map[string]TensorInfo `json:"outputs"`
+	// ClassNames names the classes of a classify signature (see
+	// model.ClassificationOutput): the labels of the "scores" columns,
+	// or of the integer indexes of the "classes" output.
+	ClassNames []string `json:"class_names,omitempty"`
+}
+
+// CheckClassNames checks a signature's class names against its method and
+// outputs: only a classify signature has them; with a "classes" output,
+// its dtype is an integer one (indexes into the names); without one, there
+// is a name for each column of "scores".
+func CheckClassNames(sig Signature) error {
+	if len(sig.ClassNames) == 0 {
+		return nil
+	}
+	if sig.Method != "classify" {
+		return fmt.Errorf("class names on a %s signature: only classify signatures have them", sig.Method)
+	}
+	if classes, ok := sig.Outputs["classes"]; ok {
+		switch classes.Dtype {
+		case "int64", "int32", "uint8":
+			return nil
+		}
+		return fmt.Errorf("class names with a \"classes\" output of dtype %s: want integer class indexes", classes.Dtype)
+	}
+	scores, ok := sig.Outputs["scores"]
+	if !ok {
+		return errors.New("class names without a \"scores\" or \"classes\" output")
+	}
+	k := 1
+	switch len(scores.Shape) {
+	case 1:
+	case 2:
+		k = scores.Shape[1]
+	default:
+		return fmt.Errorf("class names with \"scores\" of shape %v: want [batch] or [batch, classes]", scores.Shape)
+	}
+	if k != len(sig.ClassNames) {
+		return fmt.Errorf("%d class names for %d \"scores\" columns: want one for each", len(sig.ClassNames), k)
+	}
+	return nil
 }
 
 // Signatures is the content of signatures.json.

@@ -1,0 +1,118 @@
+package serving
+
+// Request bodies: read up to the limit, decompressed when gzipped; and
+// when a request is refused before its body was read, the rest of the body
+// is read and dropped (up to a bound) so that a client that sends its
+// whole body before reading gets the answer rather than a reset
+// connection.
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// readBody reads the request body, at most Config.MaxBodyBytes, and
+// decompresses it when its Content-Encoding is gzip: then the compressed
+// and the decompressed body must each be within the limit. The body's
+// bytes are taken from the in-flight budget as they are read: the caller
+// gives back taken once done with the body.
+func (s *Server) readBody(r *http.Request) (body []byte, taken int64, err error) {
+	limit := s.cfg.MaxBodyBytes
+	tooLarge := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", limit)}
+	gzipped, err := gzipEncoded(r.Header)
+	if err != nil {
+		return nil, 0, s.refuse(r, err, 0)
+	}
+	if r.ContentLength > limit {
+		return nil, 0, s.refuse(r, tooLarge, 0)
+	}
+	raw := &countingReader{r: io.LimitReader(r.Body, limit+1)}
+	var src io.Reader = raw
+	if gzipped {
+		zr, err := gzip.NewReader(raw)
+		if err != nil {
+			if raw.n > limit {
+				return nil, 0, s.refuse(r, tooLarge, raw.n)
+			}
+			return nil, 0, s.refuse(r, badRequestf("decompressing the gzip request body: %v", err), raw.n)
+		}
+		defer zr.Close()
+		src = zr
+	}
+	charged := &chargedReader{r: io.LimitReader(src, limit+1), b: s.inflight}
+	var buf bytes.Buffer
+	if !gzipped && r.ContentLength > 0 {
+		// The body's declared size is taken from the budget before a
+		// buffer is made for it.
+		if !s.inflight.take(r.ContentLength) {
+			return nil, 0, s.refuse(r, s.inflight.errBusy(), 0)
+		}
+		charged.taken, charged.prepaid = r.ContentLength, r.ContentLength
+		buf.Grow(int(r.ContentLength) + 1) // +1: the read that sees the end
+	}
+	_, err = buf.ReadFrom(charged)
+	fail := func(err error) ([]byte, int64, error) {
+		s.inflight.give(charged.taken)
+		return nil, 0, s.refuse(r, err, raw.n)
+	}
+	switch {
+	case raw.n > limit || int64(buf.Len()) > limit:
+		return fail(tooLarge)
+	case charged.err != nil:
+		return fail(charged.err)
+	case err != nil && gzipped:
+		return fail(badRequestf("decompressing the gzip request body: %v", err))
+	case err != nil:
+		return fail(badRequestf("reading the request body: %v", err))
+	}
+	return buf.Bytes(), charged.taken, nil
+}
+
+// gzipEncoded tells whether a request's Content-Encoding is gzip; an
+// encoding other than gzip and identity is answered with 415 Unsupported
+// Media Type.
+func gzipEncoded(h http.Header) (bool, error) {
+	enc := strings.TrimSpace(strings.Join(h.Values("Content-Encoding"), ","))
+	switch strings.ToLower(enc) {
+	case "", "identity":
+		return false, nil
+	case "gzip", "x-gzip":
+		return true, nil
+	}
+	return false, &httpError{http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %q: send the body as is (identity) or gzip", enc)}
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// refuse returns err, the answer to a request refused before its body was
+// read to the end (read bytes of it were), after reading and dropping the
+// rest of the body, up to twice MaxBodyBytes in all: a client that sends
+// its whole body before it reads the answer then gets it, and the
+// connection can serve the next request. A longer body is left unread
+// (the connection is closed after the answer), and so is the body of a
+// client that waits for "100 Continue" when none of it was read: it sends
+// nothing.
+func (s *Server) refuse(r *http.Request, err error, read int64) error {
+	budget := 2 * s.cfg.MaxBodyBytes
+	switch {
+	case read == 0 && strings.EqualFold(r.Header.Get("Expect"), "100-continue"):
+	case r.ContentLength > budget:
+	default:
+		io.CopyN(io.Discard, r.Body, budget-read+1) // +1: the read that sees the end
+	}
+	return err
+}
