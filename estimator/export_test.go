@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
@@ -89,7 +88,7 @@ func TestExportWritesVersions(t *testing.T) {
 // prediction (one score column) whose classes are named names, its
 // classes output given when classes is set.
 func namedScaleModel(names []string, classes bool) model.Fn {
-	return func(t *towers.Scope, mode model.Mode, f, l map[string]*G.Node, p model.Params) (*model.Spec, error) {
+	return func(t *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 		spec, err := scaleModel(t, mode, f, l, p)
 		if err != nil {
 			return nil, err
