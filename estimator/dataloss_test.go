@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
@@ -75,30 +74,10 @@ func TestEveryCheckpointDamaged(t *testing.T) {
 	}
 	before := dirContents(t, dir)
 
-	ops := []struct {
-		name string
-		run  func(est *estimator.Estimator) error
-	}{
-		{"Train", func(est *estimator.Estimator) error {
-			return est.Train(context.Background(), foreverInput(t, 4), estimator.Steps(2))
-		}},
-		{"Evaluate", func(est *estimator.Estimator) error {
-			_, err := est.Evaluate(context.Background(), lineInput(t, xs(4), 4, true))
-			return err
-		}},
-		{"Predict", func(est *estimator.Estimator) error {
-			for _, err := range est.Predict(context.Background(), lineInput(t, xs(2), 2, false)) {
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
-		{"Export", func(est *estimator.Estimator) error {
-			_, err := est.Export(context.Background(), t.TempDir(), estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}})
-			return err
-		}},
-	}
+	// Training too, and every call that needs a trained model.
+	ops := append([]estimatorOp{{"Train", func(est *estimator.Estimator) error {
+		return est.Train(context.Background(), foreverInput(t, 4), estimator.Steps(2))
+	}}}, untrainedOps(t)...)
 	for _, op := range ops {
 		for _, who := range []struct {
 			name string

@@ -14,15 +14,15 @@ import (
 	"github.com/towerflow/towerflow/internal/wanterr"
 )
 
-// untrainedOps are the Estimator's calls that need a trained model.
-func untrainedOps(t *testing.T) []struct {
+// estimatorOp is one of the Estimator's calls on a model directory.
+type estimatorOp struct {
 	name string
 	run  func(est *estimator.Estimator) error
-} {
-	return []struct {
-		name string
-		run  func(est *estimator.Estimator) error
-	}{
+}
+
+// untrainedOps are the Estimator's calls that need a trained model.
+func untrainedOps(t *testing.T) []estimatorOp {
+	return []estimatorOp{
 		{"Evaluate", func(est *estimator.Estimator) error {
 			_, err := est.Evaluate(context.Background(), lineInput(t, xs(4), 4, true))
 			return err

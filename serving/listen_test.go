@@ -183,19 +183,8 @@ func TestServeTimeouts(t *testing.T) {
 			}
 			states := make(chan http.ConnState, 16)
 			s.connState = func(_ net.Conn, st http.ConnState) { states <- st }
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			served := make(chan error, 1)
-			go func() { served <- s.Serve(ctx, l) }()
-			t.Cleanup(func() {
-				cancel()
-				<-served
-				s.Close()
-			})
-			tc.client(l.Addr().String())
+			t.Cleanup(func() { s.Close() }) // after serveOn's cleanup
+			tc.client(serveOn(t, s))
 			var seen []http.ConnState
 			for st := http.ConnState(-1); st != http.StateClosed; {
 				st = await(t, fmt.Sprintf("the connection closed (states so far %v)", seen), states)
