@@ -14,6 +14,7 @@ import (
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/examples/linear/linreg"
 	"github.com/towerflow/towerflow/internal/exportdir"
+	"github.com/towerflow/towerflow/internal/fifotest"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
@@ -88,4 +89,14 @@ func TestInspectExportBaseDir(t *testing.T) {
 	base := filepath.Dir(version)
 	err := inspect(io.Discard, io.Discard, []string{base})
 	checkCommandError(t, err, false, "holds export versions", version)
+}
+
+// TestInspectSignaturesNotARegularFile: a named pipe where signatures.json
+// belongs is an error naming it, not a read (that would wait forever).
+func TestInspectSignaturesNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, exportdir.SignaturesFile)
+	fifotest.Make(t, path)
+	err := inspect(io.Discard, io.Discard, []string{dir})
+	checkCommandError(t, err, false, path, "not a regular file")
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/internal/exportdir"
+	"github.com/towerflow/towerflow/internal/fsutil"
 	"github.com/towerflow/towerflow/internal/numeric"
 )
 
@@ -121,9 +121,10 @@ func inspect(stdout, stderr io.Writer, args []string) error {
 }
 
 // readExportSignatures reads the signatures of dir when it is an export
-// version directory (it holds signatures.json); nil when it is not.
+// version directory (it holds signatures.json); nil when it is not. It
+// reads only a regular file, as export.Load does.
 func readExportSignatures(dir string) (*exportdir.Signatures, error) {
-	b, err := os.ReadFile(filepath.Join(dir, exportdir.SignaturesFile))
+	b, err := fsutil.ReadRegular(dir, exportdir.SignaturesFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
