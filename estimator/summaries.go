@@ -159,7 +159,7 @@ func (h *summaryHook) Begin(_ context.Context, info RunInfo) error {
 	// Where this session starts, as tf.estimator's SummarySaverHook
 	// marked it: TensorBoard drops the summaries an earlier session wrote
 	// past this step, after its last checkpoint, before it crashed.
-	return w.Write(tfevents.Event{WallTime: float64(now.UnixNano()) / 1e9, Step: info.StartStep, Session: tfevents.SessionStart})
+	return w.WriteSession(info.StartStep, tfevents.SessionStart)
 }
 
 func (h *summaryHook) AfterStep(_ context.Context, r StepResult) (bool, error) {

@@ -99,6 +99,11 @@ func (w *Writer) WriteScalars(step int64, scalars ...Scalar) error {
 	return w.Write(Event{WallTime: unixSeconds(time.Now()), Step: step, Scalars: scalars})
 }
 
+// WriteSession appends a session log of status at step, timed now.
+func (w *Writer) WriteSession(step int64, status SessionStatus) error {
+	return w.Write(Event{WallTime: unixSeconds(time.Now()), Step: step, Session: status})
+}
+
 // Flush writes the buffered events to the file.
 func (w *Writer) Flush() error {
 	if w.err != nil {
