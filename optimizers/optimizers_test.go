@@ -43,7 +43,7 @@ func newStore(t testing.TB, dt tensor.Dtype, cfg towers.StoreConfig) (*towers.St
 		cfg.Seed = 7
 	}
 	store := towers.NewStore(cfg)
-	scope := towers.NewScope(0, towers.CPU(0), store, nil)
+	scope := towers.NewScope(0, 1, towers.CPU(0), store, nil)
 	var vars []*towers.Variable
 	for _, tv := range testVars {
 		if _, err := scope.Variable(tv.name, dt, tv.shape, towers.RandomNormal(0, 1)); err != nil {

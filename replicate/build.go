@@ -120,7 +120,7 @@ func (e *Engine) buildTowers(mode model.Mode, shards []sharding.Batch) (*build, 
 	b := &build{mode: mode}
 	var first *towers.Scope
 	for i, shard := range shards {
-		scope := towers.NewScope(i, e.cfg.Devices[i], e.store, first)
+		scope := towers.NewScope(i, len(shards), e.cfg.Devices[i], e.store, first)
 		if first == nil {
 			first = scope
 		}

@@ -29,14 +29,25 @@ type Scope struct {
 
 	vars     map[string]*G.Node
 	varOrder []string
+	updates  []Update
+
+	count  int               // towers in the build
+	groups map[string]*Group // tower 0's: the build's rendezvous by key
 }
 
-// NewScope returns the scope of an empty graph for tower index on device
-// over store. first is tower 0's scope of the same build, or nil when this
-// is tower 0.
-func NewScope(index int, device Device, store *Store, first *Scope) *Scope {
-	return &Scope{index: index, device: device, store: store, first: first, g: G.NewGraph(), vars: map[string]*G.Node{}}
+// NewScope returns the scope of an empty graph for tower index of count
+// towers in one build, on device over store. first is tower 0's scope of
+// the same build, or nil when this is tower 0.
+func NewScope(index, count int, device Device, store *Store, first *Scope) *Scope {
+	s := &Scope{index: index, count: max(count, 1), device: device, store: store, first: first, g: G.NewGraph(), vars: map[string]*G.Node{}}
+	if first == nil {
+		s.groups = map[string]*Group{}
+	}
+	return s
 }
+
+// Towers returns the number of towers in the build, this one included.
+func (s *Scope) Towers() int { return s.count }
 
 // Index returns the tower's index; tower 0 is the first.
 func (s *Scope) Index() int { return s.index }

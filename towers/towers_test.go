@@ -163,7 +163,7 @@ func TestPlacement(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := towers.NewStore(tc.cfg)
-			scope := towers.NewScope(0, towers.CPU(0), s, nil)
+			scope := towers.NewScope(0, 1, towers.CPU(0), s, nil)
 			if _, _, err := s.GetOrCreate(towers.VarSpec{Name: "global_step", Dtype: tensor.Int64}); err != nil {
 				t.Fatal(err)
 			}

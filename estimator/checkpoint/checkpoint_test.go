@@ -267,7 +267,7 @@ func TestRestorePlacesSlotsBesideTheirVariable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := towers.NewStore(towers.StoreConfig{Placement: towers.RoundRobin(towers.CPU(0), towers.CPU(1)), ParameterServer: towers.CPU(7)})
-			scope := towers.NewScope(0, towers.CPU(0), dst, nil)
+			scope := towers.NewScope(0, 1, towers.CPU(0), dst, nil)
 			ask := func() {
 				if _, err := scope.Variable("other", tensor.Float32, nil, nil); err != nil {
 					t.Fatal(err)

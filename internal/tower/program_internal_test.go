@@ -134,7 +134,7 @@ func runModel(t *testing.T, m model, tape bool) ([][][]float64, bool) {
 	t.Helper()
 	tapeOnly = tape
 	defer func() { tapeOnly = false }()
-	tw := New(towers.NewScope(0, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil), nil)
+	tw := New(towers.NewScope(0, 1, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil), nil)
 	nodes := m(t, tw)
 	for _, n := range nodes {
 		if err := tw.Watch(n); err != nil {
@@ -215,7 +215,7 @@ func TestProgramCopiesValuesSharingLeaves(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			store := towers.NewStore(towers.StoreConfig{})
-			tw := New(towers.NewScope(0, towers.CPU(0), store, nil), nil)
+			tw := New(towers.NewScope(0, 1, towers.CPU(0), store, nil), nil)
 			w := tw.MustVariable("w", tensor.Float64, tensor.Shape{2}, towers.Constant(3))
 			out := G.Must(G.ApplyOp(c.op, w))
 			if err := tw.Watch(out); err != nil {
@@ -269,7 +269,7 @@ func TestProgramErrorsNameTheNode(t *testing.T) {
 		{name: "panics", do: func(G.Value) (G.Value, error) { panic("index out of range") }, want: []string{"tower 0", "run", "index out of range"}, panic: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tw := New(towers.NewScope(0, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil), nil)
+			tw := New(towers.NewScope(0, 1, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil), nil)
 			x := input(t, tw, "x", 2)
 			out := G.Must(G.ApplyOp(fnOp{name: "probe_" + c.name, do: c.do}, x))
 			G.WithName("probe_" + c.name)(out)
@@ -315,7 +315,7 @@ func TestProgramLeavesStatementsToTheTapeMachine(t *testing.T) {
 		}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tw := New(towers.NewScope(0, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil), nil)
+			tw := New(towers.NewScope(0, 1, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil), nil)
 			x := input(t, tw, "x", 2)
 			w := tw.MustVariable("w", tensor.Float64, tensor.Shape{2}, towers.Constant(3))
 			got := c.build(tw, G.Must(G.HadamardProd(x, w)))

@@ -90,7 +90,7 @@ func TestCompileLeavesOutUnreadGradients(t *testing.T) {
 		{name: "by the model", modelGrad: true, wantErr: errComputed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tw := tower.New(towers.NewScope(0, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil), nil)
+			tw := tower.New(towers.NewScope(0, 1, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil), nil)
 			w := tw.MustVariable("w", tensor.Float64, tensor.Shape{3}, towers.Constant(2))
 			x, err := tw.Input("x", tensor.Float64, tensor.Shape{3})
 			if err != nil {

@@ -18,9 +18,9 @@ import (
 // master is seen by both on their next run, and their runs are concurrent.
 func TestTowersShareMasters(t *testing.T) {
 	s := towers.NewStore(towers.StoreConfig{})
-	s0 := towers.NewScope(0, towers.CPU(0), s, nil)
+	s0 := towers.NewScope(0, 2, towers.CPU(0), s, nil)
 	t0 := tower.New(s0, nil)
-	t1 := tower.New(towers.NewScope(1, towers.CPU(1), s, s0), nil)
+	t1 := tower.New(towers.NewScope(1, 2, towers.CPU(1), s, s0), nil)
 	var outs []*G.Node
 	for _, tw := range []*tower.Tower{t0, t1} {
 		w := tw.MustVariable("w", tensor.Float64, tensor.Shape{2, 2}, towers.Constant(1))
@@ -59,7 +59,7 @@ func TestTowersShareMasters(t *testing.T) {
 
 func TestRunAllNamesPanickingTower(t *testing.T) {
 	s := towers.NewStore(towers.StoreConfig{})
-	ts := []*tower.Tower{tower.New(towers.NewScope(0, towers.CPU(0), s, nil), nil), tower.New(towers.NewScope(1, towers.CPU(1), s, nil), nil)}
+	ts := []*tower.Tower{tower.New(towers.NewScope(0, 1, towers.CPU(0), s, nil), nil), tower.New(towers.NewScope(1, 1, towers.CPU(1), s, nil), nil)}
 	err := tower.RunAll(context.Background(), ts, func(tw *tower.Tower) error {
 		if tw.Index() == 1 {
 			panic("bad shape")

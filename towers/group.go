@@ -1,0 +1,161 @@
+package towers
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// ErrGroupAborted is wrapped by the error AllSum returns once the group
+// has been aborted: another tower failed, or the step was cancelled.
+var ErrGroupAborted = errors.New("towers: group aborted")
+
+// Group is a rendezvous of the towers of one build, for ops that need a
+// statistic over the whole batch rather than their shard (a synchronized
+// batch normalization's mean and variance, and their gradients): every
+// tower hands in its part and gets back the sum over all towers.
+//
+// A Group is used in rounds: in each round every tower of the build calls
+// AllSum once, and all get the same sum, added in tower order, so the
+// result does not depend on which tower arrives first. The engine that
+// runs the towers resets the build's groups before each run and aborts
+// them when a tower fails, so that no tower waits for ever for one that
+// will not come.
+type Group struct {
+	key string
+	n   int
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	parts   [][]float64
+	arrived int
+	round   uint64
+	sum     []float64
+	err     error
+}
+
+// Group returns the build's group called key: the same *Group on every
+// tower of the build (tower 0 makes it). Ops use one key per rendezvous
+// ("bn1/moments", "bn1/moments_grad").
+func (s *Scope) Group(key string) *Group {
+	first := s
+	if s.first != nil {
+		first = s.first
+	}
+	g, ok := first.groups[key]
+	if !ok {
+		g = &Group{key: key, n: s.count, parts: make([][]float64, s.count)}
+		g.cond = sync.NewCond(&g.mu)
+		first.groups[key] = g
+	}
+	return g
+}
+
+// Groups returns the groups of the build the scope belongs to.
+func (s *Scope) Groups() []*Group {
+	first := s
+	if s.first != nil {
+		first = s.first
+	}
+	out := make([]*Group, 0, len(first.groups))
+	for _, g := range first.groups {
+		out = append(out, g)
+	}
+	return out
+}
+
+// Key returns the group's key.
+func (g *Group) Key() string { return g.key }
+
+// Towers returns the number of towers that take part in each round.
+func (g *Group) Towers() int { return g.n }
+
+// AllSum hands in tower's part and returns, once every tower has handed
+// in its own of the same length, their elementwise sum, added in tower
+// order. The result is shared by all towers and valid until the group's
+// next round: read it, do not write it. part must not change until AllSum
+// returns. With one tower it returns part itself.
+func (g *Group) AllSum(tower int, part []float64) ([]float64, error) {
+	if g.n == 1 {
+		return part, nil
+	}
+	if tower < 0 || tower >= g.n {
+		return nil, fmt.Errorf("towers: group %q: tower %d of %d", g.key, tower, g.n)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.err != nil {
+		return nil, g.err
+	}
+	if g.parts[tower] != nil {
+		return nil, fmt.Errorf("towers: group %q: tower %d handed in twice in one round", g.key, tower)
+	}
+	round := g.round
+	g.parts[tower] = part
+	g.arrived++
+	if g.arrived == g.n {
+		if err := g.add(); err != nil {
+			g.abortLocked(err)
+			return nil, g.err
+		}
+		clear(g.parts)
+		g.arrived = 0
+		g.round++
+		g.cond.Broadcast()
+		return g.sum, nil
+	}
+	for g.round == round && g.err == nil {
+		g.cond.Wait()
+	}
+	if g.round == round {
+		return nil, g.err
+	}
+	return g.sum, nil
+}
+
+// add sums the parts into g.sum, in tower order.
+func (g *Group) add() error {
+	n := len(g.parts[0])
+	for i, p := range g.parts {
+		if len(p) != n {
+			return fmt.Errorf("towers: group %q: tower %d handed in %d values, tower 0 %d", g.key, i, len(p), n)
+		}
+	}
+	if cap(g.sum) < n {
+		g.sum = make([]float64, n)
+	}
+	g.sum = g.sum[:n]
+	copy(g.sum, g.parts[0])
+	for _, p := range g.parts[1:] {
+		for j, v := range p {
+			g.sum[j] += v
+		}
+	}
+	return nil
+}
+
+// Abort makes every waiting and later AllSum return an error wrapping
+// ErrGroupAborted and cause, until Reset.
+func (g *Group) Abort(cause error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.err == nil {
+		g.abortLocked(cause)
+	}
+}
+
+func (g *Group) abortLocked(cause error) {
+	g.err = fmt.Errorf("%w: group %q: %w", ErrGroupAborted, g.key, cause)
+	g.cond.Broadcast()
+}
+
+// Reset starts a fresh round with no tower arrived and no abort: the
+// engine calls it before each run of the towers.
+func (g *Group) Reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	clear(g.parts)
+	g.arrived = 0
+	g.err = nil
+	g.round++
+}
