@@ -1,4 +1,5 @@
-"""Shared timing loop of bench/torch_mlp.py and bench/torch_cnn.py.
+"""Shared timing loop of bench/torch_mlp.py, bench/torch_cnn.py and
+bench/torch_resnet.py.
 
 Prints the line cmd/towerbench prints, with impl=pytorch and
 towers=<threads>:
@@ -56,13 +57,27 @@ LEARNING_RATE = 0.01
 DATA_BATCHES = 4
 
 
-def run(model_name, net, example_shape, outputs, args):
+# Momentum of the classifier benchmarks (resnet20), as in cmd/towerbench.
+MOMENTUM = 0.9
+
+
+def run(model_name, net, example_shape, outputs, args, classify=False):
+    """Times training steps of net on random batches. With classify, the
+    targets are random class ids, the loss softmax cross-entropy and the
+    optimizer SGD with momentum; otherwise random targets, mean squared
+    error and plain SGD."""
     torch.set_num_threads(args.threads)
     gen = torch.Generator().manual_seed(args.seed)
     xs = [torch.randn((args.batch, *example_shape), generator=gen) for _ in range(DATA_BATCHES)]
-    ys = [torch.randn((args.batch, outputs), generator=gen) for _ in range(DATA_BATCHES)]
-    opt = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE)
-    loss_fn = torch.nn.MSELoss()
+    if classify:
+        ys = [torch.randint(0, outputs, (args.batch,), generator=gen) for _ in range(DATA_BATCHES)]
+        opt = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+        loss_fn = torch.nn.CrossEntropyLoss()
+    else:
+        ys = [torch.randn((args.batch, outputs), generator=gen) for _ in range(DATA_BATCHES)]
+        opt = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE)
+        loss_fn = torch.nn.MSELoss()
+    net.train()
     stamps = [time.perf_counter()]
     for i in range(args.warmup + args.steps):
         x, y = xs[i % DATA_BATCHES], ys[i % DATA_BATCHES]
