@@ -139,8 +139,10 @@ func (e *Engine) buildTowers(mode model.Mode, shards []sharding.Batch) (*build, 
 		what := fmt.Sprintf("build (%v mode)", mode)
 		err = t.Guard(what, func() error {
 			var err error
-			spec, err = e.fn(t.Scope, mode, feats, labels, e.params)
-			return err
+			if spec, err = e.fn(t.Scope, mode, feats, labels, e.params); err != nil {
+				return err
+			}
+			return t.AssignSets()
 		})
 		if err != nil {
 			return nil, modelFnError(t, mode, shard, err)
@@ -160,9 +162,12 @@ func (e *Engine) buildTowers(mode model.Mode, shards []sharding.Batch) (*build, 
 		if err := e.minimizeTowers(b); err != nil {
 			return nil, err
 		}
+		if err := e.planUpdates(b); err != nil {
+			return nil, err
+		}
 	}
 	for i, t := range b.towers {
-		if err := watch(t, mode, b.specs[i], b.plans, i); err != nil {
+		if err := watch(t, mode, b.specs[i], b.plans, b.updates, i); err != nil {
 			return nil, err
 		}
 		if err := t.Compile(); err != nil {
@@ -193,7 +198,7 @@ func modelFnError(t *tower.Tower, mode model.Mode, shard sharding.Batch, err err
 }
 
 // watch marks every node whose value the engine reads after a run.
-func watch(t *tower.Tower, mode model.Mode, spec *model.Spec, plans []*trainPlan, i int) error {
+func watch(t *tower.Tower, mode model.Mode, spec *model.Spec, plans []*trainPlan, updates []*updatePlan, i int) error {
 	var nodes []*G.Node
 	if mode != model.Predict {
 		nodes = append(nodes, spec.Loss)
@@ -202,6 +207,9 @@ func watch(t *tower.Tower, mode model.Mode, spec *model.Spec, plans []*trainPlan
 		for _, gs := range p.grads {
 			nodes = append(nodes, gs[i])
 		}
+	}
+	for _, u := range updates {
+		nodes = append(nodes, u.nodes[i])
 	}
 	for _, k := range slices.Sorted(maps.Keys(spec.Predictions)) {
 		nodes = append(nodes, spec.Predictions[k])

@@ -59,6 +59,7 @@ type build struct {
 	rows    []int
 	weights []float64
 	plans   []*trainPlan
+	updates []*updatePlan
 }
 
 // NewEngine returns an engine for m with a new variable store holding the

@@ -167,6 +167,9 @@ func (e *Engine) TrainStep(ctx context.Context, batch sharding.Batch, hooks Step
 	if err := e.applyTrainOps(ctx, b); err != nil {
 		return 0, err
 	}
+	if err := applyUpdates(b); err != nil {
+		return 0, err
+	}
 	e.globalStep.Data().([]int64)[0]++
 	return loss, nil
 }

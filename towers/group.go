@@ -36,7 +36,9 @@ type Group struct {
 
 // Group returns the build's group called key: the same *Group on every
 // tower of the build (tower 0 makes it). Ops use one key per rendezvous
-// ("bn1/moments", "bn1/moments_grad").
+// ("bn1/moments", "bn1/moments_grad"). Call it while building the graph,
+// as model code and layer constructors run, not from an op's Do: the
+// engine finds the groups to reset and abort before the towers run.
 func (s *Scope) Group(key string) *Group {
 	first := s
 	if s.first != nil {

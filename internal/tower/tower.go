@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime/debug"
 	"runtime/trace"
 
@@ -341,15 +342,30 @@ func (t *Tower) Guard(what string, fn func() error) (err error) {
 // of a training loop, so that no tower waits for the scheduler to start
 // it. A panic in fn becomes a *PanicError naming the tower. Errors from
 // several towers are joined in tower order. A cancelled ctx is checked
-// before starting.
+// before starting. The groups of the towers' build (towers.Scope.Group)
+// are reset before the towers start, and aborted as soon as one fails, so
+// that no tower waits in a group for one that will not come.
 func RunAll(ctx context.Context, ts []*Tower, fn func(*Tower) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if len(ts) == 0 {
+		return nil
+	}
+	groups := ts[0].Groups()
+	for _, g := range groups {
+		g.Reset()
 	}
 	errs := make([]error, len(ts))
 	parallel.Gang(len(ts), func(i int) {
 		defer trace.StartRegion(ctx, "tower").End()
 		errs[i] = ts[i].Guard("run", func() error { return fn(ts[i]) })
+		if errs[i] != nil {
+			// Towers waiting for this one in a group would wait for ever.
+			for _, g := range groups {
+				g.Abort(fmt.Errorf("%v failed", ts[i]))
+			}
+		}
 	})
 	return errors.Join(errs...)
 }
@@ -359,4 +375,43 @@ func describe(v *tensor.Dense) string {
 		return "nil"
 	}
 	return fmt.Sprintf("shape %v dtype %v", v.Shape(), v.Dtype())
+}
+
+// AssignSets turns each G.Set statement of the tower's graph that sets one
+// of the tower's variables into a state update (Scope.Assign) and takes
+// the statement out of the graph. gorgonia's tape machine, which would
+// otherwise run such a graph, does nothing for a Set: a variable the model
+// sets would silently never be written. A Set of anything but a variable is
+// an error naming the node.
+func (t *Tower) AssignSets() error {
+	byNode := map[*G.Node]string{}
+	for _, name := range t.VariableNames() {
+		n, _ := t.VariableNode(name)
+		byNode[n] = name
+	}
+	for _, n := range t.g.AllNodes() {
+		op := n.Op()
+		if op == nil {
+			continue
+		}
+		if ty := reflect.TypeOf(op); ty.PkgPath() != reflect.TypeFor[G.Op]().PkgPath() || ty.Name() != "letOp" {
+			continue
+		}
+		var kids []*G.Node
+		for it := t.g.From(n.ID()); it.Next(); {
+			kids = append(kids, it.Node().(*G.Node))
+		}
+		if len(kids) != 2 {
+			return fmt.Errorf("%v: G.Set node %v has %d operands, want 2", t, n.Name(), len(kids))
+		}
+		name, ok := byNode[kids[0]]
+		if !ok {
+			return fmt.Errorf("%v: G.Set node %v sets %v, which is not a variable of the tower: only variables can be set (Scope.Assign)", t, n.Name(), kids[0].Name())
+		}
+		if err := t.Assign(name, kids[1]); err != nil {
+			return fmt.Errorf("G.Set node %v: %w", n.Name(), err)
+		}
+		t.g.RemoveNode(n)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package tower_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,5 +75,51 @@ func TestRunAllNamesPanickingTower(t *testing.T) {
 	cancel()
 	if err := tower.RunAll(ctx, ts, func(*tower.Tower) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: got %v", err)
+	}
+}
+
+// TestRunAllAbortsGroups: a tower that fails, by an error or a panic,
+// while another waits for it in a group of their build, aborts the group:
+// the waiting tower returns instead of waiting for ever, and the next run
+// (which resets the groups) sums again.
+func TestRunAllAbortsGroups(t *testing.T) {
+	for _, fail := range []string{"error", "panic"} {
+		t.Run(fail, func(t *testing.T) {
+			s := towers.NewStore(towers.StoreConfig{})
+			s0 := towers.NewScope(0, 2, towers.CPU(0), s, nil)
+			ts := []*tower.Tower{tower.New(s0, nil), tower.New(towers.NewScope(1, 2, towers.CPU(1), s, s0), nil)}
+			g := s0.Group("moments") // as an op does while its graph is built
+			broken := true
+			var waited error
+			sums := make([][]float64, 2)
+			run := func(tw *tower.Tower) error {
+				if tw.Index() == 1 && broken {
+					if fail == "panic" {
+						panic("tower 1 broke")
+					}
+					return errors.New("tower 1 broke")
+				}
+				sum, err := g.AllSum(tw.Index(), []float64{float64(tw.Index() + 1), 10})
+				if tw.Index() == 0 {
+					waited = err
+				}
+				sums[tw.Index()] = slices.Clone(sum)
+				return err
+			}
+			err := tower.RunAll(context.Background(), ts, run)
+			if err == nil || !strings.Contains(err.Error(), "tower 1 broke") {
+				t.Fatalf("RunAll = %v, want tower 1's failure", err)
+			}
+			if !errors.Is(waited, towers.ErrGroupAborted) {
+				t.Errorf("tower 0's AllSum = %v, want ErrGroupAborted", waited)
+			}
+			broken = false
+			if err := tower.RunAll(context.Background(), ts, run); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([][]float64{{3, 20}, {3, 20}}, sums); diff != "" {
+				t.Errorf("sums after a reset (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
