@@ -160,8 +160,10 @@ func TestReadErrors(t *testing.T) {
 			[]string{images + ": more data after the 3 images the header announces"}},
 		{"zero columns", map[string][]byte{images: idx(nil, mnist.ImagesMagic, 3, 2, 0), labels: goodLabels},
 			[]string{images + ": images of 2×0 pixels"}},
-		{"absurd count", map[string][]byte{images: idx(pixels, mnist.ImagesMagic, 1<<32-1, 1<<16, 1<<16), labels: goodLabels},
-			[]string{images + ": the header announces 4294967295 images of 65536×65536 pixels", "damaged header"}},
+		{"absurd count", map[string][]byte{images: idx(pixels, mnist.ImagesMagic, 1<<20, 1<<16, 1<<16), labels: goodLabels},
+			[]string{images + ": the header announces 1048576 images of 65536×65536 pixels, more than 17179869184 bytes: a damaged header?"}},
+		{"absurd image", map[string][]byte{images: idx(pixels, mnist.ImagesMagic, 0, 1<<32-1, 1<<32-1), labels: idx(nil, mnist.LabelsMagic, 0)},
+			[]string{images + ": the header announces 0 images of 4294967295×4294967295 pixels", "damaged header"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -47,15 +47,17 @@ func DecodeImages(r io.Reader, name string) (rows, cols int, pixels []byte, err 
 	if err != nil {
 		return 0, 0, nil, err
 	}
-	n, r64, c64 := int64(h[1]), int64(h[2]), int64(h[3])
+	n, r64, c64 := uint64(h[1]), uint64(h[2]), uint64(h[3])
 	if r64 == 0 || c64 == 0 {
 		return 0, 0, nil, fmt.Errorf("%s: images of %d×%d pixels: want at least one row and one column", name, r64, c64)
 	}
-	size := r64 * c64
-	if hi, total := bits.Mul64(uint64(n), uint64(size)); hi != 0 || total > maxBytes {
-		return 0, 0, nil, fmt.Errorf("%s: the header announces %d images of %d×%d pixels, more than %d bytes: a damaged header?", name, n, r64, c64, int64(maxBytes))
+	// Neither an image nor all of them may pass maxBytes (nor overflow).
+	hiSize, size := bits.Mul64(r64, c64)
+	hiTotal, total := bits.Mul64(n, size)
+	if hiSize != 0 || hiTotal != 0 || size > maxBytes || total > maxBytes {
+		return 0, 0, nil, fmt.Errorf("%s: the header announces %d images of %d×%d pixels, more than %d bytes: a damaged header?", name, n, r64, c64, uint64(maxBytes))
 	}
-	if pixels, err = records(body, name, "image", n, size); err != nil {
+	if pixels, err = records(body, name, "image", int64(n), int64(size)); err != nil {
 		return 0, 0, nil, err
 	}
 	return int(r64), int(c64), pixels, nil
