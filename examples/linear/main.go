@@ -17,105 +17,77 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"time"
 
-	"golang.org/x/term"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/examples/linear/linreg"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
-	"github.com/towerflow/towerflow/serving"
-	"github.com/towerflow/towerflow/towers"
 )
 
+// options are the command's flags.
+type options struct {
+	run.Flags
+	steps    int64
+	batch    int
+	lr       float64
+	examples int
+}
+
 func main() {
-	steps := flag.Int64("steps", 400, "training steps to run (more, when -model_dir holds a checkpoint)")
-	modelDir := flag.String("model_dir", "", "directory for checkpoints and history; empty keeps the run in memory")
-	batch := flag.Int("batch", 100, "batch size")
-	lr := flag.Float64("lr", 0.5, "SGD learning rate")
-	n := flag.Int("examples", 1000, "training examples")
-	addr := flag.String("serve", "", "after training, export and serve on this address (needs -model_dir), e.g. localhost:8501")
+	var o options
+	o.Register(flag.CommandLine)
+	flag.Int64Var(&o.steps, "steps", 400, "training steps to run (more, when -model_dir holds a checkpoint)")
+	flag.IntVar(&o.batch, "batch", 100, "batch size")
+	flag.Float64Var(&o.lr, "lr", 0.5, "SGD learning rate")
+	flag.IntVar(&o.examples, "examples", 1000, "training examples")
 	flag.Parse()
-	if *addr != "" && *modelDir == "" {
-		fmt.Fprintln(os.Stderr, "linear: -serve needs -model_dir")
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, *modelDir, *steps, *batch, *lr, *n); err != nil {
-		fmt.Fprintln(os.Stderr, "linear:", err)
-		os.Exit(1)
-	}
-	if *addr != "" {
-		if err := serve(ctx, *modelDir, *addr, *lr); err != nil {
-			fmt.Fprintln(os.Stderr, "linear:", err)
-			os.Exit(1)
-		}
-	}
+	run.Main("linear", o.Flags, func(ctx context.Context) error { return train(ctx, o) }, run.Serving{
+		Name:   "linear",
+		Model:  func() (*replicate.Model, error) { return newModel(o) },
+		Inputs: estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}},
+		Try:    `curl -d '{"instances": [[0.5], [1.0]]}' %s/v1/models/linear:predict`,
+		Logger: run.Logger(),
+	})
 }
 
-func newModel(lr float64) *replicate.Model {
-	// The zero Config's devices and loss reduction: one tower per local
-	// device, each weighted by its share of the batch, so the run trains
-	// the same on any machine.
-	return replicate.ModelFn(linreg.Model, replicate.Config{Optimizer: optimizers.SGD(lr)})
+// newModel returns the model on o's towers.
+func newModel(o options) (*replicate.Model, error) {
+	devices, err := run.Devices(o.Towers)
+	if err != nil {
+		return nil, err
+	}
+	// The zero Config's loss reduction: each tower weighted by its share
+	// of the batch, so the run trains the same on any machine.
+	return replicate.ModelFn(linreg.Model, replicate.Config{Devices: devices, Optimizer: optimizers.SGD(o.lr)}), nil
 }
 
-// serve exports the latest checkpoint of modelDir to modelDir/export and
-// serves the newest export as model "linear" until ctx is done.
-func serve(ctx context.Context, modelDir, addr string, lr float64) error {
-	est, err := estimator.New(newModel(lr), estimator.RunConfig{ModelDir: modelDir, LogEvery: -1})
+func train(ctx context.Context, o options) error {
+	log := run.Logger()
+	m, err := newModel(o)
+	if err != nil {
+		return err
+	}
+	est, err := estimator.New(m, run.Config(o.ModelDir, 1, 50, log))
 	if err != nil {
 		return err
 	}
 	defer est.Close()
-	base := filepath.Join(modelDir, "export")
-	dir, err := est.Export(ctx, base, estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}}, estimator.KeepVersions(3))
+	features, labels := linreg.Data(o.examples, 1)
+	input, err := estimator.FromTensors(features, labels, estimator.TensorInput{BatchSize: o.batch, Epochs: estimator.Forever, Shuffle: true, Seed: 1})
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	srv, err := serving.NewServer([]serving.ModelConfig{{Name: "linear", BaseDir: base, Model: newModel(lr)}}, serving.Config{Logger: log})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	go srv.Watch(ctx, 10*time.Second) // pick up newer exports
-	log.Info("serving", "export", dir, "addr", addr,
-		"try", fmt.Sprintf(`curl -d '{"instances": [[0.5], [1.0]]}' %s/v1/models/linear:predict`, addr))
-	return serving.ListenAndServe(ctx, addr, srv)
-}
-
-func run(ctx context.Context, modelDir string, steps int64, batch int, lr float64, n int) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	devices := towers.LocalDevices()
-	cfg := estimator.RunConfig{ModelDir: modelDir, Seed: 1, LogEvery: 50, Logger: log}
-	if term.IsTerminal(int(os.Stderr.Fd())) && os.Getenv("TERM") != "dumb" {
-		cfg.Progress = os.Stderr // a bar in place of a log line every 50 steps
-	}
-	est, err := estimator.New(newModel(lr), cfg)
-	if err != nil {
-		return err
-	}
-	defer est.Close()
-	features, labels := linreg.Data(n, 1)
-	train, err := estimator.FromTensors(features, labels, estimator.TensorInput{BatchSize: batch, Epochs: estimator.Forever, Shuffle: true, Seed: 1})
-	if err != nil {
-		return err
-	}
-	log.Info("training", "towers", len(devices), "devices", fmt.Sprint(devices), "steps", steps, "batch", batch)
-	if steps > 0 {
-		if err := est.Train(ctx, train, estimator.Steps(steps)); err != nil {
+	devices, _ := run.Devices(o.Towers) // newModel checked them
+	log.Info("training", "towers", len(devices), "devices", fmt.Sprint(devices), "steps", o.steps, "batch", o.batch)
+	if o.steps > 0 {
+		if err := est.Train(ctx, input, estimator.Steps(o.steps)); err != nil {
 			return err
 		}
 	}
-	eval, err := estimator.FromTensors(features, labels, estimator.TensorInput{BatchSize: batch})
+	eval, err := estimator.FromTensors(features, labels, estimator.TensorInput{BatchSize: o.batch})
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 // Example_run is what `go run ./examples/linear` prints on stdout (progress
 // goes to stderr): the learned line, whatever the number of local devices.
 func Example_run() {
-	if err := run(context.Background(), "", 400, 100, 0.5, 1000); err != nil {
+	if err := train(context.Background(), options{steps: 400, batch: 100, lr: 0.5, examples: 1000}); err != nil {
 		panic(err)
 	}
 	// Output: w=0.1000 b=0.3000
@@ -31,7 +31,7 @@ func TestRunErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := run(tc.ctx, "", 400, tc.batch, 0.5, 1000)
+			err := train(tc.ctx, options{steps: 400, batch: tc.batch, lr: 0.5, examples: 1000})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error mentioning %q", err, tc.want)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
+	"github.com/towerflow/towerflow/examples/internal/run"
 )
 
 // captureStdout runs fn with os.Stdout sent to a pipe and returns what fn
@@ -90,7 +91,9 @@ func TestModelDirContinues(t *testing.T) {
 	dir := t.TempDir()
 	var printed []string
 	for i := range 2 {
-		out, err := captureStdout(t, func() error { return run(context.Background(), dir, 100, 100, 0.5, 1000) })
+		out, err := captureStdout(t, func() error {
+			return train(context.Background(), options{Flags: run.Flags{ModelDir: dir}, steps: 100, batch: 100, lr: 0.5, examples: 1000})
+		})
 		if err != nil {
 			t.Fatalf("run %d: %v", i+1, err)
 		}
