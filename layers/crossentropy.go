@@ -146,10 +146,10 @@ type xent struct {
 	// variable of the labels with one of the logits.
 	dt, labels tensor.Dtype
 	kind       xentKind
-	smoothing float64
-	weighted  bool
-	dims      int
-	n, k      int
+	smoothing  float64
+	weighted   bool
+	dims       int
+	n, k       int
 }
 
 func (x *xent) String() string {
