@@ -144,6 +144,9 @@ func (e *Engine) TrainStep(ctx context.Context, batch sharding.Batch, hooks Step
 	if err != nil {
 		return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
 	}
+	for _, g := range b.towers[0].Groups() {
+		g.SetWeights(b.weights)
+	}
 	if err := runTowers(ctx, b, hooks.Started); err != nil {
 		return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
 	}

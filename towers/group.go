@@ -32,6 +32,7 @@ type Group struct {
 	round   uint64
 	sum     []float64
 	err     error
+	weights []float64
 }
 
 // Group returns the build's group called key: the same *Group on every
@@ -160,4 +161,25 @@ func (g *Group) Reset() {
 	g.arrived = 0
 	g.err = nil
 	g.round++
+}
+
+// SetWeights sets the loss weight of every tower for the following runs:
+// the factor the engine multiplies tower i's loss and gradients by
+// (replicate's loss reduction). An op whose gradient mixes the towers'
+// rows, as a synchronized batch normalization's does, needs them to
+// give each tower the gradient of the combined loss.
+func (g *Group) SetWeights(w []float64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.weights = append(g.weights[:0], w...)
+}
+
+// Weight returns tower's loss weight: 1 until SetWeights.
+func (g *Group) Weight(tower int) float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if tower < len(g.weights) {
+		return g.weights[tower]
+	}
+	return 1
 }

@@ -1,0 +1,540 @@
+package layers
+
+import (
+	"fmt"
+	"hash"
+	"math"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/towers"
+)
+
+// BatchNormConfig configures BatchNorm; its zero value is momentum 0.99,
+// epsilon 1e-3, statistics synchronized over the towers, no activation.
+type BatchNormConfig struct {
+	// Momentum of the moving statistics, TensorFlow's convention:
+	// moving = Momentum·moving + (1 − Momentum)·batch. 0 means 0.99.
+	Momentum float64
+	// Epsilon is added to the variance; 0 means 1e-3.
+	Epsilon float64
+	// PerTower normalizes each tower with its own shard's statistics, as
+	// TensorFlow's replicate_model_fn and PyTorch's DistributedDataParallel
+	// do. By default the statistics (and their gradients) are summed over
+	// the build's towers (Scope.Group), so that N towers compute what one
+	// device computes on the whole batch.
+	PerTower bool
+	// Activation is applied to the output in the same op: Linear or ReLU.
+	Activation Activation
+}
+
+// BatchNorm returns γ·(x − mean)/√(var + ε) + β, per channel of x (N, C,
+// H, W) or per feature of x (N, C), with its variables created in s under
+// name: name/gamma (ones), name/beta (zeros), and the non-trainable
+// name/moving_mean (zeros) and name/moving_variance (ones).
+//
+// In training (training true) the mean and variance are the batch's, over
+// N (and H, W), and the moving statistics are updated once per step
+// through state updates (Scope.Assign): moving = m·moving + (1 − m)·batch,
+// with the unbiased batch variance, as PyTorch and TensorFlow's fused
+// kernel do (the normalization uses the biased one). Otherwise the moving
+// statistics normalize, and nothing is updated.
+func BatchNorm(s *towers.Scope, name string, x *G.Node, training bool, cfg BatchNormConfig) (*G.Node, error) {
+	const op = "layers.BatchNorm"
+	if s == nil || x == nil {
+		return nil, fmt.Errorf("%s(%q): nil scope or input", op, name)
+	}
+	if err := checkFloat(op, x); err != nil {
+		return nil, err
+	}
+	shape := x.Shape()
+	if len(shape) != 2 && len(shape) != 4 {
+		return nil, fmt.Errorf("%s(%q): input %s has shape %v, want (N, C) or (N, C, H, W)", op, name, x.Name(), shape)
+	}
+	if cfg.Activation != Linear && cfg.Activation != ReLU {
+		return nil, fmt.Errorf("%s(%q): unknown activation %v", op, name, cfg.Activation)
+	}
+	mom, eps := cfg.Momentum, cfg.Epsilon
+	if mom == 0 {
+		mom = 0.99
+	}
+	if eps == 0 {
+		eps = 1e-3
+	}
+	if !(mom > 0 && mom < 1) || !(eps > 0) || math.IsInf(eps, 0) {
+		return nil, fmt.Errorf("%s(%q): momentum %v, epsilon %v: want momentum in (0, 1) and a finite positive epsilon", op, name, cfg.Momentum, cfg.Epsilon)
+	}
+	c := shape[1]
+	dt := x.Dtype()
+	vars := make([]*G.Node, 4)
+	for i, v := range []struct {
+		suffix string
+		init   towers.Initializer
+		opts   []towers.VarOption
+	}{
+		{"gamma", towers.Constant(1), nil},
+		{"beta", towers.Zeros(), nil},
+		{"moving_mean", towers.Zeros(), []towers.VarOption{towers.NotTrainable()}},
+		{"moving_variance", towers.Constant(1), []towers.VarOption{towers.NotTrainable()}},
+	} {
+		n, err := s.Variable(name+"/"+v.suffix, dt, tensor.Shape{c}, v.init, v.opts...)
+		if err != nil {
+			return nil, fmt.Errorf("%s(%q): %w", op, name, err)
+		}
+		vars[i] = n
+	}
+	bn := &batchNorm{name: name, training: training, eps: eps, act: cfg.Activation, dims: len(shape), tower: s.Index()}
+	if training && !cfg.PerTower && s.Towers() > 1 {
+		bn.moments = s.Group(name + "/moments")
+		bn.grads = s.Group(name + "/moments_grad")
+	}
+	ins := G.Nodes{x, vars[0], vars[1]}
+	if !training {
+		ins = append(ins, vars[2], vars[3])
+	}
+	y, err := G.ApplyOp(&batchNormOp{bn: bn}, ins...)
+	if err != nil {
+		return nil, fmt.Errorf("%s(%q, %s): %w", op, name, x.Name(), err)
+	}
+	if !training {
+		return y, nil
+	}
+	for i, which := range []string{"moving_mean", "moving_variance"} {
+		next, err := G.ApplyOp(&movingOp{bn: bn, variance: i == 1, momentum: mom}, y, vars[2+i])
+		if err != nil {
+			return nil, fmt.Errorf("%s(%q): %s update: %w", op, name, which, err)
+		}
+		if err := s.Assign(name+"/"+which, next); err != nil {
+			return nil, fmt.Errorf("%s(%q): %w", op, name, err)
+		}
+	}
+	return y, nil
+}
+
+// batchNorm is the state one normalization's ops share within a tower: the
+// forward op writes the statistics and the normalized input, which the
+// moving-statistics and gradient ops of the same run read.
+type batchNorm struct {
+	name     string
+	training bool
+	eps      float64
+	act      Activation
+	dims     int
+	tower    int
+	moments  *towers.Group // nil: this tower's statistics only
+	grads    *towers.Group
+
+	count   float64   // elements per channel the statistics are over
+	mean    []float64 // per channel
+	varB    []float64 // biased variance
+	invStd  []float64
+	xhat    buffer
+	partial []float64 // scratch for the groups
+}
+
+func (b *batchNorm) String() string {
+	return fmt.Sprintf("BatchNorm{%q, training=%t, synced=%t, %v}", b.name, b.training, b.moments != nil, b.act)
+}
+
+// geometry returns the batch, channels and positions per channel of x.
+func geometry(s tensor.Shape) (n, c, hw int) {
+	n, c, hw = s[0], s[1], 1
+	if len(s) == 4 {
+		hw = s[2] * s[3]
+	}
+	return n, c, hw
+}
+
+// moments sets the statistics from x: the batch's, summed over the towers
+// when synchronized.
+func moments[T float](b *batchNorm, x []T, n, c, hw int) error {
+	if cap(b.partial) < 2*c+1 {
+		b.partial = make([]float64, 2*c+1)
+		b.mean, b.varB, b.invStd = make([]float64, c), make([]float64, c), make([]float64, c)
+	}
+	p := b.partial[:2*c+1]
+	clear(p)
+	for i := range n {
+		for ch := range c {
+			s, ss := 0.0, 0.0
+			for _, v := range x[(i*c+ch)*hw : (i*c+ch+1)*hw] {
+				f := float64(v)
+				s += f
+				ss += f * f
+			}
+			p[ch] += s
+			p[c+ch] += ss
+		}
+	}
+	p[2*c] = float64(n * hw)
+	if b.moments != nil {
+		var err error
+		if p, err = b.moments.AllSum(b.tower, p); err != nil {
+			return fmt.Errorf("%v: %w", b, err)
+		}
+	}
+	b.count = p[2*c]
+	for ch := range c {
+		m := p[ch] / b.count
+		b.mean[ch] = m
+		b.varB[ch] = max(p[c+ch]/b.count-m*m, 0)
+		b.invStd[ch] = 1 / math.Sqrt(b.varB[ch]+b.eps)
+	}
+	return nil
+}
+
+// batchNormOp normalizes: inputs x, gamma, beta, and out of training the
+// moving mean and variance.
+type batchNormOp struct {
+	forwardOp
+	bn  *batchNorm
+	out buffer
+}
+
+func (op *batchNormOp) Arity() int {
+	if op.bn.training {
+		return 3
+	}
+	return 5
+}
+
+func (op *batchNormOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	t, v := tensorType(op.bn.dims, a), tensorType(1, a)
+	if op.bn.training {
+		return hm.NewFnType(t, v, v, t)
+	}
+	return hm.NewFnType(t, v, v, v, v, t)
+}
+
+func (op *batchNormOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	s, err := shapeOf("batch norm", in, 0)
+	if err != nil {
+		return nil, err
+	}
+	return s.Clone(), nil
+}
+
+func (op *batchNormOp) DiffWRT(n int) []bool {
+	d := make([]bool, n)
+	for i := range min(n, 3) {
+		d[i] = true
+	}
+	return d
+}
+
+func (op *batchNormOp) Do(in ...G.Value) (G.Value, error) {
+	if len(in) != op.Arity() {
+		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
+	}
+	return dispatch(op.String(), in[0].Dtype(),
+		func() (G.Value, error) { return batchNormDo[float32](op, in) },
+		func() (G.Value, error) { return batchNormDo[float64](op, in) })
+}
+
+func batchNormDo[T float](op *batchNormOp, in []G.Value) (G.Value, error) {
+	b := op.bn
+	x, err := backing[T]("input", in[0])
+	if err != nil {
+		return nil, err
+	}
+	n, c, hw := geometry(in[0].Shape())
+	params := make([][]T, len(in)-1)
+	for i := range params {
+		if params[i], err = backing[T]("parameter", in[i+1]); err != nil {
+			return nil, err
+		}
+		if len(params[i]) != c {
+			return nil, fmt.Errorf("%v: parameter %d has %d elements, want %d channels", op, i, len(params[i]), c)
+		}
+	}
+	gamma, beta := params[0], params[1]
+	if b.training {
+		if err := moments(b, x, n, c, hw); err != nil {
+			return nil, err
+		}
+	} else {
+		if cap(b.invStd) < c {
+			b.mean, b.varB, b.invStd = make([]float64, c), make([]float64, c), make([]float64, c)
+		}
+		for ch := range c {
+			b.mean[ch] = float64(params[2][ch])
+			b.varB[ch] = float64(params[3][ch])
+			b.invStd[ch] = 1 / math.Sqrt(b.varB[ch]+b.eps)
+		}
+	}
+	out := op.out.get(in[0].Dtype(), in[0].Shape())
+	o := data[T](out)
+	xh := data[T](b.xhat.get(in[0].Dtype(), in[0].Shape()))
+	relu := b.act == ReLU
+	for i := range n {
+		for ch := range c {
+			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
+			m, s := T(b.mean[ch]), T(b.invStd[ch])
+			g, be := gamma[ch], beta[ch]
+			xs, hs, os := x[lo:hi], xh[lo:hi], o[lo:hi]
+			for j, v := range xs {
+				h := (v - m) * s
+				hs[j] = h
+				y := g*h + be
+				if relu {
+					y = max(y, 0)
+				}
+				os[j] = y
+			}
+		}
+	}
+	return out, nil
+}
+
+func (op *batchNormOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
+func (op *batchNormOp) Hashcode() uint32      { return hashOf(op) }
+func (op *batchNormOp) String() string        { return op.bn.String() }
+
+// SymDiff: with dz = grad ⊙ act′, dβ = Σ dz, dγ = Σ dz·x̂ (this tower's
+// rows: the engine sums them over towers), and in training
+// dx = γ/σ·(dz − (Σ dz + x̂·Σ dz·x̂)/M) with the sums over every tower's
+// rows when synchronized, else dx = γ/σ·dz.
+func (op *batchNormOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	out := make(G.Nodes, len(in))
+	for i, which := range []bnGrad{gradX, gradGamma, gradBeta} {
+		args := G.Nodes{output, grad}
+		if which == gradX {
+			args = append(args, in[1])
+		}
+		d, err := G.ApplyOp(&batchNormGradOp{bn: op.bn, which: which}, args...)
+		if err != nil {
+			return nil, fmt.Errorf("%v: gradient %d: %w", op, i, err)
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+type bnGrad int
+
+const (
+	gradX bnGrad = iota
+	gradGamma
+	gradBeta
+)
+
+// batchNormGradOp is one gradient of a normalization, from the forward's
+// output and state and the incoming gradient (and γ for x's).
+type batchNormGradOp struct {
+	gradOp
+	bn    *batchNorm
+	which bnGrad
+	out   buffer
+	sums  []float64
+}
+
+func (op *batchNormGradOp) Arity() int {
+	if op.which == gradX {
+		return 3
+	}
+	return 2
+}
+
+func (op *batchNormGradOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	t, v := tensorType(op.bn.dims, a), tensorType(1, a)
+	if op.which == gradX {
+		return hm.NewFnType(t, t, v, t)
+	}
+	return hm.NewFnType(t, t, v)
+}
+
+func (op *batchNormGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	s, err := shapeOf("batch norm gradient", in, 0)
+	if err != nil {
+		return nil, err
+	}
+	if op.which == gradX {
+		return s.Clone(), nil
+	}
+	return tensor.Shape{s[1]}, nil
+}
+
+func (op *batchNormGradOp) Do(in ...G.Value) (G.Value, error) {
+	if len(in) != op.Arity() {
+		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
+	}
+	return dispatch(op.String(), in[0].Dtype(),
+		func() (G.Value, error) { return batchNormGradDo[float32](op, in) },
+		func() (G.Value, error) { return batchNormGradDo[float64](op, in) })
+}
+
+// dz returns grad ⊙ act′ at element j of y.
+func dz[T float](relu bool, y, g T) T {
+	if relu && y <= 0 {
+		return 0
+	}
+	return g
+}
+
+func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error) {
+	b := op.bn
+	y, g, err := backings[T](in, "output", "gradient")
+	if err != nil {
+		return nil, err
+	}
+	n, c, hw := geometry(in[0].Shape())
+	if b.xhat.t == nil || b.xhat.t.Shape().TotalSize() != len(y) || len(b.invStd) < c {
+		return nil, fmt.Errorf("%v: gradient before the forward pass", op)
+	}
+	xh := data[T](b.xhat.t)
+	relu := b.act == ReLU
+	if op.which != gradX {
+		out := op.out.get(in[0].Dtype(), tensor.Shape{c})
+		o := data[T](out)
+		for ch := range c {
+			s := 0.0
+			for i := range n {
+				lo := (i*c + ch) * hw
+				for j := lo; j < lo+hw; j++ {
+					d := float64(dz(relu, y[j], g[j]))
+					if op.which == gradGamma {
+						d *= float64(xh[j])
+					}
+					s += d
+				}
+			}
+			o[ch] = T(s)
+		}
+		return out, nil
+	}
+	gamma, err := backing[T]("gamma", in[2])
+	if err != nil {
+		return nil, err
+	}
+	out := op.out.get(in[0].Dtype(), in[0].Shape())
+	o := data[T](out)
+	if !b.training {
+		for i := range n {
+			for ch := range c {
+				k := T(float64(gamma[ch]) * b.invStd[ch])
+				lo := (i*c + ch) * hw
+				for j := lo; j < lo+hw; j++ {
+					o[j] = k * dz(relu, y[j], g[j])
+				}
+			}
+		}
+		return out, nil
+	}
+	if cap(op.sums) < 2*c {
+		op.sums = make([]float64, 2*c)
+	}
+	sums := op.sums[:2*c]
+	clear(sums)
+	for i := range n {
+		for ch := range c {
+			lo := (i*c + ch) * hw
+			s, sx := 0.0, 0.0
+			for j := lo; j < lo+hw; j++ {
+				d := float64(dz(relu, y[j], g[j]))
+				s += d
+				sx += d * float64(xh[j])
+			}
+			sums[ch] += s
+			sums[c+ch] += sx
+		}
+	}
+	scale := 1.0
+	if b.grads != nil {
+		// Tower t's gradient is multiplied by its loss weight w_t after
+		// this op; the statistics couple the towers, so the sums are
+		// the weighted sums of every tower's, over w_t.
+		w := b.grads.Weight(b.tower)
+		for k := range sums {
+			sums[k] *= w
+		}
+		if sums, err = b.grads.AllSum(b.tower, sums); err != nil {
+			return nil, fmt.Errorf("%v: %w", b, err)
+		}
+		scale = 1 / w
+	}
+	for i := range n {
+		for ch := range c {
+			k := float64(gamma[ch]) * b.invStd[ch]
+			ms, mx := scale*sums[ch]/b.count, scale*sums[c+ch]/b.count
+			lo := (i*c + ch) * hw
+			for j := lo; j < lo+hw; j++ {
+				d := float64(dz(relu, y[j], g[j]))
+				o[j] = T(k * (d - ms - float64(xh[j])*mx))
+			}
+		}
+	}
+	return out, nil
+}
+
+func (op *batchNormGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
+func (op *batchNormGradOp) Hashcode() uint32      { return hashOf(op) }
+func (op *batchNormGradOp) String() string {
+	return fmt.Sprintf("%vGrad%d", op.bn, op.which)
+}
+
+// movingOp is a moving statistic's next value, m·moving + (1 − m)·batch,
+// from the statistics the forward op (its first input, for the order)
+// computed; the variance is the unbiased one.
+type movingOp struct {
+	gradOp
+	bn       *batchNorm
+	variance bool
+	momentum float64
+	out      buffer
+}
+
+func (op *movingOp) Arity() int { return 2 }
+
+func (op *movingOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	return hm.NewFnType(tensorType(op.bn.dims, a), tensorType(1, a), tensorType(1, a))
+}
+
+func (op *movingOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	s, err := shapeOf("moving statistic", in, 1)
+	if err != nil {
+		return nil, err
+	}
+	return s.Clone(), nil
+}
+
+func (op *movingOp) Do(in ...G.Value) (G.Value, error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
+	}
+	return dispatch(op.String(), in[1].Dtype(),
+		func() (G.Value, error) { return movingDo[float32](op, in[1]) },
+		func() (G.Value, error) { return movingDo[float64](op, in[1]) })
+}
+
+func movingDo[T float](op *movingOp, moving G.Value) (G.Value, error) {
+	mv, err := backing[T]("moving statistic", moving)
+	if err != nil {
+		return nil, err
+	}
+	b := op.bn
+	if len(b.mean) < len(mv) {
+		return nil, fmt.Errorf("%v: moving statistic before the forward pass", op)
+	}
+	out := op.out.get(moving.Dtype(), moving.Shape())
+	o := data[T](out)
+	bessel := b.count / max(b.count-1, 1)
+	for ch, m := range mv {
+		stat := b.mean[ch]
+		if op.variance {
+			stat = b.varB[ch] * bessel
+		}
+		o[ch] = T(op.momentum*float64(m) + (1-op.momentum)*stat)
+	}
+	return out, nil
+}
+
+func (op *movingOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
+func (op *movingOp) Hashcode() uint32      { return hashOf(op) }
+func (op *movingOp) String() string {
+	return fmt.Sprintf("%vMoving{variance=%t, momentum=%v}", op.bn, op.variance, op.momentum)
+}

@@ -1,0 +1,205 @@
+package layers_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/layers"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// bnNet is Σ w ⊙ BatchNorm(x) on one tower, with gradients with respect
+// to x, gamma and beta.
+type bnNet struct {
+	x, w        *G.Node
+	out, loss   G.Value
+	gx, gg, gb  G.Value
+	vm          G.VM
+	store       *towers.Store
+	updateNames []string
+}
+
+func newBNNet(t *testing.T, dt tensor.Dtype, shape tensor.Shape, training bool, act layers.Activation) *bnNet {
+	t.Helper()
+	store := towers.NewStore(towers.StoreConfig{Seed: 3})
+	s := towers.NewScope(0, 1, towers.CPU(0), store, nil)
+	n := &bnNet{store: store}
+	n.x = G.NewTensor(s.Graph(), dt, len(shape), G.WithShape(shape...), G.WithName("x"))
+	n.w = G.NewTensor(s.Graph(), dt, len(shape), G.WithShape(shape...), G.WithName("w"))
+	y, err := layers.BatchNorm(s, "bn", n.x, training, layers.BatchNormConfig{Momentum: 0.8, Epsilon: 0.01, Activation: act})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, n.w))))
+	gamma, _ := s.VariableNode("bn/gamma")
+	beta, _ := s.VariableNode("bn/beta")
+	// Non-trivial γ and β.
+	for name, vals := range map[string][]float64{"bn/gamma": {1.5, -0.5, 2}, "bn/beta": {0.1, 0.3, -0.2}, "bn/moving_mean": {0.2, -0.1, 0.4}, "bn/moving_variance": {1.5, 0.7, 2}} {
+		v, _ := store.Lookup(name)
+		if err := numeric.SetFloat64s(v.Data(), vals[:v.Size()]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grads, err := G.Grad(loss, n.x, gamma, beta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	G.Read(y, &n.out)
+	G.Read(loss, &n.loss)
+	G.Read(grads[0], &n.gx)
+	G.Read(grads[1], &n.gg)
+	G.Read(grads[2], &n.gb)
+	for _, u := range s.Updates() {
+		n.updateNames = append(n.updateNames, u.Var)
+	}
+	n.vm = G.NewTapeMachine(s.Graph())
+	t.Cleanup(func() { n.vm.Close() })
+	return n
+}
+
+func (n *bnNet) run(t *testing.T, dt tensor.Dtype, shape tensor.Shape, x, w []float64) (float64, [][]float64) {
+	t.Helper()
+	n.vm.Reset()
+	if err := G.Let(n.x, tensorOf(dt, shape, x)); err != nil {
+		t.Fatal(err)
+	}
+	if err := G.Let(n.w, tensorOf(dt, shape, w)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	var out [][]float64
+	for _, v := range []G.Value{n.loss, n.out, n.gx, n.gg, n.gb} {
+		f, err := numeric.Float64s(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, f)
+	}
+	return out[0][0], out[1:]
+}
+
+// refBatchNorm is the normalization written directly, per channel.
+func refBatchNorm(x []float64, shape tensor.Shape, training bool, act layers.Activation) []float64 {
+	n, c, hw := shape[0], shape[1], 1
+	if len(shape) == 4 {
+		hw = shape[2] * shape[3]
+	}
+	gamma, beta := []float64{1.5, -0.5, 2}, []float64{0.1, 0.3, -0.2}
+	mean, variance := []float64{0.2, -0.1, 0.4}, []float64{1.5, 0.7, 2}
+	out := make([]float64, len(x))
+	for ch := range c {
+		m, v := mean[ch], variance[ch]
+		if training {
+			m, v = 0, 0
+			for i := range n {
+				for j := range hw {
+					m += x[(i*c+ch)*hw+j]
+				}
+			}
+			m /= float64(n * hw)
+			for i := range n {
+				for j := range hw {
+					d := x[(i*c+ch)*hw+j] - m
+					v += d * d
+				}
+			}
+			v /= float64(n * hw)
+		}
+		for i := range n {
+			for j := range hw {
+				k := (i*c+ch)*hw + j
+				out[k] = gamma[ch]*(x[k]-m)/math.Sqrt(v+0.01) + beta[ch]
+				if act == layers.ReLU {
+					out[k] = math.Max(out[k], 0)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestBatchNorm: BatchNorm's output against the formula, and its
+// gradients with respect to x, γ and β against central finite
+// differences, in training and inference, per feature (N, C) and per
+// channel (N, C, H, W), with and without the fused ReLU, float64 and
+// float32 (values only).
+func TestBatchNorm(t *testing.T) {
+	for _, shape := range []tensor.Shape{{5, 3}, {3, 3, 2, 2}} {
+		for _, training := range []bool{true, false} {
+			for _, act := range []layers.Activation{layers.Linear, layers.ReLU} {
+				for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+					t.Run(fmt.Sprintf("%v/training=%t/%v/%v", shape, training, act, dt), func(t *testing.T) {
+						r := rand.New(rand.NewPCG(uint64(len(shape)), 9))
+						x, w := make([]float64, shape.TotalSize()), make([]float64, shape.TotalSize())
+						for i := range x {
+							x[i], w[i] = r.NormFloat64()*3+1, r.NormFloat64()
+						}
+						net := newBNNet(t, dt, shape, training, act)
+						wantUpdates := []string(nil)
+						if training {
+							wantUpdates = []string{"bn/moving_mean", "bn/moving_variance"}
+						}
+						if diff := cmp.Diff(wantUpdates, net.updateNames); diff != "" {
+							t.Errorf("state updates (-want +got):\n%s", diff)
+						}
+						_, got := net.run(t, dt, shape, x, w)
+						tol := 1e-12
+						if dt == tensor.Float32 {
+							tol = 1e-5
+						}
+						if diff := cmp.Diff(refBatchNorm(x, shape, training, act), got[0], cmpopts.EquateApprox(tol, tol)); diff != "" {
+							t.Errorf("output (-want +got):\n%s", diff)
+						}
+						if dt != tensor.Float64 {
+							return
+						}
+						const h = 1e-6
+						num := make([]float64, len(x))
+						for i := range x {
+							p := append([]float64(nil), x...)
+							p[i] += h
+							lp, _ := net.run(t, dt, shape, p, w)
+							p[i] -= 2 * h
+							lm, _ := net.run(t, dt, shape, p, w)
+							num[i] = (lp - lm) / (2 * h)
+						}
+						_, got = net.run(t, dt, shape, x, w)
+						if diff := cmp.Diff(num, got[1], cmpopts.EquateApprox(1e-5, 1e-6)); diff != "" {
+							t.Errorf("gradient wrt x (-finite differences +op):\n%s", diff)
+						}
+						// dβ = Σ w ⊙ act′, dγ = Σ w ⊙ act′ ⊙ x̂: from the reference with γ = 1, β = 0.
+						y := refBatchNorm(x, shape, training, act)
+						c, hw := shape[1], shape.TotalSize()/shape[0]/shape[1]
+						gamma, beta := []float64{1.5, -0.5, 2}, []float64{0.1, 0.3, -0.2}
+						wantG, wantB := make([]float64, c), make([]float64, c)
+						for k := range x {
+							ch := (k / hw) % c
+							if act == layers.ReLU && y[k] <= 0 {
+								continue
+							}
+							lin := y[k]
+							if act == layers.ReLU {
+								lin = y[k]
+							}
+							wantB[ch] += w[k]
+							wantG[ch] += w[k] * (lin - beta[ch]) / gamma[ch]
+						}
+						if diff := cmp.Diff([][]float64{wantG, wantB}, got[2:], cmpopts.EquateApprox(1e-9, 1e-9)); diff != "" {
+							t.Errorf("gradients wrt γ and β (-want +got):\n%s", diff)
+						}
+					})
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package replicate_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/layers"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/optimizers"
+	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// bnModel: conv 3×3×4 → batch norm (+ReLU) → dense over the flattened map
+// → batch norm over features → dense 1, mean squared error, momentum SGD.
+func bnModel(perTower bool) model.Fn {
+	return func(s *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
+		x := features.Get("x")
+		train := mode == model.Train
+		k := s.MustVariable("conv/kernel", tensor.Float64, tensor.Shape{4, 1, 3, 3}, towers.GlorotUniform())
+		c, err := layers.Conv2D(x, k, nil, layers.Conv{Padding: [2]int{1, 1}})
+		if err != nil {
+			return nil, err
+		}
+		h, err := layers.BatchNorm(s, "bn1", c, train, layers.BatchNormConfig{Momentum: 0.9, Activation: layers.ReLU, PerTower: perTower})
+		if err != nil {
+			return nil, err
+		}
+		flat, err := G.Reshape(h, tensor.Shape{x.Shape()[0], 4 * 16})
+		if err != nil {
+			return nil, err
+		}
+		w1 := s.MustVariable("d1/kernel", tensor.Float64, tensor.Shape{64, 5}, towers.GlorotUniform())
+		d, err := layers.Dense(flat, w1, nil, layers.Linear)
+		if err != nil {
+			return nil, err
+		}
+		d, err = layers.BatchNorm(s, "bn2", d, train, layers.BatchNormConfig{PerTower: perTower})
+		if err != nil {
+			return nil, err
+		}
+		w2 := s.MustVariable("d2/kernel", tensor.Float64, tensor.Shape{5, 1}, towers.GlorotUniform())
+		y, err := layers.Dense(d, w2, nil, layers.Linear)
+		if err != nil {
+			return nil, err
+		}
+		spec := &model.Spec{Predictions: map[string]*G.Node{"y": y}}
+		if mode == model.Predict {
+			return spec, nil
+		}
+		spec.Loss, err = layers.MeanSquaredError(y, labels.Get("y"))
+		spec.TrainOps = []model.TrainOp{{Optimizer: optimizers.Momentum(0.05, 0.9)}}
+		return spec, err
+	}
+}
+
+// TestBatchNormTowersEqualOneDevice: with batch normalization synchronized
+// over the towers (the default), N towers on uneven shards train exactly
+// like one device on the whole batch, moving statistics included; per
+// tower (PerTower), each shard is normalized with its own statistics, and
+// training differs from one device's.
+func TestBatchNormTowersEqualOneDevice(t *testing.T) {
+	const rows = 23
+	r := rand.New(rand.NewPCG(7, 8))
+	xs, ys := make([]float64, rows*16), make([]float64, rows)
+	for i := range xs {
+		xs[i] = r.NormFloat64()*2 + 1
+	}
+	for i := range ys {
+		ys[i] = xs[16*i+5] - xs[16*i+10]
+	}
+	feats := map[string]*tensor.Dense{"x": numeric.Over(tensor.Shape{rows, 1, 4, 4}, xs)}
+	labels := map[string]*tensor.Dense{"y": numeric.Over(tensor.Shape{rows, 1}, ys)}
+	train := func(fn model.Fn, n int) map[string][]float64 {
+		est, err := estimator.New(replicate.ModelFn(fn, replicate.Config{Devices: cpus(n)}), estimator.RunConfig{Seed: 5, LogEvery: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer est.Close()
+		in, err := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: rows, Epochs: estimator.Forever})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := est.Train(context.Background(), in, estimator.Steps(4)); err != nil {
+			t.Fatal(err)
+		}
+		vars := map[string][]float64{}
+		for _, name := range est.VariableNames() {
+			v, _ := est.VariableValue(name)
+			vars[name], _ = numeric.Float64s(v)
+		}
+		return vars
+	}
+	want := train(bnModel(false), 1)
+	if want["bn1/moving_mean"][0] == 0 || want["bn2/moving_variance"][0] == 1 {
+		t.Fatalf("moving statistics were not updated: %v", want)
+	}
+	for _, n := range []int{2, 3, 4} {
+		t.Run(fmt.Sprintf("synced/towers%d", n), func(t *testing.T) {
+			got := train(bnModel(false), n)
+			if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-9, 1e-12)); diff != "" {
+				t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
+			}
+		})
+	}
+	t.Run("per tower", func(t *testing.T) {
+		one := train(bnModel(true), 1)
+		got := train(bnModel(true), 3)
+		if cmp.Equal(one["d2/kernel"], got["d2/kernel"], cmpopts.EquateApprox(1e-9, 1e-12)) {
+			t.Errorf("per-tower statistics trained exactly like one device: the option does nothing")
+		}
+	})
+}
