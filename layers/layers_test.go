@@ -246,6 +246,44 @@ func TestAgainstGorgonia(t *testing.T) {
 		convModel(layers.Conv{Activation: layers.Linear}, false, 2, 1, 5, 5, 2, 3, 2),
 		convModel(layers.Conv{Activation: layers.ReLU, Stride: [2]int{2, 2}, Padding: [2]int{1, 0}}, true, 3, 2, 7, 6, 3, 3, 3),
 		convModel(layers.Conv{Activation: layers.Linear, Stride: [2]int{1, 2}, Padding: [2]int{2, 2}}, true, 1, 2, 4, 5, 2, 2, 3),
+		// ResNet on 32×32: a strided 3×3 "same" convolution and the 1×1
+		// strided projection of option B.
+		convModel(layers.Conv{Stride: [2]int{2, 2}, Padding: [2]int{1, 1}}, false, 2, 3, 8, 8, 4, 3, 3),
+		convModel(layers.Conv{Stride: [2]int{2, 2}}, false, 2, 3, 8, 8, 4, 1, 1),
+		{
+			name:   "residual add relu, global average pool",
+			shapes: []tensor.Shape{{2, 3, 4, 5}, {2, 3, 4, 5}, {2, 3}},
+			ours: func(in []*G.Node) (*G.Node, error) {
+				a, err := layers.Add(in[0], in[1], layers.ReLU)
+				if err != nil {
+					return nil, err
+				}
+				p, err := layers.GlobalAvgPool2D(a)
+				if err != nil {
+					return nil, err
+				}
+				return layers.MeanSquaredError(p, in[2])
+			},
+			theirs: func(in []*G.Node) (*G.Node, error) {
+				a := G.Must(G.Rectify(G.Must(G.Add(in[0], in[1]))))
+				p := G.Must(G.Mean(G.Must(G.Mean(a, 3)), 2))
+				return reference.MeanSquaredError(p, in[2])
+			},
+		},
+		{
+			name:   "residual add linear",
+			shapes: []tensor.Shape{{3, 4}, {3, 4}, {3, 4}},
+			ours: func(in []*G.Node) (*G.Node, error) {
+				a, err := layers.Add(in[0], in[1], layers.Linear)
+				if err != nil {
+					return nil, err
+				}
+				return layers.MeanSquaredError(a, in[2])
+			},
+			theirs: func(in []*G.Node) (*G.Node, error) {
+				return reference.MeanSquaredError(G.Must(G.Add(in[0], in[1])), in[2])
+			},
+		},
 		poolModel(2, 3, 6, 8, [2]int{2, 2}, [2]int{0, 0}),
 		poolModel(1, 2, 7, 5, [2]int{3, 2}, [2]int{2, 1}),
 		{

@@ -79,3 +79,25 @@ func fill(draw func(*rand.Rand, tensor.Shape) float64) Initializer {
 		return nil
 	}
 }
+
+// HeNormal draws from N(0, 2/fanIn), He et al.'s initializer for layers
+// followed by a rectifier (PyTorch's kaiming_normal_ with fan_in). fanIn is
+// the first dimension of a dense kernel (in, units), and C·KH·KW for a
+// convolution kernel (F, C, KH, KW) as package layers lays them out; for
+// other shapes the product of all dimensions but the first.
+func HeNormal() Initializer {
+	return fill(func(r *rand.Rand, s tensor.Shape) float64 {
+		fanIn := 1
+		switch {
+		case len(s) == 2:
+			fanIn = s[0]
+		case len(s) > 2:
+			for _, d := range s[1:] {
+				fanIn *= d
+			}
+		case len(s) == 1:
+			fanIn = s[0]
+		}
+		return r.NormFloat64() * math.Sqrt(2/float64(max(fanIn, 1)))
+	})
+}

@@ -2,10 +2,13 @@ package towers_test
 
 import (
 	"errors"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/wanterr"
@@ -297,6 +300,33 @@ func TestSetBLASThreads(t *testing.T) {
 			if _, got := towers.BLAS(); got != c.n {
 				t.Errorf("%s: after SetBLASThreads(%d), BLAS() threads = %d", name, c.n, got)
 			}
+		}
+	}
+}
+
+// TestHeNormal: He initialization's standard deviation is √(2/fanIn), fanIn
+// the input width of a dense kernel and C·KH·KW of a convolution kernel.
+func TestHeNormal(t *testing.T) {
+	tests := []struct {
+		shape tensor.Shape
+		fanIn int
+	}{
+		{tensor.Shape{200, 300}, 200},
+		{tensor.Shape{64, 16, 3, 3}, 144},
+	}
+	for _, tc := range tests {
+		vals := make([]float64, tc.shape.TotalSize())
+		if err := towers.HeNormal()(rand.New(rand.NewPCG(1, 2)), tensor.Float64, tc.shape, vals); err != nil {
+			t.Fatal(err)
+		}
+		var ss float64
+		for _, v := range vals {
+			ss += v * v
+		}
+		got := math.Sqrt(ss / float64(len(vals)))
+		want := math.Sqrt(2 / float64(tc.fanIn))
+		if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0.03, 0)); diff != "" {
+			t.Errorf("shape %v: standard deviation (-want +got):\n%s", tc.shape, diff)
 		}
 	}
 }
