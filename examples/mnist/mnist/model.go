@@ -7,8 +7,8 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/examples/internal/classifier"
 	"github.com/towerflow/towerflow/layers"
-	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -29,7 +29,7 @@ type Net interface {
 }
 
 // PredictSignature is the key of the export signature of both predictions.
-const PredictSignature = "predict"
+const PredictSignature = classifier.PredictSignature
 
 // MLP is a multilayer perceptron: flat images, one hidden layer of ReLU
 // units, and a dense layer of 10 logits.
@@ -55,7 +55,7 @@ func (m MLP) Model(s *towers.Scope, mode model.Mode, features model.Features, la
 	if err != nil {
 		return nil, err
 	}
-	return head(mode, logits, labels)
+	return classifier.Head(mode, logits, labels, LabelKey)
 }
 
 // CNN is a small convolutional network: NCHW images; two blocks of a 5×5
@@ -98,7 +98,7 @@ func (c CNN) Model(s *towers.Scope, mode model.Mode, features model.Features, la
 	if err != nil {
 		return nil, err
 	}
-	return head(mode, logits, labels)
+	return classifier.Head(mode, logits, labels, LabelKey)
 }
 
 // image returns the image feature, checking that it has dims dimensions.
@@ -142,42 +142,4 @@ func convBlock(s *towers.Scope, name string, x *G.Node, filters int) (*G.Node, e
 		return nil, err
 	}
 	return layers.MaxPool2D(c, [2]int{2, 2}, [2]int{})
-}
-
-// head is the classifier on logits (N, Classes) that both nets share: the
-// loss, metrics, predictions and export outputs Net describes.
-func head(mode model.Mode, logits *G.Node, labels model.Labels) (*model.Spec, error) {
-	probs, err := layers.Softmax(logits)
-	if err != nil {
-		return nil, err
-	}
-	classes, err := layers.ArgMax(logits)
-	if err != nil {
-		return nil, err
-	}
-	// The probability of the most probable class, for classify's answers.
-	top, err := G.Max(probs, 1)
-	if err != nil {
-		return nil, fmt.Errorf("top probability: %w", err)
-	}
-	predictions := map[string]*G.Node{"classes": classes, "probabilities": probs}
-	spec := &model.Spec{
-		Predictions: predictions,
-		ExportOutputs: map[string]model.ExportOutput{
-			model.DefaultServingSignature: model.ClassificationOutput{Scores: top, Classes: classes},
-			PredictSignature:              model.PredictOutput{Outputs: predictions},
-		},
-	}
-	if mode == model.Predict {
-		return spec, nil
-	}
-	y, err := labels.Lookup(LabelKey)
-	if err != nil {
-		return nil, err
-	}
-	if spec.Loss, err = layers.SparseSoftmaxCrossEntropy(logits, y); err != nil {
-		return nil, err
-	}
-	spec.EvalMetrics = map[string]metrics.Bound{"accuracy": metrics.Accuracy(y, classes)}
-	return spec, nil
 }

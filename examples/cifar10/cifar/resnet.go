@@ -1,0 +1,181 @@
+package cifar
+
+import (
+	"cmp"
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/examples/internal/classifier"
+	"github.com/towerflow/towerflow/layers"
+	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// ImageKey and LabelKey are the feature and label the model reads: float32
+// images (N, 3, 32, 32), int64 class ids (N).
+const (
+	ImageKey = "image"
+	LabelKey = "label"
+	// Classes is the number of CIFAR-10's classes.
+	Classes = 10
+)
+
+// ResNet is He et al.'s residual network for CIFAR-10 (2016, section 4.2):
+// a 3×3 convolution of 16 filters, three stages of (Depth − 2)/6 basic
+// blocks of 16, 32 and 64 filters (the first block of stages 2 and 3
+// halves the resolution with stride 2 and a projection shortcut, option B:
+// a 1×1 convolution of stride 2 and batch normalization), global average
+// pooling and a dense layer of 10 logits. A basic block is conv 3×3, batch
+// norm, ReLU, conv 3×3, batch norm, plus the shortcut, ReLU. Convolutions
+// have no bias (batch normalization follows each) and He-normal kernels.
+//
+// The loss is the mean softmax cross-entropy plus WeightDecay times the
+// L2 loss (Σ w²/2) of every convolution and dense kernel; the eval metrics
+// are "accuracy" (top-1) and "top5" (recall at 5); predictions and export
+// signatures are the classifier's (see examples/internal/classifier).
+// The model function takes no optimizer: pass one in replicate.Config
+// (Optimizer below makes the paper's).
+type ResNet struct {
+	// Depth is 6n + 2 for n blocks per stage: 20, 32, 44, 56, 110; 0
+	// means 20.
+	Depth int
+	// WeightDecay scales the kernels' L2 loss; 0 means 1e-4, negative
+	// none.
+	WeightDecay float64
+	// BatchNorm configures every batch normalization (its Activation is
+	// set per use); a zero Momentum means 0.9, PyTorch's 0.1.
+	BatchNorm layers.BatchNormConfig
+}
+
+// Blocks returns the number of basic blocks per stage, or an error for a
+// depth that is not 6n + 2.
+func (r ResNet) Blocks() (int, error) {
+	d := cmp.Or(r.Depth, 20)
+	if d < 8 || (d-2)%6 != 0 {
+		return 0, fmt.Errorf("ResNet: depth %d is not 6n + 2 (20, 32, 44, 56, 110)", d)
+	}
+	return (d - 2) / 6, nil
+}
+
+// Model is the ResNet's model function.
+func (r ResNet) Model(s *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
+	n, err := r.Blocks()
+	if err != nil {
+		return nil, err
+	}
+	x, err := features.Lookup(ImageKey)
+	if err != nil {
+		return nil, err
+	}
+	if sh := x.Shape(); x.Dtype() != tensor.Float32 || len(sh) != 4 || sh[1] != 3 {
+		return nil, fmt.Errorf("ResNet: feature %q is %v of shape %v, want float32 images (N, 3, H, W)", ImageKey, x.Dtype(), sh)
+	}
+	b := &builder{s: s, training: mode == model.Train, bn: r.BatchNorm}
+	b.bn.Momentum = cmp.Or(b.bn.Momentum, 0.9)
+	h := b.convBN("conv0", x, 16, 3, 1, layers.ReLU)
+	for stage, filters := range []int{16, 32, 64} {
+		for i := range n {
+			stride := 1
+			if stage > 0 && i == 0 {
+				stride = 2
+			}
+			h = b.block(fmt.Sprintf("stage%d/block%d", stage+1, i+1), h, filters, stride)
+		}
+	}
+	var logits *G.Node
+	if b.err == nil {
+		var pooled *G.Node
+		if pooled, b.err = layers.GlobalAvgPool2D(h); b.err == nil {
+			kernel := b.variable("logits/kernel", tensor.Shape{64, Classes}, towers.GlorotUniform())
+			bias := b.variable("logits/bias", tensor.Shape{Classes}, towers.Zeros())
+			if b.err == nil {
+				logits, b.err = layers.Dense(pooled, kernel, bias, layers.Linear)
+			}
+		}
+	}
+	if b.err != nil {
+		return nil, fmt.Errorf("ResNet-%d: %w", 6*n+2, b.err)
+	}
+	spec, err := classifier.Head(mode, logits, labels, LabelKey)
+	if err != nil || mode == model.Predict {
+		return spec, err
+	}
+	y, _ := labels.Lookup(LabelKey)
+	probs := spec.Predictions["probabilities"]
+	spec.EvalMetrics["top5"] = metrics.RecallAtK(y, probs, 5)
+	if wd := r.WeightDecay; wd >= 0 {
+		l2, err := layers.L2Loss(b.kernels...)
+		if err != nil {
+			return nil, err
+		}
+		decay := G.NewConstant(float32(cmp.Or(wd, 1e-4)))
+		if spec.Loss, err = G.Add(spec.Loss, G.Must(G.Mul(decay, l2))); err != nil {
+			return nil, fmt.Errorf("ResNet: weight decay: %w", err)
+		}
+	}
+	return spec, nil
+}
+
+// builder builds one tower's network, keeping the first error.
+type builder struct {
+	s        *towers.Scope
+	training bool
+	bn       layers.BatchNormConfig
+	kernels  []*G.Node
+	err      error
+}
+
+func (b *builder) variable(name string, shape tensor.Shape, init towers.Initializer) *G.Node {
+	if b.err != nil {
+		return nil
+	}
+	v, err := b.s.Variable(name, tensor.Float32, shape, init)
+	b.err = err
+	if len(shape) > 1 {
+		b.kernels = append(b.kernels, v)
+	}
+	return v
+}
+
+// convBN is a convolution of filters k×k kernels ("same" padding, no bias)
+// and a batch normalization with act.
+func (b *builder) convBN(name string, x *G.Node, filters, k, stride int, act layers.Activation) *G.Node {
+	if b.err != nil {
+		return nil
+	}
+	kernel := b.variable(name+"/kernel", tensor.Shape{filters, x.Shape()[1], k, k}, towers.HeNormal())
+	if b.err != nil {
+		return nil
+	}
+	c, err := layers.Conv2D(x, kernel, nil, layers.Conv{Stride: [2]int{stride, stride}, Padding: [2]int{k / 2, k / 2}})
+	if b.err = err; err != nil {
+		return nil
+	}
+	cfg := b.bn
+	cfg.Activation = act
+	y, err := layers.BatchNorm(b.s, name+"/bn", c, b.training, cfg)
+	b.err = err
+	return y
+}
+
+// block is a basic residual block.
+func (b *builder) block(name string, x *G.Node, filters, stride int) *G.Node {
+	if b.err != nil {
+		return nil
+	}
+	h := b.convBN(name+"/conv1", x, filters, 3, stride, layers.ReLU)
+	h = b.convBN(name+"/conv2", h, filters, 3, 1, layers.Linear)
+	shortcut := x
+	if stride != 1 || x.Shape()[1] != filters {
+		shortcut = b.convBN(name+"/shortcut", x, filters, 1, stride, layers.Linear)
+	}
+	if b.err != nil {
+		return nil
+	}
+	y, err := layers.Add(h, shortcut, layers.ReLU)
+	b.err = err
+	return y
+}

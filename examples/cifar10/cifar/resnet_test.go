@@ -1,0 +1,196 @@
+package cifar_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/examples/cifar10/cifar"
+	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/optimizers"
+	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// colourData is a small learnable set: images of side pixels whose class
+// (of 10) sets a bright channel and the position of a bright square, over
+// noise.
+func colourData(rows, side int, seed uint64) (map[string]*tensor.Dense, map[string]*tensor.Dense) {
+	r := rand.New(rand.NewPCG(seed, 3))
+	xs, ys := make([]float32, rows*3*side*side), make([]int64, rows)
+	for i := range rows {
+		c := r.IntN(cifar.Classes)
+		ys[i] = int64(c)
+		img := xs[i*3*side*side : (i+1)*3*side*side]
+		for j := range img {
+			img[j] = float32(r.NormFloat64() * 0.3)
+		}
+		ch, quad := c%3, c/3
+		for y := range side / 2 {
+			for x := range side / 2 {
+				oy, ox := (quad%2)*side/2, (quad/2)*side/2
+				img[ch*side*side+(oy+y)*side+ox+x] += 1.5
+			}
+		}
+	}
+	return map[string]*tensor.Dense{cifar.ImageKey: numeric.Over(tensor.Shape{rows, 3, side, side}, xs)},
+		map[string]*tensor.Dense{cifar.LabelKey: numeric.Over(tensor.Shape{rows}, ys)}
+}
+
+func cpus(n int) []towers.Device {
+	ds := make([]towers.Device, n)
+	for i := range ds {
+		ds[i] = towers.CPU(i)
+	}
+	return ds
+}
+
+func newEstimator(t *testing.T, depth, nTowers int, dir string) *estimator.Estimator {
+	t.Helper()
+	net := cifar.ResNet{Depth: depth}
+	mdl := replicate.ModelFn(net.Model, replicate.Config{Devices: cpus(nTowers), Optimizer: optimizers.Momentum(0.05, 0.9)})
+	est, err := estimator.New(mdl, estimator.RunConfig{Seed: 11, LogEvery: -1, ModelDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { est.Close() })
+	return est
+}
+
+func train(t *testing.T, est *estimator.Estimator, feats, labels map[string]*tensor.Dense, batch int, steps int64) {
+	t.Helper()
+	in, err := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: batch, Epochs: estimator.Forever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := est.Train(context.Background(), in, estimator.Steps(steps)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func variables(t *testing.T, est *estimator.Estimator) map[string][]float64 {
+	t.Helper()
+	out := map[string][]float64{}
+	for _, name := range est.VariableNames() {
+		v, err := est.VariableValue(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[name], err = numeric.Float64s(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestResNetParameters: ResNet-N has the trainable parameters of He et
+// al.'s CIFAR network with projection shortcuts, as counted by PyTorch for
+// bench/torch_resnet.py's identical network (kernels, batch norm γ and β,
+// the dense layer); and a depth that is not 6n + 2 is an error.
+func TestResNetParameters(t *testing.T) {
+	tests := []struct {
+		depth int
+		want  int
+	}{{8, 78042}, {20, 272474}, {32, 466906}, {56, 855770}}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint(tc.depth), func(t *testing.T) {
+			feats, labels := colourData(2, 32, 1)
+			est := newEstimator(t, tc.depth, 1, "")
+			train(t, est, feats, labels, 2, 1)
+			got := 0
+			for name, v := range variables(t, est) {
+				// Not parameters: the step, the optimizer's slots, batch
+				// norm's moving statistics.
+				if name == model.GlobalStepName || strings.Contains(name, "/Momentum/") || strings.Contains(name, "/moving_") {
+					continue
+				}
+				got += len(v)
+			}
+			if got != tc.want {
+				t.Errorf("ResNet-%d has %d trainable parameters, want %d", tc.depth, got, tc.want)
+			}
+		})
+	}
+	if _, err := (cifar.ResNet{Depth: 21}).Blocks(); err == nil {
+		t.Error("depth 21: no error")
+	}
+}
+
+// TestResNetTowersEqualOneDevice: a ResNet (batch norm synchronized over
+// the towers, momentum, weight decay) trains on N towers, uneven shards
+// included, as on one device, to float32's precision.
+func TestResNetTowersEqualOneDevice(t *testing.T) {
+	feats, labels := colourData(10, 8, 2)
+	one := newEstimator(t, 8, 1, "")
+	train(t, one, feats, labels, 10, 3)
+	want := variables(t, one)
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("towers%d", n), func(t *testing.T) {
+			est := newEstimator(t, 8, n, "")
+			train(t, est, feats, labels, 10, 3)
+			if diff := cmp.Diff(want, variables(t, est), cmpopts.EquateApprox(1e-4, 1e-5)); diff != "" {
+				t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
+			}
+		})
+	}
+}
+
+// TestResNetResumesExactly: K steps, a checkpoint, a new estimator on the
+// model directory and K more give, bit for bit, what 2K steps in one run
+// give: weights, batch norm's moving statistics, momentum slots, global
+// step.
+func TestResNetResumesExactly(t *testing.T) {
+	const k = 2
+	feats, labels := colourData(6, 8, 3)
+	ref := newEstimator(t, 8, 2, t.TempDir())
+	train(t, ref, feats, labels, 6, 2*k)
+	dir := t.TempDir()
+	first := newEstimator(t, 8, 2, dir)
+	train(t, first, feats, labels, 6, k)
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := newEstimator(t, 8, 2, dir)
+	train(t, second, feats, labels, 6, k)
+	want, got := variables(t, ref), variables(t, second)
+	if got[model.GlobalStepName][0] != 2*k {
+		t.Errorf("global step %v, want %d", got[model.GlobalStepName], 2*k)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("resumed run differs from an uninterrupted one (-uninterrupted +resumed):\n%s", diff)
+	}
+}
+
+// TestResNetLearns: a short run on the learnable set raises accuracy from
+// chance (0.1) well above it, on held-out examples.
+func TestResNetLearns(t *testing.T) {
+	feats, labels := colourData(256, 8, 4)
+	testFeats, testLabels := colourData(200, 8, 5)
+	est := newEstimator(t, 8, 2, "")
+	evaluate := func() map[string]float64 {
+		in, err := estimator.FromTensors(testFeats, testLabels, estimator.TensorInput{BatchSize: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := est.Evaluate(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	train(t, est, feats, labels, 32, 1)
+	before := evaluate()
+	train(t, est, feats, labels, 32, 80)
+	after := evaluate()
+	if before["accuracy"] > 0.3 || after["accuracy"] < 0.8 || after["top5"] < after["accuracy"] {
+		t.Errorf("accuracy %.3f before, %.3f (top-5 %.3f) after 80 steps: want at most 0.3, then at least 0.8", before["accuracy"], after["accuracy"], after["top5"])
+	}
+}
