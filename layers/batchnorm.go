@@ -132,6 +132,9 @@ type batchNorm struct {
 	invStd  []float64
 	xhat    buffer
 	partial []float64 // scratch for the groups
+	// dSums is this tower's Σ dz and Σ dz·x̂ per channel, from the input
+	// gradient's op: β's and γ's gradients.
+	dSums []float64
 }
 
 func (b *batchNorm) String() string {
@@ -158,14 +161,14 @@ func moments[T float](b *batchNorm, x []T, n, c, hw int) error {
 	clear(p)
 	for i := range n {
 		for ch := range c {
-			s, ss := 0.0, 0.0
+			// In T within a row of positions, in float64 across them.
+			var s, ss T
 			for _, v := range x[(i*c+ch)*hw : (i*c+ch+1)*hw] {
-				f := float64(v)
-				s += f
-				ss += f * f
+				s += v
+				ss += v * v
 			}
-			p[ch] += s
-			p[c+ch] += ss
+			p[ch] += float64(s)
+			p[c+ch] += float64(ss)
 		}
 	}
 	p[2*c] = float64(n * hw)
@@ -298,17 +301,20 @@ func (op *batchNormOp) String() string        { return op.bn.String() }
 // dx = γ/σ·(dz − (Σ dz + x̂·Σ dz·x̂)/M) with the sums over every tower's
 // rows when synchronized, else dx = γ/σ·dz.
 func (op *batchNormOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	dx, err := G.ApplyOp(&batchNormGradOp{bn: op.bn, which: gradX}, output, grad, in[1])
+	if err != nil {
+		return nil, fmt.Errorf("%v: input gradient: %w", op, err)
+	}
 	out := make(G.Nodes, len(in))
-	for i, which := range []bnGrad{gradX, gradGamma, gradBeta} {
-		args := G.Nodes{output, grad}
-		if which == gradX {
-			args = append(args, in[1])
-		}
-		d, err := G.ApplyOp(&batchNormGradOp{bn: op.bn, which: which}, args...)
+	out[0] = dx
+	// γ's and β's gradients are sums the input gradient's op computes on
+	// its way: their ops copy them out (taking dx as input, for the order).
+	for i, which := range []bnGrad{gradGamma, gradBeta} {
+		d, err := G.ApplyOp(&batchNormGradOp{bn: op.bn, which: which}, dx, in[1])
 		if err != nil {
-			return nil, fmt.Errorf("%v: gradient %d: %w", op, i, err)
+			return nil, fmt.Errorf("%v: gradient %d: %w", op, i+1, err)
 		}
-		out[i] = d
+		out[i+1] = d
 	}
 	return out, nil
 }
@@ -321,8 +327,9 @@ const (
 	gradBeta
 )
 
-// batchNormGradOp is one gradient of a normalization, from the forward's
-// output and state and the incoming gradient (and γ for x's).
+// batchNormGradOp is one gradient of a normalization: x's from the
+// forward's output and state, the incoming gradient and γ; γ's and β's
+// (inputs x's gradient and γ) the sums x's op computed.
 type batchNormGradOp struct {
 	gradOp
 	bn    *batchNorm
@@ -344,7 +351,7 @@ func (op *batchNormGradOp) Type() hm.Type {
 	if op.which == gradX {
 		return hm.NewFnType(t, t, v, t)
 	}
-	return hm.NewFnType(t, t, v)
+	return hm.NewFnType(t, v, v)
 }
 
 func (op *batchNormGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
@@ -367,91 +374,92 @@ func (op *batchNormGradOp) Do(in ...G.Value) (G.Value, error) {
 		func() (G.Value, error) { return batchNormGradDo[float64](op, in) })
 }
 
-// dz returns grad ⊙ act′ at element j of y.
-func dz[T float](relu bool, y, g T) T {
-	if relu && y <= 0 {
-		return 0
-	}
-	return g
-}
-
 func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error) {
 	b := op.bn
+	n, c, hw := geometry(in[0].Shape())
+	if op.which != gradX {
+		if len(b.dSums) != 2*c {
+			return nil, fmt.Errorf("%v: before the input gradient", op)
+		}
+		out := op.out.get(in[0].Dtype(), tensor.Shape{c})
+		o := data[T](out)
+		sums := b.dSums[c:] // Σ dz·x̂: γ's
+		if op.which == gradBeta {
+			sums = b.dSums[:c] // Σ dz
+		}
+		for ch, v := range sums {
+			o[ch] = T(v)
+		}
+		return out, nil
+	}
 	y, g, err := backings[T](in, "output", "gradient")
 	if err != nil {
 		return nil, err
 	}
-	n, c, hw := geometry(in[0].Shape())
 	if b.xhat.t == nil || b.xhat.t.Shape().TotalSize() != len(y) || len(b.invStd) < c {
 		return nil, fmt.Errorf("%v: gradient before the forward pass", op)
-	}
-	xh := data[T](b.xhat.t)
-	relu := b.act == ReLU
-	if op.which != gradX {
-		out := op.out.get(in[0].Dtype(), tensor.Shape{c})
-		o := data[T](out)
-		for ch := range c {
-			s := 0.0
-			for i := range n {
-				lo := (i*c + ch) * hw
-				for j := lo; j < lo+hw; j++ {
-					d := float64(dz(relu, y[j], g[j]))
-					if op.which == gradGamma {
-						d *= float64(xh[j])
-					}
-					s += d
-				}
-			}
-			o[ch] = T(s)
-		}
-		return out, nil
 	}
 	gamma, err := backing[T]("gamma", in[2])
 	if err != nil {
 		return nil, err
 	}
+	xh := data[T](b.xhat.t)
 	out := op.out.get(in[0].Dtype(), in[0].Shape())
 	o := data[T](out)
+	// dz = grad ⊙ act′ into o, and this tower's Σ dz, Σ dz·x̂ per channel
+	// (β's and γ's gradients).
+	if cap(b.dSums) < 2*c {
+		b.dSums = make([]float64, 2*c)
+	}
+	b.dSums = b.dSums[:2*c]
+	clear(b.dSums)
+	relu := b.act == ReLU
+	for i := range n {
+		for ch := range c {
+			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
+			ds, ys, hs := o[lo:hi], y[lo:hi], xh[lo:hi]
+			copy(ds, g[lo:hi])
+			if relu {
+				for j, v := range ys {
+					if v <= 0 {
+						ds[j] = 0
+					}
+				}
+			}
+			var s, sx T
+			for j, d := range ds {
+				s += d
+				sx += d * hs[j]
+			}
+			b.dSums[ch] += float64(s)
+			b.dSums[c+ch] += float64(sx)
+		}
+	}
 	if !b.training {
 		for i := range n {
 			for ch := range c {
 				k := T(float64(gamma[ch]) * b.invStd[ch])
-				lo := (i*c + ch) * hw
-				for j := lo; j < lo+hw; j++ {
-					o[j] = k * dz(relu, y[j], g[j])
+				for j := (i*c + ch) * hw; j < (i*c+ch+1)*hw; j++ {
+					o[j] *= k
 				}
 			}
 		}
 		return out, nil
 	}
-	if cap(op.sums) < 2*c {
-		op.sums = make([]float64, 2*c)
-	}
-	sums := op.sums[:2*c]
-	clear(sums)
-	for i := range n {
-		for ch := range c {
-			lo := (i*c + ch) * hw
-			s, sx := 0.0, 0.0
-			for j := lo; j < lo+hw; j++ {
-				d := float64(dz(relu, y[j], g[j]))
-				s += d
-				sx += d * float64(xh[j])
-			}
-			sums[ch] += s
-			sums[c+ch] += sx
-		}
-	}
-	scale := 1.0
+	sums, scale := b.dSums, 1.0
 	if b.grads != nil {
 		// Tower t's gradient is multiplied by its loss weight w_t after
-		// this op; the statistics couple the towers, so the sums are
-		// the weighted sums of every tower's, over w_t.
+		// this op; the statistics couple the towers, so the sums are the
+		// weighted sums of every tower's, over w_t.
 		w := b.grads.Weight(b.tower)
-		for k := range sums {
-			sums[k] *= w
+		if cap(op.sums) < 2*c {
+			op.sums = make([]float64, 2*c)
 		}
-		if sums, err = b.grads.AllSum(b.tower, sums); err != nil {
+		part := op.sums[:2*c]
+		for k, v := range sums {
+			part[k] = v * w
+		}
+		if sums, err = b.grads.AllSum(b.tower, part); err != nil {
 			return nil, fmt.Errorf("%v: %w", b, err)
 		}
 		scale = 1 / w
@@ -459,11 +467,12 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 	for i := range n {
 		for ch := range c {
 			k := float64(gamma[ch]) * b.invStd[ch]
-			ms, mx := scale*sums[ch]/b.count, scale*sums[c+ch]/b.count
-			lo := (i*c + ch) * hw
-			for j := lo; j < lo+hw; j++ {
-				d := float64(dz(relu, y[j], g[j]))
-				o[j] = T(k * (d - ms - float64(xh[j])*mx))
+			ms, mx := T(scale*sums[ch]/b.count), T(scale*sums[c+ch]/b.count)
+			kt := T(k)
+			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
+			ds, hs := o[lo:hi], xh[lo:hi]
+			for j, d := range ds {
+				ds[j] = kt * (d - ms - hs[j]*mx)
 			}
 		}
 	}

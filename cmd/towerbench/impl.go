@@ -31,6 +31,9 @@ func newTrainer(impl string, m benchModel, k kit, batch, nTowers int, seed uint6
 	case "towerflow":
 		return newTowerflowTrainer(m, k, data, nTowers, seed)
 	case "gorgonia":
+		if m.classifier != nil {
+			return nil, fmt.Errorf("impl gorgonia has no %s: it is towerflow's example model", m.name)
+		}
 		if nTowers != 1 {
 			return nil, fmt.Errorf("impl gorgonia runs one graph: towers must be 1, not %d", nTowers)
 		}
@@ -54,19 +57,24 @@ func newTowerflowTrainer(m benchModel, k kit, data *dataset, nTowers int, seed u
 		}
 		return &model.Spec{Loss: loss}, nil
 	}
+	opt, xKey, yKey := optimizers.SGD(learningRate), "x", "y"
+	if m.classifier != nil {
+		fn, xKey, yKey = m.classifier, "image", "label"
+		opt = optimizers.Momentum(learningRate, classifierMomentum)
+	}
 	devices := make([]towers.Device, nTowers)
 	for i := range devices {
 		devices[i] = towers.CPU(i)
 	}
 	est, err := estimator.New(
 		replicate.ModelFn(fn,
-			replicate.Config{Devices: devices, Optimizer: optimizers.SGD(learningRate), Reduction: replicate.BatchMean}),
+			replicate.Config{Devices: devices, Optimizer: opt, Reduction: replicate.BatchMean}),
 		estimator.RunConfig{Seed: seed, LogEvery: -1})
 	if err != nil {
 		return nil, err
 	}
 	x, y := data.all()
-	input, err := estimator.FromTensors(map[string]*tensor.Dense{"x": x}, map[string]*tensor.Dense{"y": y},
+	input, err := estimator.FromTensors(map[string]*tensor.Dense{xKey: x}, map[string]*tensor.Dense{yKey: y},
 		estimator.TensorInput{BatchSize: data.batch, Epochs: estimator.Forever})
 	if err != nil {
 		est.Close()

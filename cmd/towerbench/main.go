@@ -14,6 +14,13 @@
 //	cnn  batch 128, NCHW 3×32×32: conv 3×3×16 + ReLU + max-pool 2 →
 //	     conv 3×3×32 + ReLU + max-pool 2 → dense 10
 //
+// and two of the examples' classifiers, on random class ids, with softmax
+// cross-entropy and SGD with momentum 0.9, on towerflow only:
+//
+//	resnet20  batch 128: examples/cifar10's ResNet-20 (batch norm
+//	          synchronized over the towers, weight decay 1e-4)
+//	mnist     batch 50: examples/mnist's MLP, 784 → 128 ReLU → 10
+//
 // For every towers count and implementation it trains -warmup steps, then
 // -steps timed steps, and prints one line
 //
@@ -27,7 +34,8 @@
 // "ratio towerflow/gorgonia towers=1: <r>" and "ratio towers=<N>/towers=1: <r>"
 // (towerflow) for each N > 1.
 //
-// bench/torch_mlp.py and bench/torch_cnn.py print the same line for PyTorch.
+// bench/torch_mlp.py, bench/torch_cnn.py, bench/torch_resnet.py and
+// bench/torch_mnist.py print the same line for PyTorch.
 package main
 
 import (
@@ -62,8 +70,8 @@ type config struct {
 func main() {
 	var cfg config
 	var towersFlag, implFlag string
-	flag.StringVar(&cfg.model, "model", "mlp", "model: mlp or cnn")
-	flag.IntVar(&cfg.batch, "batch", 0, "batch size (default 512 for mlp, 128 for cnn)")
+	flag.StringVar(&cfg.model, "model", "mlp", "model: mlp, cnn, resnet20 or mnist")
+	flag.IntVar(&cfg.batch, "batch", 0, "batch size (default 512 for mlp, 128 for cnn and resnet20, 50 for mnist)")
 	flag.IntVar(&cfg.steps, "steps", 50, "timed training steps per run")
 	flag.IntVar(&cfg.warmup, "warmup", 5, "untimed training steps before the timed ones")
 	flag.StringVar(&towersFlag, "towers", "1,2", "comma-separated tower counts")
@@ -157,7 +165,7 @@ type result struct {
 func run(ctx context.Context, cfg config, w io.Writer) error {
 	m, ok := models[cfg.model]
 	if !ok {
-		return fmt.Errorf("unknown model %q (want mlp or cnn)", cfg.model)
+		return fmt.Errorf("unknown model %q (want mlp, cnn, resnet20 or mnist)", cfg.model)
 	}
 	if cfg.ops == "" {
 		cfg.ops = "layers"
@@ -175,8 +183,8 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	var results []result
 	for _, n := range cfg.towers {
 		for _, impl := range cfg.impls {
-			if impl == "gorgonia" && n != 1 {
-				continue // one graph is one tower
+			if impl == "gorgonia" && (n != 1 || m.classifier != nil) {
+				continue // one graph is one tower; the examples' models are towerflow's
 			}
 			r, err := measure(ctx, impl, m, k, cfg, n)
 			if err != nil {

@@ -8,8 +8,11 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/examples/cifar10/cifar"
+	"github.com/towerflow/towerflow/examples/mnist/mnist"
 	"github.com/towerflow/towerflow/internal/reference"
 	"github.com/towerflow/towerflow/layers"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -30,7 +33,16 @@ type benchModel struct {
 	// loss builds the model's mean squared error on x (a batch of inputs)
 	// against y with the layers of k, asking vars for its variables.
 	loss func(vars variables, k kit, x, y *G.Node) (*G.Node, error)
+	// classifier, when set, is a whole model function instead: an example's
+	// classifier over the feature "image" and int64 class ids "label"
+	// (random, of outputs classes), trained with softmax cross-entropy and
+	// SGD with momentum, on towerflow only.
+	classifier model.Fn
 }
+
+// classifierMomentum is the momentum of the classifiers' SGD, as in
+// bench/torchbench.py.
+const classifierMomentum = 0.9
 
 // kit is the layers a model is written with: towerflow's layers package, or
 // the same layers in gorgonia's own ops.
@@ -65,6 +77,10 @@ type variables interface {
 var models = map[string]benchModel{
 	"mlp": {name: "mlp", defaultBatch: 512, example: tensor.Shape{256}, outputs: 10, loss: mlpLoss},
 	"cnn": {name: "cnn", defaultBatch: 128, example: tensor.Shape{3, 32, 32}, outputs: 10, loss: cnnLoss},
+	// ResNet-20 of examples/cifar10 on CIFAR-10's shapes.
+	"resnet20": {name: "resnet20", defaultBatch: 128, example: tensor.Shape{3, 32, 32}, outputs: cifar.Classes, classifier: cifar.ResNet{Depth: 20}.Model},
+	// The MLP of examples/mnist (784 → 128 ReLU → 10) at a small batch.
+	"mnist": {name: "mnist", defaultBatch: 50, example: tensor.Shape{mnist.Side * mnist.Side}, outputs: mnist.Classes, classifier: mnist.MLP{}.Model},
 }
 
 // dense returns act(x·w + b) for a fresh dense layer of out units.
@@ -115,6 +131,7 @@ func cnnLoss(vars variables, k kit, x, y *G.Node) (*G.Node, error) {
 // generator, nBatches batches of batch rows.
 type dataset struct {
 	x, y     []float32
+	classes  []int64 // a classifier's labels, instead of y
 	rows     int
 	example  tensor.Shape
 	outputs  int
@@ -130,6 +147,13 @@ func newDataset(m benchModel, batch, nBatches int, seed uint64) *dataset {
 	for i := range d.x {
 		d.x[i] = float32(rng.NormFloat64())
 	}
+	if m.classifier != nil {
+		d.classes = make([]int64, rows)
+		for i := range d.classes {
+			d.classes[i] = int64(rng.IntN(m.outputs))
+		}
+		return d
+	}
 	d.y = make([]float32, rows*m.outputs)
 	for i := range d.y {
 		d.y[i] = float32(rng.NormFloat64())
@@ -142,6 +166,9 @@ func withBatch(rows int, s tensor.Shape) tensor.Shape { return append(tensor.Sha
 // all returns the whole data set as tensors.
 func (d *dataset) all() (x, y *tensor.Dense) {
 	x = tensor.New(tensor.WithShape(withBatch(d.rows, d.example)...), tensor.WithBacking(d.x))
+	if d.classes != nil {
+		return x, tensor.New(tensor.WithShape(d.rows), tensor.WithBacking(d.classes))
+	}
 	y = tensor.New(tensor.WithShape(d.rows, d.outputs), tensor.WithBacking(d.y))
 	return x, y
 }

@@ -34,6 +34,9 @@ type program struct {
 	copies  map[int]G.Value
 	index   map[*G.Node]int
 	in      []G.Value // scratch for one op's arguments
+	// ops[i] runs node i when it is not the node's own op (isTensorAdd's
+	// nodes run in a buffer the program keeps).
+	ops map[int]interface{ Do(...G.Value) (G.Value, error) }
 }
 
 // newProgram orders the ancestors of roots and watched, children first.
@@ -105,6 +108,12 @@ func (p *program) add(n *G.Node, kids []*G.Node) error {
 		args[i] = p.index[k]
 	}
 	i := len(p.nodes)
+	if isTensorAdd(n, kids) {
+		if p.ops == nil {
+			p.ops = map[int]interface{ Do(...G.Value) (G.Value, error) }{}
+		}
+		p.ops[i] = &adder{op: n.Op()}
+	}
 	p.index[n] = i
 	p.nodes = append(p.nodes, n)
 	p.args = append(p.args, args)
@@ -126,7 +135,13 @@ func (p *program) run() error {
 			in = append(in, p.vals[a])
 		}
 		p.in = in
-		v, err := n.Op().Do(in...)
+		var v G.Value
+		var err error
+		if op, ok := p.ops[i]; ok {
+			v, err = op.Do(in...)
+		} else {
+			v, err = n.Op().Do(in...)
+		}
 		clear(in)
 		if err != nil {
 			return fmt.Errorf("node %v (%v): %w", n.Name(), n.Op(), err)
