@@ -36,7 +36,9 @@ type program struct {
 	in      []G.Value // scratch for one op's arguments
 	// ops[i] runs node i when it is not the node's own op (isTensorAdd's
 	// nodes run in a buffer the program keeps).
-	ops map[int]interface{ Do(...G.Value) (G.Value, error) }
+	ops map[int]interface {
+		Do(...G.Value) (G.Value, error)
+	}
 }
 
 // newProgram orders the ancestors of roots and watched, children first.
@@ -110,7 +112,9 @@ func (p *program) add(n *G.Node, kids []*G.Node) error {
 	i := len(p.nodes)
 	if isTensorAdd(n, kids) {
 		if p.ops == nil {
-			p.ops = map[int]interface{ Do(...G.Value) (G.Value, error) }{}
+			p.ops = map[int]interface {
+				Do(...G.Value) (G.Value, error)
+			}{}
 		}
 		p.ops[i] = &adder{op: n.Op()}
 	}
