@@ -16,7 +16,7 @@ import (
 // first operand, on every run.
 func isTensorAdd(n *G.Node, kids []*G.Node) bool {
 	op := n.Op()
-	if op == nil || len(kids) != 2 || op.String() != "+" {
+	if op == nil || len(kids) != 2 || (op.String() != "+ false" && op.String() != "+ true") {
 		return false
 	}
 	if t := reflect.TypeOf(op); t.PkgPath() != reflect.TypeFor[G.Op]().PkgPath() || t.Name() != "elemBinOp" {
