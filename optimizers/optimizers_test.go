@@ -543,7 +543,7 @@ func TestErrors(t *testing.T) {
 		{name: "two errors", opt: optimizers.Adam(-1, optimizers.Epsilon(-1)), is: optimizers.ErrConfig,
 			want: []string{"learning rate -1 is not finite and non-negative; epsilon -1"}},
 		{name: "Beta1 on SGD", opt: optimizers.SGD(0.1, optimizers.Beta1(0.5)), is: optimizers.ErrConfig, want: []string{"option Beta1 applies to Adam only, not SGD"}},
-		{name: "Epsilon on Momentum", opt: optimizers.Momentum(0.1, 0.9, optimizers.Epsilon(0.5)), is: optimizers.ErrConfig, want: []string{"option Epsilon applies to Adam only, not Momentum"}},
+		{name: "Epsilon on Momentum", opt: optimizers.Momentum(0.1, 0.9, optimizers.Epsilon(0.5)), is: optimizers.ErrConfig, want: []string{"option Epsilon applies to Adam, RMSProp and Adagrad only, not Momentum"}},
 		{name: "UseNesterov on Adam", opt: optimizers.Adam(0.1, optimizers.UseNesterov()), is: optimizers.ErrConfig, want: []string{"option UseNesterov applies to Momentum only, not Adam"}},
 		{name: "empty name", opt: optimizers.SGD(0.1, optimizers.Named("")), is: optimizers.ErrConfig, want: []string{`name "" is not a valid name`}},
 		{name: "bad name", opt: optimizers.SGD(0.1, optimizers.Named("my adam")), is: optimizers.ErrConfig, want: []string{`name "my adam" is not a valid name`}},
