@@ -46,8 +46,9 @@ func (m Mode) String() string {
 type Params map[string]any
 
 // GlobalStepName is the name of the global step variable: an int64 scalar,
-// not trainable, incremented once per training step.
-const GlobalStepName = "global_step"
+// not trainable, incremented once per training step. It is
+// towers.GlobalStepName, which optimizers' learning-rate schedules read.
+const GlobalStepName = towers.GlobalStepName
 
 // Fn builds a model on one tower. It gets the tower's scope (graph, device,
 // variables by name), the mode, the features and labels of the tower's shard as

@@ -10,23 +10,34 @@
 //	<var>/<Name>/m          Adam's first moment of variable <var>
 //	<var>/<Name>/v          Adam's second moment of variable <var>
 //	<Name>/iterations       Adam's step count t, a scalar int64
+//	<var>/<Name>/rms        RMSProp's mean square of variable <var>
+//	<var>/<Name>/accumulator Adagrad's sum of squares of variable <var>
 //
-// where <Name> is the optimizer's name ("SGD", "Momentum" or "Adam" unless
-// changed with Named). Slot variables are non-trainable, zero-initialised,
-// have their variable's dtype and shape and are placed on its device.
+// where <Name> is the optimizer's name ("SGD", "Momentum", "Adam",
+// "RMSProp" or "Adagrad" unless changed with Named). Slot variables are
+// non-trainable, have their variable's dtype and shape and are placed on its
+// device; they start at zero, except Adagrad's accumulators, which start at
+// its initial accumulator value.
 //
-// The updates follow TensorFlow's optimizers, and the tests check them
-// against gorgonia's solvers (VanillaSolver, Momentum, AdamSolver), whose
-// state lives in unexported fields that cannot be checkpointed. Arithmetic
-// runs in the variable's own dtype: float32 math for float32 variables,
-// float64 math for float64 variables.
+// The learning rate is constant, or follows a Schedule
+// (LearningRateSchedule) of the store's global step, so that a restored
+// store resumes on the same rate too. WeightDecay adds decoupled weight
+// decay to any kind. Slot values that come out of an update subnormal are
+// flushed to zero.
+//
+// The updates follow TensorFlow's optimizers (Keras's for RMSProp and
+// Adagrad), and the tests check them against gorgonia's solvers
+// (VanillaSolver, Momentum, AdamSolver, and RMSPropSolver and AdaGradSolver
+// with epsilon 0, where their rules match), whose state lives in unexported
+// fields that cannot be checkpointed. Arithmetic runs in the variable's own
+// dtype: float32 math for float32 variables, float64 math for float64
+// variables.
 package optimizers
 
 import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,13 +53,19 @@ import (
 // Apply call, keeping its state in slot variables of the store.
 type Optimizer interface {
 	// Name is the optimizer's name, used as the slot prefix: "SGD",
-	// "Momentum", "Adam" by default, changeable with Named.
+	// "Momentum", "Adam", "RMSProp", "Adagrad" by default, changeable with
+	// Named.
 	Name() string
 	// Config describes kind and hyper-parameters, e.g.
 	// "Adam(name=Adam,lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08)"; two
 	// optimizers with equal Config behave identically (used to check that
-	// every tower made the same train-op calls).
+	// every tower made the same train-op calls). A learning-rate schedule
+	// and weight decay, when set, are part of it.
 	Config() string
+	// LearningRate is the learning rate of the update applied when the
+	// global step is step (the steps taken before it): the constant
+	// learning rate, or the schedule's rate.
+	LearningRate(step int64) float64
 	// Apply updates vars in place from grads (grads[i] is a []float32 or
 	// []float64 slice with vars[i]'s dtype and size; a nil grads[i], or a nil
 	// slice, means no gradient: that variable and its slots are left
@@ -59,7 +76,9 @@ type Optimizer interface {
 	//
 	// Apply checks every argument before it writes anything, so a returned
 	// error leaves every variable and slot value unchanged (slots it needed
-	// may have been created, with zero values).
+	// may have been created, with their initial values). With a
+	// learning-rate schedule it reads the store's global step, which must
+	// exist; it never changes it.
 	Apply(store *towers.Store, vars []*towers.Variable, grads []any) error
 }
 
@@ -78,6 +97,8 @@ const (
 	kindSGD kind = iota
 	kindMomentum
 	kindAdam
+	kindRMSProp
+	kindAdagrad
 )
 
 func (k kind) String() string {
@@ -88,6 +109,10 @@ func (k kind) String() string {
 		return "Momentum"
 	case kindAdam:
 		return "Adam"
+	case kindRMSProp:
+		return "RMSProp"
+	case kindAdagrad:
+		return "Adagrad"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -100,79 +125,16 @@ type config struct {
 	nesterov bool
 	beta1    float64
 	beta2    float64
+	rho      float64
+	initAcc  float64
 	eps      float64
+	wd       float64
+	sched    Schedule // nil: the constant lr
 	errs     []error
 }
 
 func (c *config) fail(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf(format, args...))
-}
-
-// Option configures an optimizer. An option that does not apply to the
-// optimizer it is given to (Beta1 to SGD, say) makes it invalid.
-type Option func(*config)
-
-// nameRE is TensorFlow's rule for op names, which slot names build on.
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9.][A-Za-z0-9_.\-/]*$`)
-
-// Named sets the optimizer's name, the prefix of its slot variables: two
-// optimizers on one store need different names. The name must be a
-// TensorFlow op name ([A-Za-z0-9.][A-Za-z0-9_.-/]*) not ending in "/".
-func Named(name string) Option {
-	return func(c *config) {
-		if !nameRE.MatchString(name) || strings.HasSuffix(name, "/") {
-			c.fail("name %q is not a valid name (letters, digits, '_', '.', '-', '/'; not starting with '_', '-' or '/' nor ending with '/')", name)
-			return
-		}
-		c.name = name
-	}
-}
-
-// UseNesterov makes Momentum use Nesterov momentum, as TensorFlow's
-// MomentumOptimizer(use_nesterov=True): accum = momentum*accum + g;
-// w -= lr*(g + momentum*accum).
-func UseNesterov() Option {
-	return func(c *config) {
-		if c.kind != kindMomentum {
-			c.fail("option UseNesterov applies to Momentum only, not %v", c.kind)
-			return
-		}
-		c.nesterov = true
-	}
-}
-
-// Beta1 sets Adam's exponential decay rate of the first moment, in [0, 1).
-func Beta1(b float64) Option { return adamBeta("Beta1", "beta1", b, func(c *config) { c.beta1 = b }) }
-
-// Beta2 sets Adam's exponential decay rate of the second moment, in [0, 1).
-func Beta2(b float64) Option { return adamBeta("Beta2", "beta2", b, func(c *config) { c.beta2 = b }) }
-
-func adamBeta(option, name string, b float64, set func(*config)) Option {
-	return func(c *config) {
-		if c.kind != kindAdam {
-			c.fail("option %s applies to Adam only, not %v", option, c.kind)
-			return
-		}
-		if !(b >= 0 && b < 1) {
-			c.fail("%s %v is not in [0, 1)", name, b)
-		}
-		set(c)
-	}
-}
-
-// Epsilon sets Adam's epsilon, added to sqrt(vhat) in the denominator; it
-// must be finite and non-negative.
-func Epsilon(eps float64) Option {
-	return func(c *config) {
-		if c.kind != kindAdam {
-			c.fail("option Epsilon applies to Adam only, not %v", c.kind)
-			return
-		}
-		if !(eps >= 0) || math.IsInf(eps, 0) {
-			c.fail("epsilon %v is not finite and non-negative", eps)
-		}
-		c.eps = eps
-	}
 }
 
 func build(c config, opts []Option) Optimizer {
@@ -220,6 +182,31 @@ func Adam(lr float64, opts ...Option) Optimizer {
 	return build(config{kind: kindAdam, lr: lr, beta1: 0.9, beta2: 0.999, eps: 1e-8}, opts)
 }
 
+// RMSProp returns RMSProp as Keras (TensorFlow 2) applies it, without
+// momentum and uncentered:
+//
+//	ms = rho*ms + (1-rho)*g*g
+//	w -= lr*g/(sqrt(ms)+eps)
+//
+// Defaults are rho 0.9 and eps 1e-7 (options Rho, Epsilon). ms lives in the
+// slot "<var>/<Name>/rms", starting at zero. (TensorFlow 1's
+// RMSPropOptimizer starts ms at 1 and puts eps inside the square root.)
+func RMSProp(lr float64, opts ...Option) Optimizer {
+	return build(config{kind: kindRMSProp, lr: lr, rho: 0.9, eps: 1e-7}, opts)
+}
+
+// Adagrad returns Adagrad as Keras (TensorFlow 2) applies it:
+//
+//	acc += g*g
+//	w -= lr*g/(sqrt(acc)+eps)
+//
+// with acc in the slot "<var>/<Name>/accumulator", starting at the initial
+// accumulator value. Defaults are initial accumulator 0.1 and eps 1e-7
+// (options InitialAccumulator, Epsilon).
+func Adagrad(lr float64, opts ...Option) Optimizer {
+	return build(config{kind: kindAdagrad, lr: lr, initAcc: 0.1, eps: 1e-7}, opts)
+}
+
 type optimizer struct{ c config }
 
 func (o *optimizer) Name() string { return o.c.name }
@@ -235,12 +222,29 @@ func (o *optimizer) Config() string {
 		fmt.Fprintf(&b, ",momentum=%s,nesterov=%t", ftoa(c.momentum), c.nesterov)
 	case kindAdam:
 		fmt.Fprintf(&b, ",beta1=%s,beta2=%s,eps=%s", ftoa(c.beta1), ftoa(c.beta2), ftoa(c.eps))
+	case kindRMSProp:
+		fmt.Fprintf(&b, ",rho=%s,eps=%s", ftoa(c.rho), ftoa(c.eps))
+	case kindAdagrad:
+		fmt.Fprintf(&b, ",initial_accumulator=%s,eps=%s", ftoa(c.initAcc), ftoa(c.eps))
+	}
+	if c.wd != 0 {
+		fmt.Fprintf(&b, ",weight_decay=%s", ftoa(c.wd))
+	}
+	if c.sched != nil {
+		fmt.Fprintf(&b, ",schedule=%s", c.sched)
 	}
 	if err := o.err(); err != nil {
 		fmt.Fprintf(&b, ",invalid=%q", err.Error())
 	}
 	b.WriteString(")")
 	return b.String()
+}
+
+func (o *optimizer) LearningRate(step int64) float64 {
+	if o.c.sched != nil {
+		return o.c.sched.Rate(step)
+	}
+	return o.c.lr
 }
 
 func (o *optimizer) err() error {
@@ -264,6 +268,10 @@ func (o *optimizer) slotNames() []string {
 		return []string{"momentum"}
 	case kindAdam:
 		return []string{"m", "v"}
+	case kindRMSProp:
+		return []string{"rms"}
+	case kindAdagrad:
+		return []string{"accumulator"}
 	}
 	return nil
 }
@@ -307,10 +315,18 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 			return err
 		}
 	}
+	lr, err := o.rate(store)
+	if err != nil {
+		return err
+	}
 
 	// Get or create every slot before writing any value, so that a slot
 	// that exists with the wrong shape leaves everything unchanged.
 	names := o.slotNames()
+	var init towers.Initializer // nil: zeros
+	if o.c.kind == kindAdagrad {
+		init = towers.Constant(o.c.initAcc)
+	}
 	slots := make([][]any, len(vars))
 	for i, v := range vars {
 		if noGrad(grads[i]) {
@@ -322,6 +338,7 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 				Name:     o.slotName(v.Name(), s),
 				Dtype:    v.Dtype(),
 				Shape:    v.Shape(),
+				Init:     init,
 				Colocate: v.Name(),
 			})
 			if err != nil {
@@ -330,7 +347,7 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 			slots[i][k] = sv.Data()
 		}
 	}
-	var t int64
+	st := step{lr: lr}
 	if o.c.kind == kindAdam {
 		it, err := o.iterations(store, vars)
 		if err != nil {
@@ -340,7 +357,7 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 			return fmt.Errorf("slot %q: iteration count overflows", o.c.name+"/iterations")
 		}
 		it[0]++
-		t = it[0]
+		st.t = it[0]
 	}
 
 	sizes := make([]int, len(vars))
@@ -355,9 +372,9 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 	return parallel.ForChunks(sizes, func(i, lo, hi int) error {
 		switch w := ws[i].(type) {
 		case []float32:
-			updateRange(&o.c, w, grads[i].([]float32), slots[i], lo, hi, t)
+			updateRange(&o.c, w, grads[i].([]float32), slots[i], lo, hi, st)
 		case []float64:
-			updateRange(&o.c, w, grads[i].([]float64), slots[i], lo, hi, t)
+			updateRange(&o.c, w, grads[i].([]float64), slots[i], lo, hi, st)
 		}
 		return nil
 	})
@@ -365,13 +382,35 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 
 // updateRange applies update to elements [lo, hi) of w, g and the slots,
 // allocating nothing.
-func updateRange[T numeric.Float](c *config, w, g []T, slots []any, lo, hi int, t int64) {
+func updateRange[T numeric.Float](c *config, w, g []T, slots []any, lo, hi int, st step) {
 	var buf [maxSlots][]T
 	s := buf[:len(slots)]
 	for k, slot := range slots {
 		s[k] = slot.([]T)[lo:hi]
 	}
-	update(c, w[lo:hi], g[lo:hi], s, t)
+	update(c, w[lo:hi], g[lo:hi], s, st)
+}
+
+// rate returns the learning rate of this Apply: the constant one, or the
+// schedule's rate at the store's global step.
+func (o *optimizer) rate(store *towers.Store) (float64, error) {
+	if o.c.sched == nil {
+		return o.c.lr, nil
+	}
+	gs, err := store.Lookup(towers.GlobalStepName)
+	if err != nil {
+		return 0, fmt.Errorf("learning rate schedule %v needs the global step: %w", o.c.sched, err)
+	}
+	s, ok := gs.Data().([]int64)
+	if !ok || len(s) != 1 || len(gs.Shape()) != 0 {
+		return 0, fmt.Errorf("learning rate schedule %v: global step %q has dtype %v shape %v, not an int64 scalar",
+			o.c.sched, towers.GlobalStepName, gs.Dtype(), gs.Shape())
+	}
+	lr := o.c.sched.Rate(s[0])
+	if !finiteNonNegative(lr) {
+		return 0, fmt.Errorf("%w: learning rate schedule %v gives %v at step %d, not finite and non-negative", ErrConfig, o.c.sched, lr, s[0])
+	}
+	return lr, nil
 }
 
 // iterations gets or creates the scalar int64 step counter "<Name>/iterations".
@@ -426,42 +465,4 @@ func checkGrad(v *towers.Variable, g any) error {
 			ErrMismatch, v.Name(), v.Dtype(), v.Size(), v.Shape(), g, n)
 	}
 	return nil
-}
-
-// update applies one step to w from g, in T arithmetic. slots are the
-// variable's slots in slotNames order; t is Adam's step count from 1.
-func update[T numeric.Float](c *config, w, g []T, slots [][]T, t int64) {
-	lr := T(c.lr)
-	switch c.kind {
-	case kindSGD:
-		numeric.Axpy(-lr, g, w) // w - lr·g, bit for bit
-	case kindMomentum:
-		mom := T(c.momentum)
-		acc := slots[0]
-		if c.nesterov {
-			for i, gi := range g {
-				acc[i] = mom*acc[i] + gi
-				w[i] -= lr * (gi + mom*acc[i])
-			}
-			return
-		}
-		for i, gi := range g {
-			acc[i] = mom*acc[i] + gi
-			w[i] -= lr * acc[i]
-		}
-	case kindAdam:
-		b1, b2, eps := T(c.beta1), T(c.beta2), T(c.eps)
-		omb1, omb2 := 1-b1, 1-b2
-		// The bias corrections are computed in float64, as gorgonia does.
-		corr1 := T(1 - math.Pow(c.beta1, float64(t)))
-		corr2 := T(1 - math.Pow(c.beta2, float64(t)))
-		m, v := slots[0], slots[1]
-		for i, gi := range g {
-			m[i] = b1*m[i] + omb1*gi
-			v[i] = b2*v[i] + omb2*gi*gi
-			mhat := m[i] / corr1
-			vhat := v[i] / corr2
-			w[i] -= lr * mhat / (T(math.Sqrt(float64(vhat))) + eps)
-		}
-	}
 }

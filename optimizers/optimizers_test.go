@@ -187,6 +187,24 @@ func TestAgainstGorgonia(t *testing.T) {
 				return G.NewAdamSolver(G.WithLearnRate(0.02), G.WithBeta1(0.8), G.WithBeta2(0.95), G.WithEps(1e-4))
 			},
 		},
+		{
+			// gorgonia's RMSProp adds eps inside the square root, Keras's
+			// outside: with eps 0 the rules are one.
+			name:           "RMSProp/eps0",
+			opt:            optimizers.RMSProp(0.01, optimizers.Rho(0.8), optimizers.Epsilon(0)),
+			solver:         func() G.Solver { return G.NewRMSPropSolver(G.WithLearnRate(0.01), G.WithRho(0.8), G.WithEps(0)) },
+			scalarAsVector: true,
+		},
+		{
+			// Likewise Adagrad. gorgonia's AdaGradSolver ignores WithLearnRate
+			// and WithEps: its lr is 0.001 and its eps 1e-8, inside the root,
+			// over accumulators from 0, which is Keras's rule with eps 0 and
+			// accumulators from 1e-8.
+			name:           "Adagrad/eps0",
+			opt:            optimizers.Adagrad(0.001, optimizers.InitialAccumulator(1e-8), optimizers.Epsilon(0)),
+			solver:         func() G.Solver { return G.NewAdaGradSolver() },
+			scalarAsVector: true,
+		},
 	}
 	for _, tt := range tests {
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
@@ -250,6 +268,8 @@ func TestSlots(t *testing.T) {
 		{name: "Momentum/nesterov", opt: optimizers.Momentum(0.1, 0.9, optimizers.UseNesterov(), optimizers.Named("nag")), slots: []string{"nag/momentum"}},
 		{name: "Adam", opt: optimizers.Adam(0.1), slots: []string{"Adam/m", "Adam/v"}, extra: []string{"Adam/iterations"}},
 		{name: "Adam/named", opt: optimizers.Adam(0.1, optimizers.Named("tower/adam")), slots: []string{"tower/adam/m", "tower/adam/v"}, extra: []string{"tower/adam/iterations"}},
+		{name: "RMSProp", opt: optimizers.RMSProp(0.1), slots: []string{"RMSProp/rms"}},
+		{name: "Adagrad", opt: optimizers.Adagrad(0.1, optimizers.Named("ada")), slots: []string{"ada/accumulator"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -318,7 +338,7 @@ func TestSlots(t *testing.T) {
 // TestNilGradient checks that a nil gradient leaves its variable and slots
 // untouched while the other variables step.
 func TestNilGradient(t *testing.T) {
-	for _, opt := range []optimizers.Optimizer{optimizers.SGD(0.1), optimizers.Momentum(0.1, 0.9), optimizers.Adam(0.1)} {
+	for _, opt := range []optimizers.Optimizer{optimizers.SGD(0.1), optimizers.Momentum(0.1, 0.9), optimizers.Adam(0.1), optimizers.RMSProp(0.1), optimizers.Adagrad(0.1)} {
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 			t.Run(opt.Name()+"/"+dt.String(), func(t *testing.T) {
 				store, vars := newStore(t, dt, towers.StoreConfig{})
@@ -389,6 +409,14 @@ func TestHandComputed(t *testing.T) {
 	adam1 := 1 - 0.1*(m1/0.1)/(math.Sqrt(v1/0.001)+1e-8) // = 1 - 0.1*2/(2+1e-8) ≈ 0.9
 	m2, v2 := 0.9*m1+0.1*-1, 0.999*v1+0.001*1
 	adam2 := adam1 - 0.1*(m2/(1-0.9*0.9))/(math.Sqrt(v2/(1-0.999*0.999))+1e-8)
+	// RMSProp, lr 0.1, defaults (rho 0.9, eps 1e-7 outside the root), w = 1, g = 2 then -1.
+	ms1, ms2 := 0.1*4, 0.9*0.1*4+0.1*1
+	rms1 := 1 - 0.1*2/(math.Sqrt(ms1)+1e-7)
+	rms2 := rms1 + 0.1/(math.Sqrt(ms2)+1e-7)
+	// Adagrad, lr 0.1, defaults (accumulator from 0.1, eps 1e-7), w = 1, g = 2 then -1.
+	ada1 := 1 - 0.1*2/(math.Sqrt(4.1)+1e-7)
+	ada2 := ada1 + 0.1/(math.Sqrt(5.1)+1e-7)
+	sched := func(s optimizers.Schedule) optimizers.Option { return optimizers.LearningRateSchedule(s) }
 	tests := []struct {
 		name  string
 		opt   optimizers.Optimizer
@@ -404,16 +432,43 @@ func TestHandComputed(t *testing.T) {
 		// accum = 2, w = 1 - 0.5*(2 + 0.9*2) = -0.9; accum = 3.8, w = -0.9 - 0.5*(2 + 0.9*3.8) = -3.61.
 		{"Momentum/nesterov", optimizers.Momentum(0.5, 0.9, optimizers.UseNesterov()), 1, []float64{2, 2}, []float64{-0.9, -3.61}},
 		{"Adam", optimizers.Adam(0.1), 1, []float64{2, -1}, []float64{adam1, adam2}},
+		{"RMSProp", optimizers.RMSProp(0.1), 1, []float64{2, -1}, []float64{rms1, rms2}},
+		// ms = 0.5*4 = 2, w = 1 - 0.1*2/(sqrt(2)+0.5).
+		{"RMSProp/options", optimizers.RMSProp(0.1, optimizers.Rho(0.5), optimizers.Epsilon(0.5)), 1, []float64{2}, []float64{1 - 0.2/(math.Sqrt(2)+0.5)}},
+		{"Adagrad", optimizers.Adagrad(0.1), 1, []float64{2, -1}, []float64{ada1, ada2}},
+		// acc = 5 + 4 = 9, w = 1 - 0.1*2/(3+1) = 0.95.
+		{"Adagrad/options", optimizers.Adagrad(0.1, optimizers.InitialAccumulator(5), optimizers.Epsilon(1)), 1, []float64{2}, []float64{0.95}},
+		// Decoupled weight decay first scales w by 1 - lr*wd, then steps:
+		// w = 10*(1 - 0.5*0.1) - 0.5*4 = 7.5; w = 7.5*0.95 + 0.5*2 = 8.125.
+		{"SGD/weight-decay", optimizers.SGD(0.5, optimizers.WeightDecay(0.1)), 10, []float64{4, -2}, []float64{7.5, 8.125}},
+		// decay 1 - 0.5*0.2 = 0.9: accum = 2, w = 0.9 - 0.5*2 = -0.1; accum = 3.8, w = -0.09 - 1.9 = -1.99.
+		{"Momentum/weight-decay", optimizers.Momentum(0.5, 0.9, optimizers.WeightDecay(0.2)), 1, []float64{2, 2}, []float64{-0.1, -1.99}},
+		// accum = 2, w = 0.9 - 0.5*(2 + 1.8) = -1; accum = 3.8, w = -0.9 - 0.5*(2 + 3.42) = -3.61.
+		{"Momentum/nesterov/weight-decay", optimizers.Momentum(0.5, 0.9, optimizers.UseNesterov(), optimizers.WeightDecay(0.2)), 1, []float64{2, 2}, []float64{-1, -3.61}},
+		// AdamW: w = 1*(1 - 0.1*0.5) - 0.1*2/(2+1e-8).
+		{"Adam/weight-decay", optimizers.Adam(0.1, optimizers.WeightDecay(0.5)), 1, []float64{2}, []float64{0.95 - 0.2/(2+1e-8)}},
+		{"RMSProp/weight-decay", optimizers.RMSProp(0.1, optimizers.WeightDecay(2)), 1, []float64{2}, []float64{0.8 - 0.2/(math.Sqrt(0.4)+1e-7)}},
+		{"Adagrad/weight-decay", optimizers.Adagrad(0.1, optimizers.WeightDecay(1)), 1, []float64{2}, []float64{0.9 - 0.2/(math.Sqrt(4.1)+1e-7)}},
+		// The rate at global step 0 is 1, at step 1 (past the boundary 0) 0.5; the constructor's lr is unused.
+		{"SGD/schedule", optimizers.SGD(99, sched(optimizers.PiecewiseConstant([]int64{0}, []float64{1, 0.5}))), 10, []float64{4, 4}, []float64{6, 4}},
+		// Weight decay follows the scheduled rate: rates 0.5 then 1;
+		// w = 10*(1 - 0.5*0.1) - 0.5*4 = 7.5; w = 7.5*(1 - 0.1) - 4 = 2.75.
+		{"SGD/schedule/weight-decay", optimizers.SGD(0, optimizers.WeightDecay(0.1), sched(optimizers.LinearWarmup(2, optimizers.ConstantRate(1)))),
+			10, []float64{4, 4}, []float64{7.5, 2.75}},
+		// Momentum with rates 1 then 0.5: accum = 2, w = 1 - 2 = -1; accum = 3.8, w = -1 - 1.9 = -2.9.
+		{"Momentum/schedule", optimizers.Momentum(7, 0.9, sched(optimizers.ExponentialDecay(1, 1, 0.5, true))), 1, []float64{2, 2}, []float64{-1, -2.9}},
 	}
 	for _, tt := range tests {
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 			t.Run(tt.name+"/"+dt.String(), func(t *testing.T) {
 				store := towers.NewStore(towers.StoreConfig{})
+				gs := newGlobalStep(t, store)
 				w := newVar(t, store, "w", dt, nil, tt.w)
 				for step, g := range tt.grads {
 					if err := tt.opt.Apply(store, []*towers.Variable{w}, []any{convert(dt, []float64{g})}); err != nil {
 						t.Fatal(err)
 					}
+					gs[0]++
 					want := convert(dt, []float64{tt.want[step]})
 					if diff := cmp.Diff(want, w.Data(), tolerance(dt)); diff != "" {
 						t.Errorf("after step %d (-want +got):\n%s", step+1, diff)
@@ -491,6 +546,13 @@ func TestConfig(t *testing.T) {
 		{optimizers.Momentum(0.01, 0.5, optimizers.UseNesterov()), "Momentum", "Momentum(name=Momentum,lr=0.01,momentum=0.5,nesterov=true)"},
 		{optimizers.Adam(0.001), "Adam", "Adam(name=Adam,lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08)"},
 		{optimizers.Adam(0.5, optimizers.Beta1(0), optimizers.Beta2(0.9), optimizers.Epsilon(0.1)), "Adam", "Adam(name=Adam,lr=0.5,beta1=0,beta2=0.9,eps=0.1)"},
+		{optimizers.RMSProp(0.001), "RMSProp", "RMSProp(name=RMSProp,lr=0.001,rho=0.9,eps=1e-07)"},
+		{optimizers.RMSProp(0.1, optimizers.Rho(0.5), optimizers.Epsilon(0)), "RMSProp", "RMSProp(name=RMSProp,lr=0.1,rho=0.5,eps=0)"},
+		{optimizers.Adagrad(0.01), "Adagrad", "Adagrad(name=Adagrad,lr=0.01,initial_accumulator=0.1,eps=1e-07)"},
+		{optimizers.Adagrad(0.01, optimizers.InitialAccumulator(0), optimizers.Named("ada")), "ada", "Adagrad(name=ada,lr=0.01,initial_accumulator=0,eps=1e-07)"},
+		{optimizers.Adam(0.001, optimizers.WeightDecay(0.01)), "Adam", "Adam(name=Adam,lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0.01)"},
+		{optimizers.SGD(0.1, optimizers.LearningRateSchedule(optimizers.LinearWarmup(10, optimizers.CosineDecay(0.1, 100, 0)))), "SGD",
+			"SGD(name=SGD,lr=0.1,schedule=LinearWarmup(steps=10,then=CosineDecay(lr=0.1,decay_steps=100,alpha=0)))"},
 		{optimizers.SGD(-1), "SGD", `SGD(name=SGD,lr=-1,invalid="invalid optimizer configuration: learning rate -1 is not finite and non-negative")`},
 	}
 	for _, tt := range tests {
@@ -543,7 +605,41 @@ func TestErrors(t *testing.T) {
 		{name: "two errors", opt: optimizers.Adam(-1, optimizers.Epsilon(-1)), is: optimizers.ErrConfig,
 			want: []string{"learning rate -1 is not finite and non-negative; epsilon -1"}},
 		{name: "Beta1 on SGD", opt: optimizers.SGD(0.1, optimizers.Beta1(0.5)), is: optimizers.ErrConfig, want: []string{"option Beta1 applies to Adam only, not SGD"}},
-		{name: "Epsilon on Momentum", opt: optimizers.Momentum(0.1, 0.9, optimizers.Epsilon(0.5)), is: optimizers.ErrConfig, want: []string{"option Epsilon applies to Adam only, not Momentum"}},
+		{name: "Epsilon on Momentum", opt: optimizers.Momentum(0.1, 0.9, optimizers.Epsilon(0.5)), is: optimizers.ErrConfig, want: []string{"option Epsilon applies to Adam, RMSProp and Adagrad only, not Momentum"}},
+		{name: "Epsilon on SGD", opt: optimizers.SGD(0.1, optimizers.Epsilon(0.5)), is: optimizers.ErrConfig, want: []string{"option Epsilon applies to Adam, RMSProp and Adagrad only, not SGD"}},
+		{name: "Rho on Adam", opt: optimizers.Adam(0.1, optimizers.Rho(0.5)), is: optimizers.ErrConfig, want: []string{"option Rho applies to RMSProp only, not Adam"}},
+		{name: "rho one", opt: optimizers.RMSProp(0.1, optimizers.Rho(1)), is: optimizers.ErrConfig, want: []string{"rho 1 is not in [0, 1)"}},
+		{name: "negative RMSProp epsilon", opt: optimizers.RMSProp(0.1, optimizers.Epsilon(-1e-7)), is: optimizers.ErrConfig, want: []string{"epsilon -1e-07 is not finite"}},
+		{name: "InitialAccumulator on RMSProp", opt: optimizers.RMSProp(0.1, optimizers.InitialAccumulator(1)), is: optimizers.ErrConfig,
+			want: []string{"option InitialAccumulator applies to Adagrad only, not RMSProp"}},
+		{name: "negative accumulator", opt: optimizers.Adagrad(0.1, optimizers.InitialAccumulator(-0.1)), is: optimizers.ErrConfig,
+			want: []string{"initial accumulator -0.1 is not finite and non-negative"}},
+		{name: "negative weight decay", opt: optimizers.Momentum(0.1, 0.9, optimizers.WeightDecay(-0.1)), is: optimizers.ErrConfig,
+			want: []string{"weight decay -0.1 is not finite and non-negative"}},
+		{name: "infinite weight decay", opt: optimizers.Adagrad(0.1, optimizers.WeightDecay(math.Inf(1))), is: optimizers.ErrConfig, want: []string{"weight decay +Inf"}},
+		{name: "nil schedule", opt: optimizers.SGD(0.1, optimizers.LearningRateSchedule(nil)), is: optimizers.ErrConfig, want: []string{"learning rate schedule: nil schedule"}},
+		{name: "piecewise lengths", opt: optimizers.SGD(0.1, optimizers.LearningRateSchedule(optimizers.PiecewiseConstant([]int64{1, 2}, []float64{1, 2}))),
+			is: optimizers.ErrConfig, want: []string{"PiecewiseConstant: 2 values for 2 boundaries, want 3"}},
+		{name: "piecewise order", opt: optimizers.Adam(0.1, optimizers.LearningRateSchedule(optimizers.PiecewiseConstant([]int64{5, 5}, []float64{1, 2, 3}))),
+			is: optimizers.ErrConfig, want: []string{"PiecewiseConstant: boundaries [5 5] are not strictly increasing"}},
+		{name: "piecewise value", opt: optimizers.Adam(0.1, optimizers.LearningRateSchedule(optimizers.PiecewiseConstant([]int64{5}, []float64{1, math.NaN()}))),
+			is: optimizers.ErrConfig, want: []string{"PiecewiseConstant: value NaN is not finite and non-negative"}},
+		{name: "constant rate", opt: optimizers.SGD(0.1, optimizers.LearningRateSchedule(optimizers.ConstantRate(-2))),
+			is: optimizers.ErrConfig, want: []string{"ConstantRate: learning rate -2 is not finite"}},
+		{name: "exponential steps", opt: optimizers.SGD(0.1, optimizers.LearningRateSchedule(optimizers.ExponentialDecay(0.1, 0, 0.5, false))),
+			is: optimizers.ErrConfig, want: []string{"ExponentialDecay: decay steps 0 is not positive"}},
+		{name: "exponential rate", opt: optimizers.SGD(0.1, optimizers.LearningRateSchedule(optimizers.ExponentialDecay(0.1, 10, math.Inf(1), false))),
+			is: optimizers.ErrConfig, want: []string{"ExponentialDecay: decay rate +Inf is not finite"}},
+		{name: "cosine steps", opt: optimizers.SGD(0.1, optimizers.LearningRateSchedule(optimizers.CosineDecay(0.1, -1, 0))),
+			is: optimizers.ErrConfig, want: []string{"CosineDecay: decay steps -1 is not positive"}},
+		{name: "cosine alpha", opt: optimizers.SGD(0.1, optimizers.LearningRateSchedule(optimizers.CosineDecay(0.1, 10, 2))),
+			is: optimizers.ErrConfig, want: []string{"CosineDecay: alpha 2 is not in [0, 1]"}},
+		{name: "warmup steps", opt: optimizers.SGD(0.1, optimizers.LearningRateSchedule(optimizers.LinearWarmup(-1, optimizers.ConstantRate(1)))),
+			is: optimizers.ErrConfig, want: []string{"LinearWarmup: steps -1 is negative"}},
+		{name: "warmup then", opt: optimizers.SGD(0.1, optimizers.LearningRateSchedule(optimizers.LinearWarmup(3, optimizers.CosineDecay(0.1, 0, 0)))),
+			is: optimizers.ErrConfig, want: []string{"learning rate schedule: LinearWarmup: CosineDecay: decay steps 0 is not positive"}},
+		{name: "warmup nil", opt: optimizers.SGD(0.1, optimizers.LearningRateSchedule(optimizers.LinearWarmup(3, nil))),
+			is: optimizers.ErrConfig, want: []string{"LinearWarmup: nil schedule"}},
 		{name: "UseNesterov on Adam", opt: optimizers.Adam(0.1, optimizers.UseNesterov()), is: optimizers.ErrConfig, want: []string{"option UseNesterov applies to Momentum only, not Adam"}},
 		{name: "empty name", opt: optimizers.SGD(0.1, optimizers.Named("")), is: optimizers.ErrConfig, want: []string{`name "" is not a valid name`}},
 		{name: "bad name", opt: optimizers.SGD(0.1, optimizers.Named("my adam")), is: optimizers.ErrConfig, want: []string{`name "my adam" is not a valid name`}},
@@ -678,4 +774,15 @@ func ExampleNamed() {
 	fmt.Println(opt.Name(), store.Names())
 	// Output:
 	// slow_adam [w w/slow_adam/m w/slow_adam/v slow_adam/iterations]
+}
+
+// newGlobalStep creates the store's global step, as the engine does, and
+// returns its value for the test to increment after each Apply.
+func newGlobalStep(t testing.TB, store *towers.Store) []int64 {
+	t.Helper()
+	gs, _, err := store.GetOrCreate(towers.VarSpec{Name: towers.GlobalStepName, Dtype: tensor.Int64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gs.Data().([]int64)
 }

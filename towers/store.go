@@ -14,6 +14,11 @@ import (
 	"github.com/towerflow/towerflow/internal/numeric"
 )
 
+// GlobalStepName is the name of the global step variable: an int64 scalar,
+// not trainable, incremented once per training step after the optimizers
+// have run (so during a step it holds the number of steps taken before it).
+const GlobalStepName = "global_step"
+
 // VarSpec describes a variable to get or create.
 type VarSpec struct {
 	Name      string

@@ -1,0 +1,109 @@
+package optimizers
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/towerflow/towerflow/internal/numeric"
+)
+
+// step is what one Apply's kernels need beyond the configuration: the
+// learning rate of this step and Adam's step count t (from 1).
+type step struct {
+	lr float64
+	t  int64
+}
+
+// update applies one step to w from g, in T arithmetic. slots are the
+// variable's slots in slotNames order. Every slot value that comes out
+// subnormal is flushed to zero (ftz), so that a slot decaying towards zero
+// does not sit for thousands of steps in the range where arithmetic is slow
+// on many processors. The weight decay factor multiplies w in the same
+// loop; with no decay it is 1, which leaves w bit for bit as it is.
+func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
+	lr := T(s.lr)
+	decay := T(1 - s.lr*c.wd)
+	switch c.kind {
+	case kindSGD:
+		if c.wd == 0 {
+			numeric.Axpy(-lr, g, w) // w - lr·g, bit for bit
+			return
+		}
+		for i, gi := range g {
+			w[i] = w[i]*decay - lr*gi
+		}
+	case kindMomentum:
+		mom := T(c.momentum)
+		acc := slots[0][:len(g)]
+		w = w[:len(g)]
+		if c.nesterov {
+			for i, gi := range g {
+				a := ftz(mom*acc[i] + gi)
+				acc[i] = a
+				w[i] = w[i]*decay - lr*(gi+mom*a)
+			}
+			return
+		}
+		for i, gi := range g {
+			a := ftz(mom*acc[i] + gi)
+			acc[i] = a
+			w[i] = w[i]*decay - lr*a
+		}
+	case kindAdam:
+		b1, b2, eps := T(c.beta1), T(c.beta2), T(c.eps)
+		omb1, omb2 := 1-b1, 1-b2
+		// The bias corrections are computed in float64, as gorgonia does.
+		corr1 := T(1 - math.Pow(c.beta1, float64(s.t)))
+		corr2 := T(1 - math.Pow(c.beta2, float64(s.t)))
+		m, v := slots[0][:len(g)], slots[1][:len(g)]
+		w = w[:len(g)]
+		for i, gi := range g {
+			mi := ftz(b1*m[i] + omb1*gi)
+			vi := ftz(b2*v[i] + omb2*gi*gi)
+			m[i], v[i] = mi, vi
+			mhat := mi / corr1
+			vhat := vi / corr2
+			w[i] = w[i]*decay - lr*mhat/(sqrt(vhat)+eps)
+		}
+	case kindRMSProp:
+		rho, eps := T(c.rho), T(c.eps)
+		omr := 1 - rho
+		ms := slots[0][:len(g)]
+		w = w[:len(g)]
+		for i, gi := range g {
+			a := ftz(rho*ms[i] + omr*gi*gi)
+			ms[i] = a
+			w[i] = w[i]*decay - lr*gi/(sqrt(a)+eps)
+		}
+	case kindAdagrad:
+		eps := T(c.eps)
+		acc := slots[0][:len(g)]
+		w = w[:len(g)]
+		for i, gi := range g {
+			a := ftz(acc[i] + gi*gi)
+			acc[i] = a
+			w[i] = w[i]*decay - lr*gi/(sqrt(a)+eps)
+		}
+	}
+}
+
+// sqrt is the correctly rounded square root in T (for float32 the float64
+// root rounds to the float32 one).
+func sqrt[T numeric.Float](x T) T { return T(math.Sqrt(float64(x))) }
+
+// ftz flushes a subnormal x to a zero of its sign and returns any other x
+// unchanged, without a branch: the bits of x are ANDed with a mask that is
+// all ones when the exponent field is non-zero (normal, infinite or NaN)
+// and keeps only the sign bit when it is zero (zero or subnormal).
+func ftz[T numeric.Float](x T) T {
+	if unsafe.Sizeof(x) == 4 { // resolved at compile time for each dtype
+		b := math.Float32bits(float32(x))
+		e := b & 0x7f800000
+		nz := (e | -e) >> 31 // 1 when e != 0, else 0
+		return T(math.Float32frombits(b & (-nz | 0x80000000)))
+	}
+	b := math.Float64bits(float64(x))
+	e := b & 0x7ff0000000000000
+	nz := (e | -e) >> 63
+	return T(math.Float64frombits(b & (-nz | 0x8000000000000000)))
+}
