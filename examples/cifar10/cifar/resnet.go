@@ -11,6 +11,7 @@ import (
 	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -178,4 +179,15 @@ func (b *builder) block(name string, x *G.Node, filters, stride int) *G.Node {
 	y, err := layers.Add(h, shortcut, layers.ReLU)
 	b.err = err
 	return y
+}
+
+// Optimizer is the paper's: SGD with momentum 0.9 and a learning rate of
+// lr, divided by 10 after each of the boundaries (He et al.: 0.1, then
+// 0.01 and 0.001 at 32k and 48k of 64k steps of batch 128).
+func Optimizer(lr float64, boundaries ...int64) optimizers.Optimizer {
+	values := []float64{lr}
+	for range boundaries {
+		values = append(values, values[len(values)-1]/10)
+	}
+	return optimizers.Momentum(lr, 0.9, optimizers.LearningRateSchedule(optimizers.PiecewiseConstant(boundaries, values)))
 }
