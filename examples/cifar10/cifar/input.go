@@ -65,7 +65,7 @@ func Crop(dst []float32, img []byte, x0, y0 int, flip bool) {
 // nothing else, so that a run sees the same images however the input
 // shuffles them and whichever worker makes them.
 func Augmentation(seed uint64, epoch, i int) (x0, y0 int, flip bool) {
-	h := mix(mix(mix(seed^0x6175676d656e74) ^ uint64(epoch)) ^ uint64(i))
+	h := mix(mix(mix(seed^0x6175676d656e74)^uint64(epoch)) ^ uint64(i))
 	const n = 2*Pad + 1
 	return int(h % n), int(h / n % n), h>>63 == 1
 }

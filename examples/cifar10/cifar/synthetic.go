@@ -52,12 +52,12 @@ func lit(c, u, v, size int) bool {
 func abs(x int) int { return max(x, -x) }
 
 // Synthetic returns n examples of a made-up task of CIFAR-10's shape, for
-// where the real data cannot be had: each image is a square object, 12 to
-// 20 pixels wide and anywhere in the image, patterned in its label's own
+// where the real data cannot be had: each image is a square object, 14 to
+// 22 pixels wide and anywhere in the image, patterned in its label's own
 // way (stripes of four orientations, a checkerboard, squares, a cross, a
 // disc, a ring, an X) in its label's colour, varied in hue and brightness,
-// over a dull background of a random colour, with noise on every pixel.
-// The same seed gives the same examples.
+// over a dark background of a random grey, slightly tinted, with noise on
+// every pixel. The same seed gives the same examples.
 func Synthetic(n int, seed uint64) *Set {
 	r := rand.New(rand.NewPCG(seed, 0x6369666172))
 	s := &Set{Labels: make([]byte, n), Pixels: make([]byte, n*ImageSize)}
@@ -73,11 +73,12 @@ func Synthetic(n int, seed uint64) *Set {
 func draw(r *rand.Rand, img []byte, c int) {
 	var back, ink [Channels]int
 	bright := 0.7 + 0.3*r.Float64()
+	grey := 40 + r.IntN(50)
 	for ch := range Channels {
-		back[ch] = 30 + r.IntN(80)
+		back[ch] = grey + r.IntN(21) - 10
 		ink[ch] = int(float64(colours[c][ch]+r.IntN(41)-20) * bright)
 	}
-	size := 12 + r.IntN(9)
+	size := 14 + r.IntN(9)
 	x0, y0 := r.IntN(Side-size+1), r.IntN(Side-size+1)
 	for y := range Side {
 		for x := range Side {
