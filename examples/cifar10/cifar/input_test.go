@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"testing"
@@ -421,7 +422,9 @@ func TestInputAugmentsExamples(t *testing.T) {
 // in their memory: the batch being used, the one waiting and the one being
 // made need three buffers.
 func TestInputReusesMemory(t *testing.T) {
-	in, err := cifar.TrainInput(cifar.Synthetic(20, 1), cifar.InputConfig{BatchSize: 2, Epochs: 3, Workers: 1})
+	s := cifar.Synthetic(20, 1)
+	cfg := cifar.InputConfig{BatchSize: 2, Epochs: 3, Workers: 1, Shuffle: true, Augment: true}
+	in, err := cifar.TrainInput(s, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,6 +441,33 @@ func TestInputReusesMemory(t *testing.T) {
 	}
 	if n != 30 || len(backings) > 3 {
 		t.Errorf("%d batches in %d buffers, want 30 in at most 3", n, len(backings))
+	}
+	// Released twice, every batch is what it is when none is released.
+	var want []batch
+	for _, release := range []int{0, 2} {
+		c := cfg
+		c.Workers = 2
+		in, err := cifar.TrainInput(s, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []batch
+		for b, err := range in(context.Background()) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, collect(t, func(context.Context) iter.Seq2[estimator.Batch, error] {
+				return func(yield func(estimator.Batch, error) bool) { yield(b, nil) }
+			}, false)...)
+			for range release {
+				b.Release()
+			}
+		}
+		if release == 0 {
+			want = got
+		} else if diff := diffBatches(want, got); diff != "" {
+			t.Errorf("batches released twice: %s", diff)
+		}
 	}
 }
 
