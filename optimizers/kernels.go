@@ -97,13 +97,19 @@ func sqrt[T numeric.Float](x T) T { return T(math.Sqrt(float64(x))) }
 // and keeps only the sign bit when it is zero (zero or subnormal).
 func ftz[T numeric.Float](x T) T {
 	if unsafe.Sizeof(x) == 4 { // resolved at compile time for each dtype
-		b := math.Float32bits(float32(x))
-		e := b & 0x7f800000
-		nz := (e | -e) >> 31 // 1 when e != 0, else 0
-		return T(math.Float32frombits(b & (-nz | 0x80000000)))
+		return T(ftz32(float32(x)))
 	}
-	b := math.Float64bits(float64(x))
-	e := b & 0x7ff0000000000000
-	nz := (e | -e) >> 63
-	return T(math.Float64frombits(b & (-nz | 0x8000000000000000)))
+	return T(ftz64(float64(x)))
+}
+
+// ftz32 and ftz64: e is the exponent field; -e is negative exactly when e
+// is not zero, so its arithmetic shift right fills the mask with ones then.
+func ftz32(x float32) float32 {
+	b := math.Float32bits(x)
+	return math.Float32frombits(b & (uint32(-int32(b&0x7f800000)>>31) | 0x80000000))
+}
+
+func ftz64(x float64) float64 {
+	b := math.Float64bits(x)
+	return math.Float64frombits(b & (uint64(-int64(b&0x7ff0000000000000)>>63) | 0x8000000000000000))
 }
