@@ -15,15 +15,6 @@ import (
 	"github.com/towerflow/towerflow/towers"
 )
 
-// ImageKey and LabelKey are the feature and label the model reads: float32
-// images (N, 3, 32, 32), int64 class ids (N).
-const (
-	ImageKey = "image"
-	LabelKey = "label"
-	// Classes is the number of CIFAR-10's classes.
-	Classes = 10
-)
-
 // ResNet is He et al.'s residual network for CIFAR-10 (2016, section 4.2):
 // a 3×3 convolution of 16 filters, three stages of (Depth − 2)/6 basic
 // blocks of 16, 32 and 64 filters (the first block of stages 2 and 3
