@@ -1,8 +1,18 @@
 // Package layers holds neural-network layers for model functions, written
 // as gorgonia ops of towerflow's own: a dense layer (Dense) and a 2-D
 // convolution (Conv2D), each with its bias and activation fused into one
-// op, max pooling (MaxPool2D), a rectifier (Rectify) and the mean squared
-// error (MeanSquaredError).
+// op, max and global average pooling (MaxPool2D, GlobalAvgPool2D), a
+// rectifier (Rectify), a residual sum (Add), batch normalization
+// (BatchNorm), the losses (MeanSquaredError, SparseSoftmaxCrossEntropy,
+// SoftmaxCrossEntropy, SigmoidCrossEntropy, L2Loss for weight decay), and
+// a classifier's outputs (Softmax, ArgMax).
+//
+// BatchNorm is the one layer that reaches beyond its tower: in training it
+// sums its statistics, and their gradients, over the towers of the step
+// through the Scope's rendezvous (towers.Group), so that N towers compute
+// what one device computes on the whole batch; and it updates its moving
+// statistics through state updates (Scope.Assign), which the engine runs
+// once per step.
 //
 // They compute what the same layers written with gorgonia's ops compute
 // (G.Mul, G.BroadcastAdd, G.Rectify, G.Conv2d, G.MaxPool2D, G.Mean of

@@ -37,6 +37,14 @@
 //	apply each train op once, step + 1 (_train_spec)  Engine.applyTrainOps, Engine.TrainStep (train.go)
 //	each tower updates its metric states              Engine.EvalStep (eval.go)
 //	  (_eval_spec)
+//	state updates (UPDATE_OPS): the same on every     Engine.planUpdates (updates.go)
+//	  tower; G.Set of a variable is an Assign         tower.Tower.AssignSets
+//	apply state updates once, after the optimizers:   applyUpdates (updates.go)
+//	  deltas summed, assigned values averaged
+//	  with the batch weights
+//	rendezvous of a step's towers (synchronized       towers.Scope.Group; reset and
+//	  batch norm): loss weights handed in, reset        aborted in tower.RunAll;
+//	  before, aborted when a tower fails                weights set in TrainStep
 //	reduce metric states into tower 0, zero the       Engine.Metrics (eval.go)
 //	  replicas (_reduce_metric_variables)
 //	predictions and export outputs concatenated       Engine.PredictStep, concatTowers (predict.go)
