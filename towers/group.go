@@ -3,7 +3,10 @@ package towers
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // ErrGroupAborted is wrapped by the error AllSum returns once the group
@@ -29,7 +32,8 @@ type Group struct {
 	cond    *sync.Cond
 	parts   [][]float64
 	arrived int
-	round   uint64
+	round   atomic.Uint64 // written under mu; read without it while spinning
+	aborted atomic.Bool
 	sum     []float64
 	err     error
 	weights []float64
@@ -93,7 +97,7 @@ func (g *Group) AllSum(tower int, part []float64) ([]float64, error) {
 	if g.parts[tower] != nil {
 		return nil, fmt.Errorf("towers: group %q: tower %d handed in twice in one round", g.key, tower)
 	}
-	round := g.round
+	round := g.round.Load()
 	g.parts[tower] = part
 	g.arrived++
 	if g.arrived == g.n {
@@ -103,18 +107,34 @@ func (g *Group) AllSum(tower int, part []float64) ([]float64, error) {
 		}
 		clear(g.parts)
 		g.arrived = 0
-		g.round++
+		g.round.Add(1)
 		g.cond.Broadcast()
 		return g.sum, nil
 	}
-	for g.round == round && g.err == nil {
+	// The others are computing the same op on their shards and arrive
+	// within microseconds: spin for them before parking, since a parked
+	// goroutine waits for the Go scheduler, behind BLAS calls holding the
+	// cores, for up to milliseconds.
+	g.mu.Unlock()
+	start := time.Now()
+	for i := 0; g.round.Load() == round && !g.aborted.Load(); i++ {
+		if i%64 == 63 && time.Since(start) > spinFor {
+			break
+		}
+		runtime.Gosched()
+	}
+	g.mu.Lock()
+	for g.round.Load() == round && g.err == nil {
 		g.cond.Wait()
 	}
-	if g.round == round {
+	if g.round.Load() == round {
 		return nil, g.err
 	}
 	return g.sum, nil
 }
+
+// spinFor is how long AllSum spins for the other towers before parking.
+const spinFor = 200 * time.Microsecond
 
 // add sums the parts into g.sum, in tower order.
 func (g *Group) add() error {
@@ -149,6 +169,7 @@ func (g *Group) Abort(cause error) {
 
 func (g *Group) abortLocked(cause error) {
 	g.err = fmt.Errorf("%w: group %q: %w", ErrGroupAborted, g.key, cause)
+	g.aborted.Store(true)
 	g.cond.Broadcast()
 }
 
@@ -160,7 +181,8 @@ func (g *Group) Reset() {
 	clear(g.parts)
 	g.arrived = 0
 	g.err = nil
-	g.round++
+	g.aborted.Store(false)
+	g.round.Add(1)
 }
 
 // SetWeights sets the loss weight of every tower for the following runs:
