@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // small is a quick run: ResNet-8 on a small synthetic set, two towers.
@@ -36,26 +32,6 @@ func steps(t *testing.T, out string) []string {
 		}
 	}
 	return got
-}
-
-// TestTrainAndEvaluate: a run prints an evaluation every -eval_every steps
-// and at the end; a second run on the same model directory continues from
-// the saved step and prints only its own evaluations.
-func TestTrainAndEvaluate(t *testing.T) {
-	dir := t.TempDir()
-	for i, want := range [][]string{{"10", "20"}, {"30", "40"}} {
-		var out bytes.Buffer
-		last, err := train(context.Background(), small(dir), &out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want, steps(t, out.String())); diff != "" {
-			t.Errorf("run %d: evaluation steps (-want +got):\n%s\n%s", i+1, diff, out.String())
-		}
-		if last["global_step"] != float64(20*(i+1)) {
-			t.Errorf("run %d: last evaluation at step %v", i+1, last["global_step"])
-		}
-	}
 }
 
 // TestOptionErrors: flags the command cannot run with are errors naming
