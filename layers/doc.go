@@ -1,9 +1,10 @@
 // Package layers holds neural-network layers for model functions, written
 // as gorgonia ops of towerflow's own: a dense layer (Dense) and a 2-D
 // convolution (Conv2D), each with its bias and activation fused into one
-// op, max and global average pooling (MaxPool2D, GlobalAvgPool2D), a
+// op, max and average pooling (MaxPool2D, AvgPool2D, GlobalAvgPool2D), a
 // rectifier (Rectify), a residual sum (Add), batch normalization
-// (BatchNorm), the losses (MeanSquaredError, SparseSoftmaxCrossEntropy,
+// (BatchNorm), dropout (Dropout), reshaping without a copy (Flatten,
+// Reshape), the losses (MeanSquaredError, SparseSoftmaxCrossEntropy,
 // SoftmaxCrossEntropy, SigmoidCrossEntropy, L2Loss for weight decay), and
 // a classifier's outputs (Softmax, ArgMax).
 //

@@ -192,6 +192,30 @@ func TestAgainstGorgonia(t *testing.T) {
 			},
 		}
 	}
+	avgPoolModel := func(n, ch, h, w int, size, stride [2]int) model {
+		if stride == ([2]int{}) {
+			stride = size
+		}
+		oh, ow := (h-size[0])/stride[0]+1, (w-size[1])/stride[1]+1
+		return model{
+			name:   fmt.Sprintf("avg pool %v stride %v on (%d, %d, %d, %d)", size, stride, n, ch, h, w),
+			shapes: []tensor.Shape{{n, ch, h, w}, {n, ch, oh, ow}},
+			ours: func(in []*G.Node) (*G.Node, error) {
+				p, err := layers.AvgPool2D(in[0], size, stride)
+				if err != nil {
+					return nil, err
+				}
+				return layers.MeanSquaredError(p, in[1])
+			},
+			theirs: func(in []*G.Node) (*G.Node, error) {
+				p, err := reference.AvgPool2D(in[0], size, stride)
+				if err != nil {
+					return nil, err
+				}
+				return reference.MeanSquaredError(p, in[1])
+			},
+		}
+	}
 	models := []model{
 		denseModel(layers.ReLU, true, 6, 5, 4),
 		denseModel(layers.ReLU, false, 6, 5, 4),
@@ -284,6 +308,9 @@ func TestAgainstGorgonia(t *testing.T) {
 				return reference.MeanSquaredError(G.Must(G.Add(in[0], in[1])), in[2])
 			},
 		},
+		avgPoolModel(2, 3, 6, 8, [2]int{2, 2}, [2]int{0, 0}),
+		avgPoolModel(1, 2, 7, 5, [2]int{3, 2}, [2]int{2, 1}),
+		avgPoolModel(2, 2, 5, 5, [2]int{2, 2}, [2]int{1, 1}),
 		poolModel(2, 3, 6, 8, [2]int{2, 2}, [2]int{0, 0}),
 		poolModel(1, 2, 7, 5, [2]int{3, 2}, [2]int{2, 1}),
 		{

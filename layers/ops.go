@@ -148,15 +148,17 @@ func gemv[T float](trans bool, m, n int, a, x []T, beta T, y []T) {
 }
 
 // dispatch runs f32 or f64 by dtype: the ops compute in float32 and
-// float64 only.
-func dispatch(op string, dt tensor.Dtype, f32, f64 func() (G.Value, error)) (G.Value, error) {
+// float64 only. op names the op in the error, a string or the op itself
+// (a fmt.Stringer, formatted only then: an op's String allocates, and Do
+// runs every step).
+func dispatch(op any, dt tensor.Dtype, f32, f64 func() (G.Value, error)) (G.Value, error) {
 	switch dt {
 	case tensor.Float32:
 		return f32()
 	case tensor.Float64:
 		return f64()
 	}
-	return nil, fmt.Errorf("%s: dtype %v: only float32 and float64 are supported", op, dt)
+	return nil, fmt.Errorf("%v: dtype %v: only float32 and float64 are supported", op, dt)
 }
 
 // checkFloat is the graph-time dtype check of dispatch.

@@ -2,6 +2,7 @@ package towers
 
 import (
 	"fmt"
+	"hash/fnv"
 	"slices"
 
 	G "gorgonia.org/gorgonia"
@@ -33,6 +34,8 @@ type Scope struct {
 
 	count  int               // towers in the build
 	groups map[string]*Group // tower 0's: the build's rendezvous by key
+
+	step *G.Node // the global step's node, once asked for
 }
 
 // NewScope returns the scope of an empty graph for tower index of count
@@ -68,6 +71,36 @@ func (s *Scope) Name(name string) string {
 		return name
 	}
 	return fmt.Sprintf("tower_%d/%s", s.index, name)
+}
+
+// GlobalStep returns an int64 scalar node of the tower's graph bound to the
+// store's global step (created at zero when the store has none): during a
+// training step it holds the number of steps taken before it. It is a
+// framework variable, not one of the tower's variables: the placement does
+// not count it and no gradient is taken with respect to it.
+func (s *Scope) GlobalStep() (*G.Node, error) {
+	if s.step != nil {
+		return s.step, nil
+	}
+	v, _, err := s.store.GetOrCreate(VarSpec{Name: GlobalStepName, Dtype: tensor.Int64})
+	if err != nil {
+		return nil, fmt.Errorf("%v: global step: %w", s, err)
+	}
+	b, ok := v.backing.([]int64)
+	if !ok || len(v.shape) != 0 {
+		return nil, fmt.Errorf("%v: global step %q has shape %v dtype %v, want an int64 scalar", s, GlobalStepName, v.shape, v.dtype)
+	}
+	s.step = G.NewScalar(s.g, tensor.Int64, G.WithName(s.Name(GlobalStepName)), G.WithValue((*G.I64)(&b[0])))
+	return s.step, nil
+}
+
+// Seed returns a seed for the random op called name in this tower, from
+// the store's seed, name and the tower's index: the same in every build of
+// the store, different between towers and between names.
+func (s *Scope) Seed(name string) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d\x00%s\x00%d", s.store.seed, name, s.index)
+	return h.Sum64()
 }
 
 // VarOption adjusts a variable request.

@@ -68,3 +68,46 @@ func Conv2D(x, kernel, bias *G.Node, stride, padding [2]int, relu bool) (*G.Node
 func MaxPool2D(x *G.Node, size, stride [2]int) (*G.Node, error) {
 	return G.MaxPool2D(x, tensor.Shape{size[0], size[1]}, []int{0, 0}, stride[:])
 }
+
+// AvgPool2D returns the mean of x (N, C, H, W) over size windows stride
+// apart, without padding, as G.Conv2d of every channel alone with a
+// constant kernel. (G.AveragePool2D of gorgonia v0.9.18 divides each
+// window's sum by the input's width, not by the window's size.)
+func AvgPool2D(x *G.Node, size, stride [2]int) (*G.Node, error) {
+	s := x.Shape()
+	k := size[0] * size[1]
+	var w any = make([]float64, k)
+	for i := range k {
+		w.([]float64)[i] = 1 / float64(k)
+	}
+	if x.Dtype() == tensor.Float32 {
+		w32 := make([]float32, k)
+		for i := range w32 {
+			w32[i] = 1 / float32(k)
+		}
+		w = w32
+	}
+	kernel := G.NewTensor(x.Graph(), x.Dtype(), 4, G.WithShape(1, 1, size[0], size[1]), G.WithName(x.Name()+"_avg_kernel"),
+		G.WithValue(tensor.New(tensor.WithShape(1, 1, size[0], size[1]), tensor.WithBacking(w))))
+	planes, err := G.Reshape(x, tensor.Shape{s[0] * s[1], 1, s[2], s[3]})
+	if err != nil {
+		return nil, err
+	}
+	y, err := G.Conv2d(planes, kernel, tensor.Shape{size[0], size[1]}, []int{0, 0}, stride[:], []int{1, 1})
+	if err != nil {
+		return nil, err
+	}
+	ys := y.Shape()
+	return G.Reshape(y, tensor.Shape{s[0], s[1], ys[2], ys[3]})
+}
+
+// GlobalAvgPool2D returns the mean of x (N, C, H, W) over H and W, of
+// shape (N, C).
+func GlobalAvgPool2D(x *G.Node) (*G.Node, error) {
+	s := x.Shape()
+	r, err := G.Reshape(x, tensor.Shape{s[0], s[1], s[2] * s[3]})
+	if err != nil {
+		return nil, err
+	}
+	return G.Mean(r, 2)
+}

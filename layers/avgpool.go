@@ -1,0 +1,222 @@
+package layers
+
+import (
+	"fmt"
+	"hash"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// AvgPool2D returns the mean of every size window of x (N, C, H, W),
+// windows stride apart (a zero stride is the window's size), without
+// padding: shape (N, C, (H − size)/stride + 1, (W − size)/stride + 1), as
+// gorgonia's G.AveragePool2D with zero padding. The gradient spreads each
+// output's evenly over its window.
+func AvgPool2D(x *G.Node, size, stride [2]int) (*G.Node, error) {
+	const op = "layers.AvgPool2D"
+	if x == nil {
+		return nil, fmt.Errorf("%s: nil input", op)
+	}
+	if err := checkFloat(op, x); err != nil {
+		return nil, err
+	}
+	s := x.Shape()
+	if len(s) != 4 {
+		return nil, fmt.Errorf("%s(%s): input has shape %v, want (N, C, H, W)", op, x.Name(), s)
+	}
+	if stride[0] == 0 && stride[1] == 0 {
+		stride = size
+	}
+	if size[0] < 1 || size[1] < 1 || stride[0] < 1 || stride[1] < 1 || size[0] > s[2] || size[1] > s[3] {
+		return nil, fmt.Errorf("%s(%s): window %v, stride %v on input %v: want positive sizes no larger than the input", op, x.Name(), size, stride, s)
+	}
+	return applyAvgPool(op, x, avgPoolGeom{n: s[0], c: s[1], h: s[2], w: s[3], kh: size[0], kw: size[1], sh: stride[0], sw: stride[1]})
+}
+
+// GlobalAvgPool2D returns the mean of every channel of x (N, C, H, W) over
+// its positions, of shape (N, C): the global average pooling before a
+// ResNet's classifier.
+func GlobalAvgPool2D(x *G.Node) (*G.Node, error) {
+	const op = "layers.GlobalAvgPool2D"
+	if x == nil {
+		return nil, fmt.Errorf("%s: nil input", op)
+	}
+	if err := checkFloat(op, x); err != nil {
+		return nil, err
+	}
+	s := x.Shape()
+	if len(s) != 4 {
+		return nil, fmt.Errorf("%s(%s): input has shape %v, want (N, C, H, W)", op, x.Name(), s)
+	}
+	return applyAvgPool(op, x, avgPoolGeom{n: s[0], c: s[1], h: s[2], w: s[3], kh: s[2], kw: s[3], sh: 1, sw: 1, global: true})
+}
+
+func applyAvgPool(op string, x *G.Node, g avgPoolGeom) (*G.Node, error) {
+	g.oh, g.ow = (g.h-g.kh)/g.sh+1, (g.w-g.kw)/g.sw+1
+	out, err := G.ApplyOp(&avgPoolOp{geo: g}, x)
+	if err != nil {
+		return nil, fmt.Errorf("%s(%s): %w", op, x.Name(), err)
+	}
+	return out, nil
+}
+
+// avgPoolGeom is the shapes of an average pooling; a global one's output
+// is (N, C) rather than (N, C, 1, 1).
+type avgPoolGeom struct {
+	n, c, h, w int
+	kh, kw     int
+	sh, sw     int
+	oh, ow     int
+	global     bool
+}
+
+func (g avgPoolGeom) in() tensor.Shape { return tensor.Shape{g.n, g.c, g.h, g.w} }
+func (g avgPoolGeom) res() tensor.Shape {
+	if g.global {
+		return tensor.Shape{g.n, g.c}
+	}
+	return tensor.Shape{g.n, g.c, g.oh, g.ow}
+}
+
+func (g avgPoolGeom) String() string {
+	if g.global {
+		return fmt.Sprintf("%v, global", g.in())
+	}
+	return fmt.Sprintf("%v, window (%d, %d), stride (%d, %d)", g.in(), g.kh, g.kw, g.sh, g.sw)
+}
+
+// avgPoolOp is the windowed mean.
+type avgPoolOp struct {
+	forwardOp
+	geo avgPoolGeom
+	out buffer
+}
+
+func (op *avgPoolOp) Arity() int { return 1 }
+
+func (op *avgPoolOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	return hm.NewFnType(tensorType(4, a), tensorType(len(op.geo.res()), a))
+}
+
+func (op *avgPoolOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.geo.res(), nil }
+
+func (op *avgPoolOp) Do(in ...G.Value) (G.Value, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(in))
+	}
+	if !in[0].Shape().Eq(op.geo.in()) {
+		return nil, fmt.Errorf("%v: input has shape %v, want %v", op, in[0].Shape(), op.geo.in())
+	}
+	return dispatch(op, in[0].Dtype(),
+		func() (G.Value, error) { return avgPoolDo[float32](op, in[0]) },
+		func() (G.Value, error) { return avgPoolDo[float64](op, in[0]) })
+}
+
+func avgPoolDo[T float](op *avgPoolOp, in G.Value) (G.Value, error) {
+	x, err := backing[T]("input", in)
+	if err != nil {
+		return nil, err
+	}
+	g := op.geo
+	out := op.out.get(in.Dtype(), g.res())
+	o := data[T](out)
+	inv := 1 / T(g.kh*g.kw)
+	k := 0
+	for p := range g.n * g.c {
+		base := p * g.h * g.w
+		for oy := range g.oh {
+			top := base + oy*g.sh*g.w
+			for ox := range g.ow {
+				start := top + ox*g.sw
+				var s T
+				for i := range g.kh {
+					for _, v := range x[start+i*g.w : start+i*g.w+g.kw] {
+						s += v
+					}
+				}
+				o[k] = s * inv
+				k++
+			}
+		}
+	}
+	return out, nil
+}
+
+func (op *avgPoolOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
+func (op *avgPoolOp) Hashcode() uint32      { return hashOf(op) }
+func (op *avgPoolOp) String() string        { return fmt.Sprintf("AvgPool2D{%v}", op.geo) }
+
+func (op *avgPoolOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	d, err := G.ApplyOp(&avgPoolGradOp{geo: op.geo}, grad)
+	if err != nil {
+		return nil, fmt.Errorf("%v: gradient: %w", op, err)
+	}
+	return G.Nodes{d}, nil
+}
+
+// avgPoolGradOp adds each output gradient, over the window's size, to
+// every input element of its window.
+type avgPoolGradOp struct {
+	gradOp
+	geo avgPoolGeom
+	out buffer
+}
+
+func (op *avgPoolGradOp) Arity() int { return 1 }
+
+func (op *avgPoolGradOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	return hm.NewFnType(tensorType(len(op.geo.res()), a), tensorType(4, a))
+}
+
+func (op *avgPoolGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.geo.in(), nil }
+
+func (op *avgPoolGradOp) Do(in ...G.Value) (G.Value, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(in))
+	}
+	if !in[0].Shape().Eq(op.geo.res()) {
+		return nil, fmt.Errorf("%v: gradient has shape %v, want %v", op, in[0].Shape(), op.geo.res())
+	}
+	return dispatch(op, in[0].Dtype(),
+		func() (G.Value, error) { return avgPoolGradDo[float32](op, in[0]) },
+		func() (G.Value, error) { return avgPoolGradDo[float64](op, in[0]) })
+}
+
+func avgPoolGradDo[T float](op *avgPoolGradOp, in G.Value) (G.Value, error) {
+	dy, err := backing[T]("gradient", in)
+	if err != nil {
+		return nil, err
+	}
+	g := op.geo
+	out := op.out.get(in.Dtype(), g.in())
+	o := data[T](out)
+	clear(o)
+	inv := 1 / T(g.kh*g.kw)
+	k := 0
+	for p := range g.n * g.c {
+		base := p * g.h * g.w
+		for oy := range g.oh {
+			top := base + oy*g.sh*g.w
+			for ox := range g.ow {
+				start := top + ox*g.sw
+				v := dy[k] * inv
+				k++
+				for i := range g.kh {
+					row := o[start+i*g.w : start+i*g.w+g.kw]
+					for j := range row {
+						row[j] += v
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func (op *avgPoolGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
+func (op *avgPoolGradOp) Hashcode() uint32      { return hashOf(op) }
+func (op *avgPoolGradOp) String() string        { return fmt.Sprintf("AvgPool2DGrad{%v}", op.geo) }
