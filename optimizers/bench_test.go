@@ -15,6 +15,11 @@ import (
 // the subnormal range (below 2^-126) step after step: Momentum's
 // accumulator with g = 1e-39, Adam's and RMSProp's second moment with
 // g = 1e-20. Run with -cpu 1 to time the kernel alone.
+//
+// BenchmarkUpdateOverSubnormalSlots is the case of a model whose units stop
+// getting gradients late in training: every slot full of subnormal values
+// (refilled before each update, as are the normal ones it is compared
+// with), the gradient zero.
 func BenchmarkUpdate(b *testing.B) {
 	const n = 1 << 16
 	kinds := []struct {
@@ -53,6 +58,60 @@ func BenchmarkUpdate(b *testing.B) {
 				}
 				b.SetBytes(n * 4)
 				for b.Loop() {
+					if err := opt.Apply(store, vars, grads); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkUpdateOverSubnormalSlots(b *testing.B) {
+	const n = 1 << 16
+	kinds := []struct {
+		name  string
+		opt   func() optimizers.Optimizer
+		slots []string
+	}{
+		{"Momentum", func() optimizers.Optimizer { return optimizers.Momentum(0.01, 0.9) }, []string{"w/Momentum/momentum"}},
+		{"Adam", func() optimizers.Optimizer { return optimizers.Adam(0.001) }, []string{"w/Adam/m", "w/Adam/v"}},
+		{"RMSProp", func() optimizers.Optimizer { return optimizers.RMSProp(0.001) }, []string{"w/RMSProp/rms"}},
+	}
+	for _, k := range kinds {
+		for _, sub := range []string{"normal", "subnormal"} {
+			b.Run(k.name+"/"+sub+"/f32", func(b *testing.B) {
+				store := towers.NewStore(towers.StoreConfig{Seed: 1})
+				w, _, err := store.GetOrCreate(towers.VarSpec{Name: "w", Dtype: tensor.Float32, Shape: tensor.Shape{n},
+					Init: towers.RandomNormal(0, 1), Trainable: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				opt := k.opt()
+				vars, grads := []*towers.Variable{w}, []any{make([]float32, n)}
+				if err := opt.Apply(store, vars, grads); err != nil { // creates the slots
+					b.Fatal(err)
+				}
+				fill := make([]float32, n)
+				for i := range fill {
+					fill[i] = float32(i%7+1) * 1e-39 // subnormal: below 2^-126 ≈ 1.18e-38
+					if sub == "normal" {
+						fill[i] = float32(i%7+1) * 1e-3
+					}
+				}
+				var slots [][]float32
+				for _, name := range k.slots {
+					v, err := store.Lookup(name)
+					if err != nil {
+						b.Fatal(err)
+					}
+					slots = append(slots, v.Data().([]float32))
+				}
+				b.SetBytes(n * 4)
+				for b.Loop() {
+					for _, s := range slots {
+						copy(s, fill)
+					}
 					if err := opt.Apply(store, vars, grads); err != nil {
 						b.Fatal(err)
 					}

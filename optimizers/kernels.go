@@ -38,14 +38,14 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 		w = w[:len(g)]
 		if c.nesterov {
 			for i, gi := range g {
-				a := ftz(mom*acc[i] + gi)
+				a := ftz(mom*ftz(acc[i]) + gi)
 				acc[i] = a
 				w[i] = w[i]*decay - lr*(gi+mom*a)
 			}
 			return
 		}
 		for i, gi := range g {
-			a := ftz(mom*acc[i] + gi)
+			a := ftz(mom*ftz(acc[i]) + gi)
 			acc[i] = a
 			w[i] = w[i]*decay - lr*a
 		}
@@ -58,8 +58,8 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 		m, v := slots[0][:len(g)], slots[1][:len(g)]
 		w = w[:len(g)]
 		for i, gi := range g {
-			mi := ftz(b1*m[i] + omb1*gi)
-			vi := ftz(b2*v[i] + omb2*gi*gi)
+			mi := ftz(b1*ftz(m[i]) + omb1*gi)
+			vi := ftz(b2*ftz(v[i]) + omb2*gi*gi)
 			m[i], v[i] = mi, vi
 			mhat := mi / corr1
 			vhat := vi / corr2
@@ -71,7 +71,7 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 		ms := slots[0][:len(g)]
 		w = w[:len(g)]
 		for i, gi := range g {
-			a := ftz(rho*ms[i] + omr*gi*gi)
+			a := ftz(rho*ftz(ms[i]) + omr*gi*gi)
 			ms[i] = a
 			w[i] = w[i]*decay - lr*gi/(sqrt(a)+eps)
 		}
