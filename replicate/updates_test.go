@@ -26,8 +26,8 @@ import (
 func statefulModel(s *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
 	x := features.Get("x")
 	w := s.MustVariable("w", tensor.Float64, tensor.Shape{1, 1}, towers.Constant(0.5))
-	counts := s.MustVariable("count", tensor.Int64, tensor.Shape{}, nil, towers.NotTrainable())
-	countf := s.MustVariable("countf", tensor.Float64, tensor.Shape{}, nil, towers.NotTrainable())
+	s.MustVariable("count", tensor.Int64, tensor.Shape{}, nil, towers.NotTrainable())
+	s.MustVariable("countf", tensor.Float64, tensor.Shape{}, nil, towers.NotTrainable())
 	moving := s.MustVariable("moving", tensor.Float64, tensor.Shape{}, nil, towers.NotTrainable())
 	pred := G.Must(G.Mul(x, w))
 	spec := &model.Spec{Predictions: map[string]*G.Node{"y": pred}}
@@ -43,8 +43,6 @@ func statefulModel(s *towers.Scope, mode model.Mode, features model.Features, la
 			return nil, err
 		}
 	}
-	_ = counts
-	_ = countf
 	return spec, nil
 }
 
@@ -123,8 +121,7 @@ func TestStateUpdateErrors(t *testing.T) {
 	}{
 		{"towers differ", func(s *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 			if s.Index() == 1 {
-				spec, err := constModel(s, mode, f, l, p)
-				return spec, err
+				return constModel(s, mode, f, l, p)
 			}
 			spec, err := constModel(s, mode, f, l, p)
 			if err != nil {
