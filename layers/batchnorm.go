@@ -90,9 +90,12 @@ func BatchNorm(s *towers.Scope, name string, x *G.Node, training bool, cfg Batch
 		bn.moments = s.Group(name + "/moments")
 		bn.grads = s.Group(name + "/moments_grad")
 	}
-	ins := G.Nodes{x, vars[0], vars[1]}
+	// In training the moving mean is the shift the statistics are summed
+	// from (the same master on every tower): E[(x−m)²] − E[x−m]² does not
+	// cancel catastrophically once m is near the batch's mean.
+	ins := G.Nodes{x, vars[0], vars[1], vars[2]}
 	if !training {
-		ins = append(ins, vars[2], vars[3])
+		ins = append(ins, vars[3])
 	}
 	y, err := G.ApplyOp(&batchNormOp{bn: bn}, ins...)
 	if err != nil {
@@ -151,8 +154,8 @@ func geometry(s tensor.Shape) (n, c, hw int) {
 }
 
 // moments sets the statistics from x: the batch's, summed over the towers
-// when synchronized.
-func moments[T float](b *batchNorm, x []T, n, c, hw int) error {
+// when synchronized, from sums of x − shift per channel.
+func moments[T float](b *batchNorm, x, shift []T, n, c, hw int) error {
 	if cap(b.partial) < 2*c+1 {
 		b.partial = make([]float64, 2*c+1)
 		b.mean, b.varB, b.invStd = make([]float64, c), make([]float64, c), make([]float64, c)
@@ -163,9 +166,11 @@ func moments[T float](b *batchNorm, x []T, n, c, hw int) error {
 		for ch := range c {
 			// In T within a row of positions, in float64 across them.
 			var s, ss T
+			m := shift[ch]
 			for _, v := range x[(i*c+ch)*hw : (i*c+ch+1)*hw] {
-				s += v
-				ss += v * v
+				d := v - m
+				s += d
+				ss += d * d
 			}
 			p[ch] += float64(s)
 			p[c+ch] += float64(ss)
@@ -180,8 +185,8 @@ func moments[T float](b *batchNorm, x []T, n, c, hw int) error {
 	}
 	b.count = p[2*c]
 	for ch := range c {
-		m := p[ch] / b.count
-		b.mean[ch] = m
+		m := p[ch] / b.count // of x − shift
+		b.mean[ch] = float64(shift[ch]) + m
 		b.varB[ch] = max(p[c+ch]/b.count-m*m, 0)
 		b.invStd[ch] = 1 / math.Sqrt(b.varB[ch]+b.eps)
 	}
@@ -198,7 +203,7 @@ type batchNormOp struct {
 
 func (op *batchNormOp) Arity() int {
 	if op.bn.training {
-		return 3
+		return 4
 	}
 	return 5
 }
@@ -207,7 +212,7 @@ func (op *batchNormOp) Type() hm.Type {
 	a := hm.TypeVariable('a')
 	t, v := tensorType(op.bn.dims, a), tensorType(1, a)
 	if op.bn.training {
-		return hm.NewFnType(t, v, v, t)
+		return hm.NewFnType(t, v, v, v, t)
 	}
 	return hm.NewFnType(t, v, v, v, v, t)
 }
@@ -255,7 +260,7 @@ func batchNormDo[T float](op *batchNormOp, in []G.Value) (G.Value, error) {
 	}
 	gamma, beta := params[0], params[1]
 	if b.training {
-		if err := moments(b, x, n, c, hw); err != nil {
+		if err := moments(b, x, params[2], n, c, hw); err != nil {
 			return nil, err
 		}
 	} else {

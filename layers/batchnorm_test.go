@@ -203,3 +203,29 @@ func TestBatchNorm(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchNormLargeMean: statistics of float32 activations whose mean is
+// large against their spread stay exact once the moving mean is near it
+// (the sums are taken from it), where E[x²] − E[x]² in float32 would cancel
+// to noise.
+func TestBatchNormLargeMean(t *testing.T) {
+	shape := tensor.Shape{4, 3, 4, 4}
+	net := newBNNet(t, tensor.Float32, shape, true, layers.Linear)
+	mv, err := net.store.Lookup("bn/moving_mean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := numeric.SetFloat64s(mv.Data(), []float64{1e4, 1e4, 1e4}); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	x, w := make([]float64, shape.TotalSize()), make([]float64, shape.TotalSize())
+	for i := range x {
+		x[i] = float64(float32(1e4 + r.NormFloat64())) // as the op sees it
+		w[i] = 1
+	}
+	_, got := net.run(t, tensor.Float32, shape, x, w)
+	if diff := cmp.Diff(refBatchNorm(x, shape, true, layers.Linear), got[0], cmpopts.EquateApprox(0, 2e-3)); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+}
