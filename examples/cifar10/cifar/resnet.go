@@ -95,9 +95,10 @@ func (r ResNet) Model(s *towers.Scope, mode model.Mode, features model.Features,
 	if err != nil || mode == model.Predict {
 		return spec, err
 	}
-	y, _ := labels.Lookup(LabelKey)
-	probs := spec.Predictions["probabilities"]
-	spec.EvalMetrics["top5"] = metrics.RecallAtK(y, probs, 5)
+	if mode == model.Eval {
+		y, _ := labels.Lookup(LabelKey)
+		spec.EvalMetrics["top5"] = metrics.RecallAtK(y, spec.Predictions["probabilities"], 5)
+	}
 	if wd := r.WeightDecay; wd >= 0 {
 		l2, err := layers.L2Loss(b.kernels...)
 		if err != nil {

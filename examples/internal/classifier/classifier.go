@@ -23,8 +23,14 @@ const PredictSignature = "predict"
 // most probable class, int64) and "probabilities" (the softmax of the
 // logits); the default export signature classifies, answering each
 // example's most probable class with its probability, and
-// PredictSignature answers the classes and probabilities.
+// PredictSignature answers the classes and probabilities. In Train mode
+// the spec has the loss alone.
 func Head(mode model.Mode, logits *G.Node, labels model.Labels, labelKey string) (*model.Spec, error) {
+	if mode == model.Train {
+		// Only the loss: predictions would be computed, and thrown away,
+		// every step.
+		return train(logits, labels, labelKey)
+	}
 	probs, err := layers.Softmax(logits)
 	if err != nil {
 		return nil, err
@@ -58,4 +64,17 @@ func Head(mode model.Mode, logits *G.Node, labels model.Labels, labelKey string)
 	}
 	spec.EvalMetrics = map[string]metrics.Bound{"accuracy": metrics.Accuracy(y, classes)}
 	return spec, nil
+}
+
+// train is the spec of training: the loss alone.
+func train(logits *G.Node, labels model.Labels, labelKey string) (*model.Spec, error) {
+	y, err := labels.Lookup(labelKey)
+	if err != nil {
+		return nil, err
+	}
+	loss, err := layers.SparseSoftmaxCrossEntropy(logits, y)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Spec{Loss: loss}, nil
 }
