@@ -16,21 +16,9 @@ import (
 // output's evenly over its window.
 func AvgPool2D(x *G.Node, size, stride [2]int) (*G.Node, error) {
 	const op = "layers.AvgPool2D"
-	if x == nil {
-		return nil, fmt.Errorf("%s: nil input", op)
-	}
-	if err := checkFloat(op, x); err != nil {
+	s, stride, err := poolArgs(op, x, size, stride)
+	if err != nil {
 		return nil, err
-	}
-	s := x.Shape()
-	if len(s) != 4 {
-		return nil, fmt.Errorf("%s(%s): input has shape %v, want (N, C, H, W)", op, x.Name(), s)
-	}
-	if stride[0] == 0 && stride[1] == 0 {
-		stride = size
-	}
-	if size[0] < 1 || size[1] < 1 || stride[0] < 1 || stride[1] < 1 || size[0] > s[2] || size[1] > s[3] {
-		return nil, fmt.Errorf("%s(%s): window %v, stride %v on input %v: want positive sizes no larger than the input", op, x.Name(), size, stride, s)
 	}
 	return applyAvgPool(op, x, avgPoolGeom{n: s[0], c: s[1], h: s[2], w: s[3], kh: size[0], kw: size[1], sh: stride[0], sw: stride[1]})
 }
@@ -40,15 +28,9 @@ func AvgPool2D(x *G.Node, size, stride [2]int) (*G.Node, error) {
 // ResNet's classifier.
 func GlobalAvgPool2D(x *G.Node) (*G.Node, error) {
 	const op = "layers.GlobalAvgPool2D"
-	if x == nil {
-		return nil, fmt.Errorf("%s: nil input", op)
-	}
-	if err := checkFloat(op, x); err != nil {
+	s, err := poolInput(op, x)
+	if err != nil {
 		return nil, err
-	}
-	s := x.Shape()
-	if len(s) != 4 {
-		return nil, fmt.Errorf("%s(%s): input has shape %v, want (N, C, H, W)", op, x.Name(), s)
 	}
 	return applyAvgPool(op, x, avgPoolGeom{n: s[0], c: s[1], h: s[2], w: s[3], kh: s[2], kw: s[3], sh: 1, sw: 1, global: true})
 }

@@ -249,7 +249,8 @@ func batchNormDo[T float](op *batchNormOp, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	n, c, hw := geometry(in[0].Shape())
-	params := make([][]T, len(in)-1)
+	var buf [4][]T // γ, β, the moving mean and (out of training) variance
+	params := buf[:len(in)-1]
 	for i := range params {
 		if params[i], err = backing[T]("parameter", in[i+1]); err != nil {
 			return nil, err

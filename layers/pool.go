@@ -17,6 +17,21 @@ import (
 // element (the first of equal ones).
 func MaxPool2D(x *G.Node, size, stride [2]int) (*G.Node, error) {
 	const op = "layers.MaxPool2D"
+	s, stride, err := poolArgs(op, x, size, stride)
+	if err != nil {
+		return nil, err
+	}
+	p := &maxPoolOp{n: s[0], c: s[1], h: s[2], w: s[3], kh: size[0], kw: size[1], sh: stride[0], sw: stride[1]}
+	p.oh, p.ow = (p.h-p.kh)/p.sh+1, (p.w-p.kw)/p.sw+1
+	out, err := G.ApplyOp(p, x)
+	if err != nil {
+		return nil, fmt.Errorf("%s(%s): %w", op, x.Name(), err)
+	}
+	return out, nil
+}
+
+// poolInput checks a pooling's input: float, of shape (N, C, H, W).
+func poolInput(op string, x *G.Node) (tensor.Shape, error) {
 	if x == nil {
 		return nil, fmt.Errorf("%s: nil input", op)
 	}
@@ -27,19 +42,23 @@ func MaxPool2D(x *G.Node, size, stride [2]int) (*G.Node, error) {
 	if len(s) != 4 {
 		return nil, fmt.Errorf("%s(%s): input has shape %v, want (N, C, H, W)", op, x.Name(), s)
 	}
+	return s, nil
+}
+
+// poolArgs checks a windowed pooling's input and window, and returns the
+// input's shape and the stride (a zero stride is the window's size).
+func poolArgs(op string, x *G.Node, size, stride [2]int) (tensor.Shape, [2]int, error) {
+	s, err := poolInput(op, x)
+	if err != nil {
+		return nil, stride, err
+	}
 	if stride[0] == 0 && stride[1] == 0 {
 		stride = size
 	}
 	if size[0] < 1 || size[1] < 1 || stride[0] < 1 || stride[1] < 1 || size[0] > s[2] || size[1] > s[3] {
-		return nil, fmt.Errorf("%s(%s): window %v, stride %v on input %v: want positive sizes no larger than the input", op, x.Name(), size, stride, s)
+		return nil, stride, fmt.Errorf("%s(%s): window %v, stride %v on input %v: want positive sizes no larger than the input", op, x.Name(), size, stride, s)
 	}
-	p := &maxPoolOp{n: s[0], c: s[1], h: s[2], w: s[3], kh: size[0], kw: size[1], sh: stride[0], sw: stride[1]}
-	p.oh, p.ow = (p.h-p.kh)/p.sh+1, (p.w-p.kw)/p.sw+1
-	out, err := G.ApplyOp(p, x)
-	if err != nil {
-		return nil, fmt.Errorf("%s(%s): %w", op, x.Name(), err)
-	}
-	return out, nil
+	return s, stride, nil
 }
 
 // maxPoolOp is the windowed maximum; arg holds, for every output element,

@@ -174,17 +174,7 @@ func ArgMax(x *G.Node) (*G.Node, error) {
 type argMaxOp struct {
 	gradOp // not differentiable
 	dims   int
-	out    buffer64
-}
-
-// buffer64 is an int64 output kept from run to run.
-type buffer64 struct{ t *tensor.Dense }
-
-func (b *buffer64) get(shape tensor.Shape) *tensor.Dense {
-	if b.t == nil || !b.t.Shape().Eq(shape) || b.t.IsView() {
-		b.t = tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(shape.Clone()...))
-	}
-	return b.t
+	out    buffer
 }
 
 func (op *argMaxOp) Arity() int { return 1 }
@@ -222,7 +212,7 @@ func argMaxDo[T float](op *argMaxOp, in G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := op.out.get(s)
+	out := op.out.get(tensor.Int64, s)
 	o := out.Data().([]int64)
 	k := in.Shape()[len(in.Shape())-1]
 	for i := range o {
