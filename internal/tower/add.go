@@ -1,8 +1,6 @@
 package tower
 
 import (
-	"reflect"
-
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -16,10 +14,7 @@ import (
 // first operand, on every run.
 func isTensorAdd(n *G.Node, kids []*G.Node) bool {
 	op := n.Op()
-	if op == nil || len(kids) != 2 || (op.String() != "+ false" && op.String() != "+ true") {
-		return false
-	}
-	if t := reflect.TypeOf(op); t.PkgPath() != reflect.TypeFor[G.Op]().PkgPath() || t.Name() != "elemBinOp" {
+	if op == nil || len(kids) != 2 || (op.String() != "+ false" && op.String() != "+ true") || !isGorgoniaOp(op, "elemBinOp") {
 		return false
 	}
 	a, b := kids[0], kids[1]

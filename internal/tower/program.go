@@ -3,6 +3,7 @@ package tower
 import (
 	"fmt"
 	"reflect"
+	"slices"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -47,14 +48,6 @@ type program struct {
 // a device other than the CPU.
 func newProgram(g *G.ExprGraph, roots G.Nodes, watched []*G.Node) (*program, error) {
 	p := &program{index: map[*G.Node]int{}, copies: map[int]G.Value{}}
-	children := func(n *G.Node) []*G.Node {
-		var kids []*G.Node
-		it := g.From(n.ID())
-		for it.Next() {
-			kids = append(kids, it.Node().(*G.Node))
-		}
-		return kids
-	}
 	type frame struct {
 		n    *G.Node
 		kids []*G.Node
@@ -66,7 +59,7 @@ func newProgram(g *G.ExprGraph, roots G.Nodes, watched []*G.Node) (*program, err
 			continue
 		}
 		seen[r] = true
-		stack := []frame{{n: r, kids: children(r)}}
+		stack := []frame{{n: r, kids: children(g, r)}}
 		for len(stack) > 0 {
 			f := &stack[len(stack)-1]
 			if f.next < len(f.kids) {
@@ -74,7 +67,7 @@ func newProgram(g *G.ExprGraph, roots G.Nodes, watched []*G.Node) (*program, err
 				f.next++
 				if !seen[k] {
 					seen[k] = true
-					stack = append(stack, frame{n: k, kids: children(k)})
+					stack = append(stack, frame{n: k, kids: children(g, k)})
 				}
 				continue
 			}
@@ -91,16 +84,28 @@ func newProgram(g *G.ExprGraph, roots G.Nodes, watched []*G.Node) (*program, err
 	return p, nil
 }
 
-// stmtOps are gorgonia's statement ops, which its tape machine runs as
-// instructions of their own rather than through Do.
-var stmtOps = map[string]bool{"readOp": true, "letOp": true}
+// children returns n's arguments in g, in order.
+func children(g *G.ExprGraph, n *G.Node) []*G.Node {
+	var kids []*G.Node
+	for it := g.From(n.ID()); it.Next(); {
+		kids = append(kids, it.Node().(*G.Node))
+	}
+	return kids
+}
+
+// isGorgoniaOp reports whether op is one of gorgonia's unexported op types
+// named names (its statement ops readOp and letOp, its elemBinOp), which
+// nothing but their type tells apart.
+func isGorgoniaOp(op G.Op, names ...string) bool {
+	t := reflect.TypeOf(op)
+	return t != nil && t.PkgPath() == reflect.TypeFor[G.Op]().PkgPath() && slices.Contains(names, t.Name())
+}
 
 func (p *program) add(n *G.Node, kids []*G.Node) error {
-	if op := n.Op(); op != nil {
-		t := reflect.TypeOf(op)
-		if t.PkgPath() == reflect.TypeFor[G.Op]().PkgPath() && stmtOps[t.Name()] {
-			return fmt.Errorf("node %v: statement op %v", n.Name(), op)
-		}
+	// gorgonia's statement ops, which its tape machine runs as
+	// instructions of their own rather than through Do.
+	if op := n.Op(); op != nil && isGorgoniaOp(op, "readOp", "letOp") {
+		return fmt.Errorf("node %v: statement op %v", n.Name(), op)
 	}
 	if d := n.Device(); d != G.CPU {
 		return fmt.Errorf("node %v: on device %v", n.Name(), d)

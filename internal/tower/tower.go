@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"runtime/debug"
 	"runtime/trace"
 
@@ -394,13 +393,10 @@ func (t *Tower) AssignSets() error {
 		if op == nil {
 			continue
 		}
-		if ty := reflect.TypeOf(op); ty.PkgPath() != reflect.TypeFor[G.Op]().PkgPath() || ty.Name() != "letOp" {
+		if !isGorgoniaOp(op, "letOp") {
 			continue
 		}
-		var kids []*G.Node
-		for it := t.g.From(n.ID()); it.Next(); {
-			kids = append(kids, it.Node().(*G.Node))
-		}
+		kids := children(t.g, n)
 		if len(kids) != 2 {
 			return fmt.Errorf("%v: G.Set node %v has %d operands, want 2", t, n.Name(), len(kids))
 		}
