@@ -83,10 +83,7 @@ func addable(dt tensor.Dtype) bool {
 // reduction, so that a moving average of a batch statistic on N towers is
 // one device's on the whole batch.
 func applyUpdates(b *build) error {
-	total := 0
-	for _, r := range b.rows {
-		total += r
-	}
+	var shares []float64 // each tower's share of the rows, once a step
 	for _, p := range b.updates {
 		for i, n := range p.nodes {
 			v, err := b.towers[i].Value(n)
@@ -104,9 +101,8 @@ func applyUpdates(b *build) error {
 		if p.add {
 			err = addInto(p.v.Data(), p.parts)
 		} else {
-			shares := make([]float64, len(b.rows))
-			for i, r := range b.rows {
-				shares[i] = float64(r) / float64(total)
+			if shares == nil {
+				shares = lossWeights(BatchMean, b.rows)
 			}
 			err = numeric.WeightedSum(p.v.Data(), p.parts, shares)
 		}

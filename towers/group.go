@@ -49,26 +49,25 @@ func (s *Scope) Group(key string) *Group {
 	if s.first != nil {
 		first = s.first
 	}
-	g, ok := first.groups[key]
-	if !ok {
-		g = &Group{key: key, n: s.count, parts: make([][]float64, s.count)}
-		g.cond = sync.NewCond(&g.mu)
-		first.groups[key] = g
+	for _, g := range first.groups {
+		if g.key == key {
+			return g
+		}
 	}
+	g := &Group{key: key, n: s.count, parts: make([][]float64, s.count)}
+	g.cond = sync.NewCond(&g.mu)
+	first.groups = append(first.groups, g)
 	return g
 }
 
-// Groups returns the groups of the build the scope belongs to.
+// Groups returns the groups of the build the scope belongs to, in the
+// order they were made. The engine reads it on every step: it is the
+// scope's own slice, not a copy, and must not be changed.
 func (s *Scope) Groups() []*Group {
-	first := s
 	if s.first != nil {
-		first = s.first
+		return s.first.groups
 	}
-	out := make([]*Group, 0, len(first.groups))
-	for _, g := range first.groups {
-		out = append(out, g)
-	}
-	return out
+	return s.groups
 }
 
 // Key returns the group's key.

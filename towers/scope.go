@@ -33,7 +33,7 @@ type Scope struct {
 	updates  []Update
 
 	count  int               // towers in the build
-	groups map[string]*Group // tower 0's: the build's rendezvous by key
+	groups []*Group // tower 0's: the build's rendezvous, in the order made
 
 	step *G.Node // the global step's node, once asked for
 }
@@ -43,9 +43,6 @@ type Scope struct {
 // the same build, or nil when this is tower 0.
 func NewScope(index, count int, device Device, store *Store, first *Scope) *Scope {
 	s := &Scope{index: index, count: max(count, 1), device: device, store: store, first: first, g: G.NewGraph(), vars: map[string]*G.Node{}}
-	if first == nil {
-		s.groups = map[string]*Group{}
-	}
 	return s
 }
 
