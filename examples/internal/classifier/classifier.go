@@ -26,10 +26,21 @@ const PredictSignature = "predict"
 // PredictSignature answers the classes and probabilities. In Train mode
 // the spec has the loss alone.
 func Head(mode model.Mode, logits *G.Node, labels model.Labels, labelKey string) (*model.Spec, error) {
-	if mode == model.Train {
-		// Only the loss: predictions would be computed, and thrown away,
-		// every step.
-		return train(logits, labels, labelKey)
+	spec := &model.Spec{}
+	var y *G.Node
+	if mode != model.Predict {
+		var err error
+		if y, err = labels.Lookup(labelKey); err != nil {
+			return nil, err
+		}
+		if spec.Loss, err = layers.SparseSoftmaxCrossEntropy(logits, y); err != nil {
+			return nil, err
+		}
+		if mode == model.Train {
+			// Only the loss: predictions would be computed, and thrown
+			// away, every step.
+			return spec, nil
+		}
 	}
 	probs, err := layers.Softmax(logits)
 	if err != nil {
@@ -44,37 +55,13 @@ func Head(mode model.Mode, logits *G.Node, labels model.Labels, labelKey string)
 	if err != nil {
 		return nil, fmt.Errorf("top probability: %w", err)
 	}
-	predictions := map[string]*G.Node{"classes": classes, "probabilities": probs}
-	spec := &model.Spec{
-		Predictions: predictions,
-		ExportOutputs: map[string]model.ExportOutput{
-			model.DefaultServingSignature: model.ClassificationOutput{Scores: top, Classes: classes},
-			PredictSignature:              model.PredictOutput{Outputs: predictions},
-		},
+	spec.Predictions = map[string]*G.Node{"classes": classes, "probabilities": probs}
+	spec.ExportOutputs = map[string]model.ExportOutput{
+		model.DefaultServingSignature: model.ClassificationOutput{Scores: top, Classes: classes},
+		PredictSignature:              model.PredictOutput{Outputs: spec.Predictions},
 	}
-	if mode == model.Predict {
-		return spec, nil
+	if mode == model.Eval {
+		spec.EvalMetrics = map[string]metrics.Bound{"accuracy": metrics.Accuracy(y, classes)}
 	}
-	y, err := labels.Lookup(labelKey)
-	if err != nil {
-		return nil, err
-	}
-	if spec.Loss, err = layers.SparseSoftmaxCrossEntropy(logits, y); err != nil {
-		return nil, err
-	}
-	spec.EvalMetrics = map[string]metrics.Bound{"accuracy": metrics.Accuracy(y, classes)}
 	return spec, nil
-}
-
-// train is the spec of training: the loss alone.
-func train(logits *G.Node, labels model.Labels, labelKey string) (*model.Spec, error) {
-	y, err := labels.Lookup(labelKey)
-	if err != nil {
-		return nil, err
-	}
-	loss, err := layers.SparseSoftmaxCrossEntropy(logits, y)
-	if err != nil {
-		return nil, err
-	}
-	return &model.Spec{Loss: loss}, nil
 }
