@@ -237,7 +237,7 @@ func (op *batchNormOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != op.Arity() {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return batchNormDo[float32](op, in) },
 		func() (G.Value, error) { return batchNormDo[float64](op, in) })
 }
@@ -375,7 +375,7 @@ func (op *batchNormGradOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != op.Arity() {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return batchNormGradDo[float32](op, in) },
 		func() (G.Value, error) { return batchNormGradDo[float64](op, in) })
 }
@@ -521,7 +521,7 @@ func (op *movingOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 2 {
 		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
 	}
-	return dispatch(op.String(), in[1].Dtype(),
+	return dispatch(op, in[1].Dtype(),
 		func() (G.Value, error) { return movingDo[float32](op, in[1]) },
 		func() (G.Value, error) { return movingDo[float64](op, in[1]) })
 }

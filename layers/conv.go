@@ -202,7 +202,7 @@ func (op *convOp) Do(in ...G.Value) (G.Value, error) {
 	if err := op.geo.check(shapes, op.geo.in(), op.geo.kernel()); err != nil {
 		return nil, err
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return convDo[float32](op, in) },
 		func() (G.Value, error) { return convDo[float64](op, in) })
 }
@@ -299,7 +299,7 @@ func (op *convGradOp) Do(in ...G.Value) (G.Value, error) {
 	if err := op.geo.check([]tensor.Shape{in[0].Shape(), in[1].Shape()}, first, op.geo.out()); err != nil {
 		return nil, err
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return convGradDo[float32](op, in) },
 		func() (G.Value, error) { return convGradDo[float64](op, in) })
 }

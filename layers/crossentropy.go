@@ -311,7 +311,7 @@ func (op *xentOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != op.arity() {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.arity())
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return xentDo[float32](op.xent, in) },
 		func() (G.Value, error) { return xentDo[float64](op.xent, in) })
 }
@@ -383,7 +383,7 @@ func (op *xentGradOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != op.Arity() {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return xentGradDo[float32](op, in) },
 		func() (G.Value, error) { return xentGradDo[float64](op, in) })
 }

@@ -139,7 +139,7 @@ func (op *denseOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != op.Arity() {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return denseDo[float32](op, in) },
 		func() (G.Value, error) { return denseDo[float64](op, in) })
 }
@@ -298,7 +298,7 @@ func (op *matMulOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 2 {
 		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return matMulDo[float32](op, in) },
 		func() (G.Value, error) { return matMulDo[float64](op, in) })
 }
@@ -356,7 +356,7 @@ func (op *sumOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 1 {
 		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(in))
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return sumDo[float32](op, in[0]) },
 		func() (G.Value, error) { return sumDo[float64](op, in[0]) })
 }

@@ -55,7 +55,7 @@ func (op *mseOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 2 {
 		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return mseDo[float32](in) },
 		func() (G.Value, error) { return mseDo[float64](in) })
 }
@@ -150,7 +150,7 @@ func (op *mseGradOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 3 {
 		return nil, fmt.Errorf("%v: %d inputs, want 3", op, len(in))
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return mseGradDo[float32](op, in) },
 		func() (G.Value, error) { return mseGradDo[float64](op, in) })
 }

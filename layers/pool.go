@@ -92,7 +92,7 @@ func (op *maxPoolOp) Do(in ...G.Value) (G.Value, error) {
 	if !in[0].Shape().Eq(op.in()) {
 		return nil, fmt.Errorf("%v: input has shape %v, want %v", op, in[0].Shape(), op.in())
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return maxPoolDo[float32](op, in[0]) },
 		func() (G.Value, error) { return maxPoolDo[float64](op, in[0]) })
 }
@@ -177,7 +177,7 @@ func (op *maxPoolGradOp) Do(in ...G.Value) (G.Value, error) {
 	if !in[1].Shape().Eq(op.fwd.res()) {
 		return nil, fmt.Errorf("%v: gradient has shape %v, want %v", op, in[1].Shape(), op.fwd.res())
 	}
-	return dispatch(op.String(), in[1].Dtype(),
+	return dispatch(op, in[1].Dtype(),
 		func() (G.Value, error) { return maxPoolGradDo[float32](op, in[1]) },
 		func() (G.Value, error) { return maxPoolGradDo[float64](op, in[1]) })
 }

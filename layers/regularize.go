@@ -60,7 +60,7 @@ func (op *l2Op) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != op.Arity() {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return l2Do[float32](in) },
 		func() (G.Value, error) { return l2Do[float64](in) })
 }
@@ -123,7 +123,7 @@ func (op *scaleOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 2 {
 		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return scaleDo[float32](op, in) },
 		func() (G.Value, error) { return scaleDo[float64](op, in) })
 }

@@ -61,7 +61,7 @@ func (op *reluOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 1 {
 		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(in))
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return reluDo[float32](op, in[0]) },
 		func() (G.Value, error) { return reluDo[float64](op, in[0]) })
 }
@@ -125,7 +125,7 @@ func (op *reluGradOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 2 {
 		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return reluGradDo[float32](op, in) },
 		func() (G.Value, error) { return reluGradDo[float64](op, in) })
 }

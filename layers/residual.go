@@ -61,7 +61,7 @@ func (op *addOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 2 {
 		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return addDo[float32](op, in) },
 		func() (G.Value, error) { return addDo[float64](op, in) })
 }

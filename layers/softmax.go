@@ -57,7 +57,7 @@ func (op *softmaxOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 1 {
 		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(in))
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return softmaxDo[float32](op, in[0]) },
 		func() (G.Value, error) { return softmaxDo[float64](op, in[0]) })
 }
@@ -118,7 +118,7 @@ func (op *softmaxGradOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 2 {
 		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return softmaxGradDo[float32](op, in) },
 		func() (G.Value, error) { return softmaxGradDo[float64](op, in) })
 }
@@ -198,7 +198,7 @@ func (op *argMaxOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != 1 {
 		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(in))
 	}
-	return dispatch(op.String(), in[0].Dtype(),
+	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return argMaxDo[float32](op, in[0]) },
 		func() (G.Value, error) { return argMaxDo[float64](op, in[0]) })
 }
