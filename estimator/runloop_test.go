@@ -567,6 +567,34 @@ func TestTrainAndEvaluate(t *testing.T) {
 	}
 }
 
+// TestTrainAndEvaluateSteps: TrainSpec.Steps counts from where training
+// starts, so a second run on the model directory continues from the saved
+// step; with MaxSteps the first limit reached ends training.
+func TestTrainAndEvaluateSteps(t *testing.T) {
+	dir := t.TempDir()
+	for i, tc := range []struct {
+		steps, maxSteps, wantStep int64
+	}{{3, 0, 3}, {3, 0, 6}, {3, 7, 7}} {
+		est := newRunEstimator(t, replicated(knobModel, 2), estimator.RunConfig{ModelDir: dir, LogEvery: -1})
+		_, err := est.TrainAndEvaluate(context.Background(),
+			estimator.TrainSpec{Input: foreverInput(t, 4), Steps: tc.steps, MaxSteps: tc.maxSteps},
+			estimator.EvalSpec{Input: lineInput(t, xs(5), 2, true), EverySteps: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if est.GlobalStep() != tc.wantStep {
+			t.Errorf("run %d: global step %d, want %d", i+1, est.GlobalStep(), tc.wantStep)
+		}
+		if err := est.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := readJSONLines[estimator.EvalRecord](t, dir, estimator.EvalHistoryFile)
+	if diff := cmp.Diff([]int64{2, 3, 5, 6, 7}, evalSteps(recs)); diff != "" {
+		t.Errorf("eval history steps (-want +got):\n%s", diff)
+	}
+}
+
 func TestEarlyStopping(t *testing.T) {
 	tests := []struct {
 		name      string

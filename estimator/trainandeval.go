@@ -14,7 +14,11 @@ type TrainSpec struct {
 	Input InputFn
 	// MaxSteps ends training at this global step (0: when Input ends).
 	MaxSteps int64
-	Hooks    []Hook
+	// Steps ends training after this many steps from where it starts (a
+	// restored checkpoint's step), as Train's Steps; with MaxSteps too,
+	// at whichever comes first (0: no such limit).
+	Steps int64
+	Hooks []Hook
 }
 
 // EvalSpec is the evaluation half of TrainAndEvaluate.
@@ -64,6 +68,9 @@ func (e *Estimator) TrainAndEvaluate(ctx context.Context, train TrainSpec, eval 
 	opts := []TrainOption{Hooks(append(append([]Hook{}, train.Hooks...), h)...)}
 	if train.MaxSteps > 0 {
 		opts = append(opts, MaxSteps(train.MaxSteps))
+	}
+	if train.Steps > 0 {
+		opts = append(opts, Steps(train.Steps))
 	}
 	if err := e.Train(ctx, train.Input, opts...); err != nil {
 		return nil, fmt.Errorf("train and evaluate: %w", err)

@@ -28,7 +28,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,7 +39,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
-	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/examples/cifar10/cifar"
 	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/replicate"
@@ -106,8 +104,8 @@ func (o options) check() error {
 	if _, err := (cifar.ResNet{Depth: o.depth}).Blocks(); err != nil {
 		return err
 	}
-	if o.batch < 1 || o.evalEvery < 1 || o.steps < 0 {
-		return fmt.Errorf("-batch %d, -eval_every %d, -steps %d: want positive batch and interval, steps not negative", o.batch, o.evalEvery, o.steps)
+	if o.batch < 1 || o.evalEvery < 1 || o.steps < 1 {
+		return fmt.Errorf("-batch %d, -eval_every %d, -steps %d: want each at least 1", o.batch, o.evalEvery, o.steps)
 	}
 	return nil
 }
@@ -195,30 +193,15 @@ func train(ctx context.Context, o options, out io.Writer) (map[string]float64, e
 	}
 	devices, _ := run.Devices(o.Towers) // newModel checked them
 	log.Info("training", "model", fmt.Sprintf("resnet%d", o.depth), "data", dir, "examples", trainSet.Len(), "towers", len(devices), "steps", o.steps, "batch", o.batch)
-	start, err := savedStep(modelDir)
-	if err != nil {
-		return nil, err
-	}
 	last, err := est.TrainAndEvaluate(ctx,
-		estimator.TrainSpec{Input: trainIn, MaxSteps: start + o.steps},
+		estimator.TrainSpec{Input: trainIn, Steps: o.steps},
 		estimator.EvalSpec{Input: evalIn, EverySteps: o.evalEvery})
 	if err != nil {
 		return nil, err
 	}
+	// The input never ends: this run trained exactly o.steps steps.
+	start := est.GlobalStep() - o.steps
 	return last, printHistory(filepath.Join(modelDir, estimator.EvalHistoryFile), start, out)
-}
-
-// savedStep returns the step of dir's latest checkpoint, where training
-// will continue, or 0 when it has none.
-func savedStep(dir string) (int64, error) {
-	r, err := checkpoint.Read(dir)
-	switch {
-	case errors.Is(err, checkpoint.ErrNoCheckpoint):
-		return 0, nil
-	case err != nil:
-		return 0, err
-	}
-	return r.Step(), nil
 }
 
 // printHistory prints the evaluations of path after step from.
