@@ -32,7 +32,7 @@ type Scope struct {
 	varOrder []string
 	updates  []Update
 
-	count  int               // towers in the build
+	count  int      // towers in the build
 	groups []*Group // tower 0's: the build's rendezvous, in the order made
 
 	step *G.Node // the global step's node, once asked for
