@@ -110,6 +110,9 @@ type Estimator struct {
 	// bar is the progress bar on RunConfig.Progress, if any; log goes
 	// around it.
 	bar *ProgressBar
+	// procs and rank place the Estimator among the processes it trains
+	// with (replicate.Config.Processes): 1 and 0 alone.
+	procs, rank int
 }
 
 // New returns an Estimator for m. An invalid model (a replication with
@@ -145,6 +148,11 @@ func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
 		cfg.KeepCheckpointMax = DefaultKeepCheckpointMax
 	}
 	e := &Estimator{cfg: cfg, log: log, eng: eng, bar: bar}
+	if e.procs, e.rank = eng.Processes(); e.rank != 0 {
+		// Rank 0 alone reads and writes the model directory; the others
+		// get its variables by broadcast, and write nothing.
+		e.cfg.ModelDir = ""
+	}
 	if cfg.WarmStart != nil {
 		eng.OnBuild(e.warmStart)
 	}

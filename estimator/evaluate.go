@@ -30,8 +30,11 @@ func EvalName(name string) EvalOption { return func(o *evalOptions) { o.name = n
 // metric by name, "loss" (the mean over batches of the reduced batch loss,
 // as TensorFlow reports it) and "global_step". Metrics start from zero on
 // every call. A model directory without a checkpoint is an error wrapping
-// ErrNotTrained.
-func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOption) (map[string]float64, error) {
+// ErrNotTrained. Across processes every process evaluates its own part of
+// the data and gets the metrics of the whole (see processes.go); "loss" is
+// then the mean over the examples, which is the mean over batches when
+// they are of one size.
+func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOption) (_ map[string]float64, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var o evalOptions
@@ -41,7 +44,12 @@ func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOpt
 	if err := checkEvalName(o.name); err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
+	e.eng.Open()
+	defer func() { err = e.leave(ctx, "evaluate", err) }()
 	if err := e.restoreTrained(true); err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
+	}
+	if err := e.eng.SyncFromRoot(ctx); err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
 	return e.evaluate(ctx, input, o)
@@ -59,6 +67,7 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, o evalOptions) 
 	e.eng.ResetMetrics()
 	var lossSum float64
 	var batches int64
+	var lossRows, examples float64 // across processes
 	readAhead, _ := prefetch(ctx, input(ctx), false)
 	for batch, err := range readAhead {
 		if err != nil {
@@ -67,10 +76,13 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, o evalOptions) 
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("evaluate: %w", err)
 		}
+		rows, _ := batch.Rows()
 		loss, err := e.eng.EvalStep(ctx, batch)
 		if err != nil {
 			return nil, fmt.Errorf("evaluate: batch %d: %w", batches, err)
 		}
+		lossRows += loss * float64(rows)
+		examples += float64(rows)
 		if batch.Release != nil {
 			batch.Release()
 		}
@@ -86,11 +98,22 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, o evalOptions) 
 	if batches == 0 {
 		return nil, fmt.Errorf("evaluate: input yielded no batches")
 	}
+	meanLoss := lossSum / float64(batches)
+	if e.procs > 1 {
+		// Each process's batch loss is over its part of the batch: the
+		// loss of the whole evaluation is their mean over the examples
+		// (the mean over batches when the batches are of one size).
+		sums := []float64{lossRows, examples}
+		if err := e.eng.ReduceMetrics(ctx, sums); err != nil {
+			return nil, fmt.Errorf("evaluate: %w", err)
+		}
+		meanLoss = sums[0] / sums[1]
+	}
 	out, err := e.eng.Metrics()
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
-	out["loss"] = lossSum / float64(batches)
+	out["loss"] = meanLoss
 	out[model.GlobalStepName] = float64(e.eng.Step())
 	e.logEvaluation(o.name, out)
 	if e.cfg.ModelDir != "" {

@@ -62,6 +62,9 @@ func (e *Estimator) Export(ctx context.Context, baseDir string, inputs ServingIn
 	if len(inputs) == 0 {
 		return "", fmt.Errorf("export: no serving inputs")
 	}
+	if e.rank != 0 {
+		return "", fmt.Errorf("export: this is process rank %d of %d; rank 0 alone exports (it holds the same variables)", e.rank, e.procs)
+	}
 	if err := e.restoreTrained(false); err != nil {
 		return "", fmt.Errorf("export: %w", err)
 	}

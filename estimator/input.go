@@ -45,6 +45,14 @@ type TensorInput struct {
 	// Seed, so runs with the same seed see the same batches.
 	Shuffle bool
 	Seed    uint64
+	// Processes, when more than 1, makes this the input of process Rank
+	// of that many training together (replicate.Config.Processes):
+	// BatchSize is then the batch of all of them, and this process yields
+	// its part of every batch, Sizes(rows, Processes)[Rank] of its rows
+	// (parts differ by at most one row). Every process must use the same
+	// data, Seed and BatchSize; together they see the batches one process
+	// would.
+	Processes, Rank int
 }
 
 // FromTensors makes an input function over in-memory tensors, like
@@ -66,6 +74,12 @@ func FromTensors(features, labels map[string]*tensor.Dense, cfg TensorInput) (In
 	}
 	if cfg.Epochs < Forever {
 		return nil, fmt.Errorf("input from tensors: epochs %d, want 0 or more, or Forever", cfg.Epochs)
+	}
+	if cfg.Processes > 1 && (cfg.Rank < 0 || cfg.Rank >= cfg.Processes) {
+		return nil, fmt.Errorf("input from tensors: rank %d of %d processes does not exist", cfg.Rank, cfg.Processes)
+	}
+	if cfg.Processes > 1 && cfg.BatchSize < cfg.Processes {
+		return nil, fmt.Errorf("input from tensors: a batch of %d rows cannot give each of %d processes a row", cfg.BatchSize, cfg.Processes)
 	}
 	epochs := cfg.Epochs
 	if epochs == 0 {
@@ -104,6 +118,14 @@ func FromTensors(features, labels map[string]*tensor.Dense, cfg TensorInput) (In
 						return
 					}
 					idx := order[start:min(start+cfg.BatchSize, rows)]
+					if cfg.Processes > 1 {
+						lo, hi, err := sharding.Part(len(idx), cfg.Processes, cfg.Rank)
+						if err != nil {
+							yield(Batch{}, fmt.Errorf("rows %d to %d of epoch %d for process %d of %d: %w", start, start+len(idx), e, cfg.Rank, cfg.Processes, err))
+							return
+						}
+						idx = idx[lo:hi]
+					}
 					b := free.take(len(idx))
 					b.Features = gather(b.Features, src["features"], idx)
 					if labels != nil {
@@ -274,4 +296,39 @@ func prefetch(ctx context.Context, src iter.Seq2[Batch, error], gate bool) (seq 
 		}
 	}
 	return seq, start
+}
+
+// ShardInput makes any input function the input of process rank of
+// processes training together: it reads every batch of input and yields
+// its part, Batch.Split(processes)[rank] (parts differ by at most one
+// row), releasing the batch with the part. Every process must read the
+// same batches. An input that can read only its own part (its own files)
+// saves the others' reading; FromTensors does with TensorInput.Processes.
+func ShardInput(input InputFn, rank, processes int) InputFn {
+	return func(ctx context.Context) iter.Seq2[Batch, error] {
+		return func(yield func(Batch, error) bool) {
+			if processes < 1 || rank < 0 || rank >= processes {
+				yield(Batch{}, fmt.Errorf("shard input: rank %d of %d processes does not exist", rank, processes))
+				return
+			}
+			n := 0
+			for b, err := range input(ctx) {
+				if err != nil {
+					yield(Batch{}, err)
+					return
+				}
+				parts, _, err := b.Split(processes)
+				if err != nil {
+					yield(Batch{}, fmt.Errorf("shard input: batch %d for process %d of %d: %w", n, rank, processes, err))
+					return
+				}
+				part := parts[rank]
+				part.Release = b.Release
+				if !yield(part, nil) {
+					return
+				}
+				n++
+			}
+		}
+	}
 }

@@ -61,6 +61,8 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	e.eng.Open()
+	defer func() { err = e.leave(ctx, "train", err) }()
 	r, err := e.beginTrain(ctx, input, o)
 	if r == nil || err != nil {
 		return err
@@ -71,6 +73,10 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 			return fmt.Errorf("train: input at step %d: %w", e.eng.Step(), err)
 		}
 		stop, err := r.step(ctx, batch)
+		if peerStopped(err) {
+			e.log.Info("train: another process stopped; stopping with it", "global_step", e.eng.Step(), "cause", err)
+			break
+		}
 		if err != nil {
 			return err
 		}
@@ -114,6 +120,12 @@ func (e *Estimator) beginTrain(ctx context.Context, input InputFn, o trainOption
 	if err := e.restoreLatest(); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
+	// Across processes every rank takes rank 0's variables: its restored
+	// checkpoint (global step and slots included) before the step limit is
+	// worked out, and after the first build its fresh ones.
+	if err := e.eng.SyncFromRoot(ctx); err != nil {
+		return nil, e.peerEnd(fmt.Errorf("train: %w", err))
+	}
 	start := e.eng.Step()
 	limit := int64(-1)
 	if o.steps > 0 {
@@ -141,6 +153,12 @@ func (e *Estimator) beginTrain(ctx context.Context, input InputFn, o trainOption
 		if err := e.eng.Build(model.Train, r.first); err != nil {
 			r.stopInput()
 			return nil, fmt.Errorf("train: %w", err)
+		}
+	}
+	if r.haveFirst && r.firstErr == nil {
+		if err := e.eng.SyncFromRoot(ctx); err != nil {
+			r.stopInput()
+			return nil, e.peerEnd(fmt.Errorf("train: %w", err))
 		}
 	}
 	for _, h := range r.hooks {

@@ -61,6 +61,9 @@ func (e *Estimator) TrainAndEvaluate(ctx context.Context, train TrainSpec, eval 
 	if err := checkEvalName(eval.Name); err != nil {
 		return nil, fmt.Errorf("train and evaluate: %w", err)
 	}
+	if _, procs := e.Rank(); procs > 1 && eval.Every > 0 {
+		return nil, fmt.Errorf("train and evaluate: EvalSpec.Every evaluates by the clock, which differs between processes, and every process must evaluate at the same step: use EverySteps when training across processes")
+	}
 	if eval.EverySteps == 0 && eval.Every == 0 {
 		eval.EverySteps = 1000
 	}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -62,6 +63,13 @@ func (e *Engine) Build(mode model.Mode, batch sharding.Batch) error {
 	return err
 }
 
+// buildMu serializes building towers across every engine of the process:
+// gorgonia's graph construction keeps package state (G.Rectify numbers its
+// groups from a global counter), so two engines that build at once — the
+// workers of one process, each with its own Estimator — would race.
+// Builds are rare: once per mode and input signature.
+var buildMu sync.Mutex
+
 // prepare splits the batch, gets or builds the towers for its mode and
 // input signature, and feeds them.
 func (e *Engine) prepare(mode model.Mode, batch sharding.Batch) (*build, error) {
@@ -87,7 +95,10 @@ func (e *Engine) prepare(mode model.Mode, batch sharding.Batch) (*build, error) 
 	if !ok {
 		e.evict()
 		var err error
-		if b, err = e.buildTowers(mode, shards); err != nil {
+		buildMu.Lock()
+		b, err = e.buildTowers(mode, shards)
+		buildMu.Unlock()
+		if err != nil {
 			return nil, err
 		}
 		e.builds[key] = b

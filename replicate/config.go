@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/towers"
@@ -72,8 +73,45 @@ type Config struct {
 	OptimizerFn func(model.Params) (optimizers.Optimizer, error)
 	// ReduceGradients, when set, sees the tower-summed gradients of each
 	// train op before its optimizer runs (the place to all-reduce them
-	// across processes).
+	// across processes). With Processes it sees them already summed over
+	// every process.
 	ReduceGradients GradientReducer
+
+	// Processes, a group of more than one rank (collective.Join under
+	// mpirun), trains across processes: every process runs its own towers
+	// on its own part of the data, and after each step's towers the
+	// processes sum their tower-summed gradients and state updates in one
+	// fused all-reduce, so the optimizer runs once per process with the
+	// same result everywhere (loss weights span every process: N
+	// processes × M towers train like one device on the combined batch).
+	// Averaging replaces that with weight averaging. Every process must
+	// call the Engine's collective methods in the same order; the
+	// estimator does.
+	Processes collective.Comm
+	// Averaging, when Every > 0, trains each process on its own and
+	// averages the weights every Every steps instead of all-reducing
+	// gradients every step.
+	Averaging Averaging
+	// BucketBytes caps the buffer of the fused all-reduce: gradients are
+	// packed into buckets of at most this many bytes, one all-reduce per
+	// bucket (Horovod's tensor fusion, DDP's buckets); 0 means 64 MiB.
+	BucketBytes int
+}
+
+// Averaging is weight averaging between processes, PyTorch's
+// PeriodicModelAverager: each process takes Every local steps with its own
+// optimizer, then every process's model variables are replaced by their
+// mean over the processes. Every = 1 with plain SGD on equal shards equals
+// synchronous training (the mean of one step from the same weights is one
+// step on the mean gradient); a larger Every trades that for fewer
+// all-reduces.
+type Averaging struct {
+	// Every is the number of local steps between averages; 0 turns
+	// averaging off.
+	Every int64
+	// Slots averages the optimizer slots too (momentum, Adam's moments),
+	// as post-local SGD may; by default each process keeps its own.
+	Slots bool
 }
 
 // Model is a model function with its replication: what an Estimator runs.

@@ -48,6 +48,8 @@ type Engine struct {
 	// metrics holds each tower's eval metric states by name; it outlives
 	// builds, since one evaluation may run several input signatures.
 	metrics []map[string]metrics.Metric
+	// x trains across processes; nil for one.
+	x *across
 }
 
 // build is the towers of one mode and input signature.
@@ -78,7 +80,7 @@ func NewEngine(m *Model, cfg EngineConfig) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replicate: global step: %w", err)
 	}
-	return &Engine{fn: m.fn, cfg: m.cfg, store: store, params: cfg.Params, log: log, globalStep: gs, builds: map[string]*build{}}, nil
+	return &Engine{fn: m.fn, cfg: m.cfg, store: store, params: cfg.Params, log: log, globalStep: gs, builds: map[string]*build{}, x: newAcross(m.cfg)}, nil
 }
 
 // Store returns the variable store: master values by name, weights by name

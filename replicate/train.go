@@ -137,6 +137,13 @@ type StepHooks struct {
 // summed per variable with the loss weights, reduced further if configured,
 // and every train op's optimizer is applied once on the masters; the global
 // step grows by one. It returns the reduced loss.
+//
+// Across processes (Config.Processes) the step's header follows the
+// towers, the loss checked is this process's own, the loss returned the
+// one over every process, and the gradients and state updates of every
+// process are summed in one fused all-reduce before the optimizers run.
+// With Averaging the step is a local one, and every Every steps the
+// processes average their variables.
 func (e *Engine) TrainStep(ctx context.Context, batch sharding.Batch, hooks StepHooks) (float64, error) {
 	region := trace.StartRegion(ctx, "prepare")
 	b, err := e.prepare(model.Train, batch)
@@ -160,21 +167,95 @@ func (e *Engine) TrainStep(ctx context.Context, batch sharding.Batch, hooks Step
 			return loss, err
 		}
 	}
+	scale := 1.0
+	sync := e.x != nil && e.x.avg.Every <= 0
+	if sync {
+		if loss, scale, err = e.stepHeader(ctx, b, loss); err != nil {
+			return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
+		}
+	}
 	region = trace.StartRegion(ctx, "sum gradients")
 	err = sumTowerGradients(b)
 	region.End()
 	if err != nil {
 		return 0, err
 	}
-	defer trace.StartRegion(ctx, "apply").End()
+	if err := combineUpdates(b); err != nil {
+		return 0, err
+	}
+	if sync {
+		region = trace.StartRegion(ctx, "all-reduce")
+		err = e.x.allReduce(ctx, stepSegments(e.x, b, scale))
+		region.End()
+		if err != nil {
+			return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
+		}
+	}
+	region = trace.StartRegion(ctx, "apply")
+	defer region.End()
 	if err := e.applyTrainOps(ctx, b); err != nil {
 		return 0, err
 	}
-	if err := applyUpdates(b); err != nil {
+	if err := writeUpdates(b); err != nil {
 		return 0, err
 	}
 	e.globalStep.Data().([]int64)[0]++
+	if e.x != nil && e.x.avg.Every > 0 && e.Step()%e.x.avg.Every == 0 {
+		if err := e.average(ctx); err != nil {
+			return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
+		}
+	}
 	return loss, nil
+}
+
+// stepHeader runs a training step's header: this process's rows, towers
+// and loss go in; the loss over every process, and this process's scale
+// on its gradients, come out.
+func (e *Engine) stepHeader(ctx context.Context, b *build, loss float64) (global, scale float64, err error) {
+	local := header{towers: float64(len(b.towers)), loss: loss}
+	for _, n := range b.rows {
+		local.rows += float64(n)
+	}
+	local.lossRows, local.lossTowers = loss*local.rows, loss*local.towers
+	g, _, err := e.x.exchange(ctx, statusOK, local, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	return globalLoss(e.cfg.Reduction, g), processScale(e.cfg.Reduction, local, g), nil
+}
+
+// stepSegments lists what a step all-reduces: every train op's summed
+// gradients and every state update's combined value, scaled by this
+// process's share; assigned values by its share of the rows, whatever the
+// loss reduction, and deltas by 1.
+func stepSegments(x *across, b *build, scale float64) []segment {
+	segs := x.segs[:0]
+	for _, p := range b.plans {
+		for _, g := range p.apply {
+			segs = append(segs, segment{data: g, scale: scale})
+		}
+	}
+	rowShare := 0.0
+	if len(b.updates) > 0 {
+		rowShare = float64(sumRows(b.rows)) / x.global.rows
+	}
+	for _, u := range b.updates {
+		s := 1.0
+		if !u.add {
+			s = rowShare
+		}
+		segs = append(segs, segment{data: u.local, scale: s})
+	}
+	x.segs = segs
+	return segs
+}
+
+func sumRows(rows []int) int {
+	n := 0
+	for _, r := range rows {
+		n += r
+	}
+	return n
 }
 
 // runTowers runs a build's towers at the same time; started, when not nil,

@@ -19,6 +19,11 @@ type updatePlan struct {
 	add   bool
 	nodes []*G.Node // the value or delta on each tower
 	parts []any     // scratch: each tower's value of the last run
+	// local is the towers' combined value of the last run: the sum of the
+	// deltas, or the weighted mean of the values (before any all-reduce
+	// across processes).
+	local any
+	self  []any // local alone, to add it with addInto
 }
 
 // planUpdates resolves the state updates the towers declared, TensorFlow's
@@ -46,7 +51,8 @@ func (e *Engine) planUpdates(b *build) error {
 		if u.Add && !addable(v.Dtype()) {
 			return fmt.Errorf("%v: AssignAdd(%q): the variable has dtype %v; want float32, float64, int, int32 or int64", b.towers[0], u.Var, v.Dtype())
 		}
-		p := &updatePlan{v: v, add: u.Add, parts: make([]any, len(b.towers))}
+		p := &updatePlan{v: v, add: u.Add, parts: make([]any, len(b.towers)), local: numeric.NewSlice(v.Dtype(), v.Size())}
+		p.self = []any{p.local}
 		for _, t := range b.towers {
 			p.nodes = append(p.nodes, t.Updates()[k].Value)
 		}
@@ -75,14 +81,14 @@ func addable(dt tensor.Dtype) bool {
 	return false
 }
 
-// applyUpdates runs the state updates of the last train step on the
-// masters, once, after the optimizers: an AssignAdd adds every tower's
-// delta (a counter incremented in each of two towers grows by two, as in
-// TensorFlow); an Assign sets the batch-weighted mean of the towers'
-// values, each weighted by its share of the batch's rows whatever the loss
-// reduction, so that a moving average of a batch statistic on N towers is
-// one device's on the whole batch.
-func applyUpdates(b *build) error {
+// combineUpdates combines each state update of the last train step over
+// the towers: an AssignAdd adds every tower's delta (a counter incremented
+// in each of two towers grows by two, as in TensorFlow); an Assign takes
+// the batch-weighted mean of the towers' values, each weighted by its share
+// of the batch's rows whatever the loss reduction, so that a moving average
+// of a batch statistic on N towers is one device's on the whole batch.
+// writeUpdates then writes them, once, after the optimizers.
+func combineUpdates(b *build) error {
 	var shares []float64 // each tower's share of the rows, once a step
 	for _, p := range b.updates {
 		for i, n := range p.nodes {
@@ -99,12 +105,30 @@ func applyUpdates(b *build) error {
 		}
 		var err error
 		if p.add {
-			err = addInto(p.v.Data(), p.parts)
+			numeric.Zero(p.local)
+			err = addInto(p.local, p.parts)
 		} else {
 			if shares == nil {
 				shares = lossWeights(BatchMean, b.rows)
 			}
-			err = numeric.WeightedSum(p.v.Data(), p.parts, shares)
+			err = numeric.WeightedSum(p.local, p.parts, shares)
+		}
+		if err != nil {
+			return fmt.Errorf("state update of %q: %w", p.v.Name(), err)
+		}
+	}
+	return nil
+}
+
+// writeUpdates applies the combined state updates to the masters: a delta
+// is added, a value assigned.
+func writeUpdates(b *build) error {
+	for _, p := range b.updates {
+		var err error
+		if p.add {
+			err = addInto(p.v.Data(), p.self)
+		} else {
+			err = numeric.CopyInto(p.v.Data(), p.local)
 		}
 		if err != nil {
 			return fmt.Errorf("state update of %q: %w", p.v.Name(), err)

@@ -99,6 +99,23 @@ func Sizes(rows, n int) ([]int, error) {
 	return sizes, nil
 }
 
+// Part returns the rows [lo, hi) of shard i among n shards of a batch of
+// rows rows, as Sizes lays them out; the errors are Sizes', and an i out of
+// range.
+func Part(rows, n, i int) (lo, hi int, err error) {
+	sizes, err := Sizes(rows, n)
+	if err != nil {
+		return 0, 0, err
+	}
+	if i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("shard %d of %d does not exist", i, n)
+	}
+	for _, s := range sizes[:i] {
+		lo += s
+	}
+	return lo, lo + sizes[i], nil
+}
+
 // Split splits t along dimension 0 into n shards with the row counts given by
 // [Sizes](t.Shape()[0], n). Shard i has shape [sizes[i], t.Shape()[1:]...].
 //

@@ -318,3 +318,12 @@ func (s *Store) Device(name string) (Device, error) {
 	}
 	return v.device, nil
 }
+
+// FromModel reports whether model code asked for the variable (through a
+// Scope): a model weight or model state such as a batch norm's moving
+// mean, not a framework variable (the global step, an optimizer slot).
+func (v *Variable) FromModel() bool { return v.placed }
+
+// Colocated names the variable this one was placed beside ("" for none):
+// an optimizer slot's variable.
+func (v *Variable) Colocated() string { return v.colocate }

@@ -1,0 +1,199 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/towerflow/towerflow/collective"
+)
+
+// Training across processes. Every process runs the same collectives in
+// the same order; a process that fails, or stops, must still tell the
+// others, or they would wait for it for ever. So every collective phase
+// starts with a small all-reduce, the header, in which each rank reports
+// its status (and what the phase needs: rows, towers, loss); a rank that
+// failed or stopped joins the others' next header with that status
+// (Engine.Leave) and every rank then stops, with an error naming it.
+// After a header in which every rank is well, the phase's payload
+// (gradient buckets, a broadcast, metric states) runs unconditionally.
+
+// PeerError is returned on every process when one process of the group
+// failed or stopped: the run cannot go on without it.
+type PeerError struct {
+	// Rank is the process that stopped (the lowest, when several did).
+	Rank int
+	// Failed: it failed (its own error is in its own log and return
+	// value); otherwise it stopped cleanly — its input ended or it reached
+	// its step limit — and the others stop with it.
+	Failed bool
+}
+
+func (e *PeerError) Error() string {
+	if e.Failed {
+		return fmt.Sprintf("process rank %d failed, so every process stops (rank %d's own error says why)", e.Rank, e.Rank)
+	}
+	return fmt.Sprintf("process rank %d stopped (its input ended or it reached its step limit), so every process stops", e.Rank)
+}
+
+// A rank's status in a header.
+const (
+	statusOK = iota
+	statusStopped
+	statusFailed
+)
+
+// The header's fixed fields; then one status per rank, then one auxiliary
+// number per rank.
+const (
+	hRows = iota
+	hTowers
+	hLossRows
+	hLossTowers
+	hLoss
+	hFixed
+)
+
+// leaveTimeout bounds how long a leaving rank waits for the others to reach
+// their next header.
+const leaveTimeout = 10 * time.Minute
+
+// across is an engine's side of training across processes.
+type across struct {
+	comm collective.Comm
+	avg  Averaging
+	// bucket caps the fused buffers, in bytes.
+	bucket int
+	header []float64
+	buf32  []float32
+	buf64  []float64
+	spans  []span
+	segs   []segment
+	// open: a run is under way in which the other ranks expect this one
+	// at their next header; Leave closes it.
+	open bool
+	// global is the last header's sums.
+	global header
+}
+
+// header is what a phase's header sums over the ranks.
+type header struct {
+	rows, towers, lossRows, lossTowers, loss float64
+}
+
+func newAcross(cfg Config) *across {
+	if cfg.Processes == nil || cfg.Processes.Size() < 2 {
+		return nil
+	}
+	bucket := cfg.BucketBytes
+	if bucket <= 0 {
+		bucket = 64 << 20
+	}
+	n := cfg.Processes.Size()
+	return &across{comm: cfg.Processes, avg: cfg.Averaging, bucket: bucket, header: make([]float64, hFixed+2*n)}
+}
+
+// exchange runs a header: this rank reports its status, its part h and
+// an auxiliary number; it returns the sums, or a PeerError when a rank
+// failed or stopped, and the auxiliary numbers by rank.
+func (x *across) exchange(ctx context.Context, status int, h header, aux float64) (header, []float64, error) {
+	n := x.comm.Size()
+	buf := x.header
+	clear(buf)
+	buf[hRows], buf[hTowers], buf[hLossRows], buf[hLossTowers], buf[hLoss] = h.rows, h.towers, h.lossRows, h.lossTowers, h.loss
+	buf[hFixed+x.comm.Rank()] = float64(status)
+	buf[hFixed+n+x.comm.Rank()] = aux
+	if err := x.comm.AllReduceFloat64(ctx, buf); err != nil {
+		x.open = false // the group is broken; nobody waits for this rank
+		return header{}, nil, fmt.Errorf("across processes: %w", err)
+	}
+	g := header{buf[hRows], buf[hTowers], buf[hLossRows], buf[hLossTowers], buf[hLoss]}
+	stopped := -1
+	for r := range n {
+		switch int(buf[hFixed+r]) {
+		case statusFailed:
+			x.open = false
+			return g, nil, &PeerError{Rank: r, Failed: true}
+		case statusStopped:
+			if stopped < 0 {
+				stopped = r
+			}
+		}
+	}
+	if stopped >= 0 {
+		x.open = false
+		return g, nil, &PeerError{Rank: stopped}
+	}
+	x.global = g
+	return g, buf[hFixed+n : hFixed+2*n], nil
+}
+
+// Processes returns the number of processes the engine trains with (1
+// without Config.Processes) and this one's rank among them.
+func (e *Engine) Processes() (size, rank int) {
+	if e.x == nil {
+		return 1, 0
+	}
+	return e.x.comm.Size(), e.x.comm.Rank()
+}
+
+// Open starts a run that the other processes run with this one (a Train or
+// an Evaluate): until Leave, this rank owes the others its status at their
+// next header. It does nothing without processes.
+func (e *Engine) Open() {
+	if e.x != nil {
+		e.x.open = true
+	}
+}
+
+// Leave ends a run opened with Open. Unless every rank already knows the
+// run is over (a header reported a failed or stopped rank, or the run's
+// last collective finished it), it joins the others' next header with this
+// rank's status — failed when cause is not nil, else stopped — so that
+// they stop too instead of waiting for it. It waits at most ten minutes,
+// whatever ctx says (a cancelled run must still tell the others); a
+// PeerError from that header is not an error here.
+func (e *Engine) Leave(ctx context.Context, cause error) error {
+	if e.x == nil || !e.x.open {
+		return nil
+	}
+	e.x.open = false
+	status := statusStopped
+	if cause != nil {
+		status = statusFailed
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+	defer cancel()
+	_, _, err := e.x.exchange(ctx, status, header{}, 0)
+	if _, ok := errors.AsType[*PeerError](err); ok {
+		return nil
+	}
+	return err
+}
+
+// processScale is this process's factor on its tower-reduced loss and
+// gradients so that summing over processes gives the reduction over every
+// tower of every process: its share of the rows (BatchMean), of the towers
+// (Mean), or 1 (Sum).
+func processScale(r LossReduction, local, global header) float64 {
+	switch r {
+	case BatchMean:
+		return local.rows / global.rows
+	case Mean:
+		return local.towers / global.towers
+	}
+	return 1
+}
+
+// globalLoss is the loss reduced over every tower of every process, from
+// the header's sums.
+func globalLoss(r LossReduction, g header) float64 {
+	switch r {
+	case BatchMean:
+		return g.lossRows / g.rows
+	case Mean:
+		return g.lossTowers / g.towers
+	}
+	return g.loss
+}
