@@ -252,7 +252,7 @@ func TestProcessesTrainLikeOneDevice(t *testing.T) {
 	}{
 		{2, acrossRun{Towers: 1, Optimizer: "sgd", Dtype: "float64", Rows: 64, Batch: 16, Steps: 6}},
 		{2, acrossRun{Towers: 2, Optimizer: "momentum", Dtype: "float64", Rows: 60, Batch: 15, Steps: 6}}, // uneven: 8 and 7 rows
-		{3, acrossRun{Towers: 1, Optimizer: "adam", Dtype: "float32", Rows: 70, Batch: 14, Steps: 5}},    // 5, 5, 4 rows
+		{3, acrossRun{Towers: 1, Optimizer: "adam", Dtype: "float32", Rows: 70, Batch: 14, Steps: 5}},     // 5, 5, 4 rows
 		{3, acrossRun{Towers: 2, Optimizer: "sgd", Dtype: "float32", Rows: 50, Batch: 10, Steps: 4}},
 		{4, acrossRun{Towers: 1, Optimizer: "adam", Dtype: "float64", Rows: 66, Batch: 11, Steps: 5}}, // 3, 3, 3, 2 rows
 	}
