@@ -78,6 +78,11 @@ func (c *localComm) collect(ctx context.Context, kind string, root, length int, 
 		g.mu.Unlock()
 		return g.broken
 	}
+	if err := ctx.Err(); err != nil {
+		g.breakLocked(fmt.Errorf("collective: rank %d left %s: %w", c.rank, kind, err))
+		g.mu.Unlock()
+		return g.broken
+	}
 	r := g.round
 	if r == nil {
 		r = &localRound{kind: kind, root: root, length: length, first: c.rank, bufs: make([]any, g.size), done: make(chan struct{})}
