@@ -44,6 +44,9 @@ type acrossRun struct {
 	// ends its input after that many batches (0: never).
 	FailBuild         bool
 	FailAt, StopAfter int64
+	// ExitAt ends the whole process, status 3, when its input reaches that
+	// many batches (0: never): a rank that dies, for tests under mpirun.
+	ExitAt int64
 }
 
 // acrossResult is what a process ends with.
@@ -157,6 +160,9 @@ func trainAcross(ctx context.Context, comm collective.Comm, run acrossRun) acros
 	if run.FailAt > 0 {
 		in = takeBatches(in, run.FailAt, errors.New("input failed on purpose"))
 	}
+	if run.ExitAt > 0 {
+		in = takeBatches(in, run.ExitAt, errExit)
+	}
 	var res acrossResult
 	for range max(run.Rounds, 1) {
 		if err := est.Train(ctx, in, estimator.Steps(run.Steps)); err != nil {
@@ -190,6 +196,9 @@ func trainAcross(ctx context.Context, comm collective.Comm, run acrossRun) acros
 	return res
 }
 
+// errExit asks takeBatches to end the process.
+var errExit = errors.New("exit")
+
 // takeBatches ends in after n batches, with err when it is not nil.
 func takeBatches(in estimator.InputFn, n int64, err error) estimator.InputFn {
 	return func(ctx context.Context) iter.Seq2[estimator.Batch, error] {
@@ -197,6 +206,9 @@ func takeBatches(in estimator.InputFn, n int64, err error) estimator.InputFn {
 			i := int64(0)
 			for b, berr := range in(ctx) {
 				if i == n {
+					if err == errExit {
+						os.Exit(3)
+					}
 					if err != nil {
 						yield(estimator.Batch{}, err)
 					}

@@ -39,9 +39,10 @@
 //	  (_eval_spec)
 //	state updates (UPDATE_OPS): the same on every     Engine.planUpdates (updates.go)
 //	  tower; G.Set of a variable is an Assign         tower.Tower.AssignSets
-//	apply state updates once, after the optimizers:   applyUpdates (updates.go)
-//	  deltas summed, assigned values averaged
-//	  with the batch weights
+//	combine state updates over the towers, apply     combineUpdates, writeUpdates (updates.go)
+//	  them once after the optimizers: deltas
+//	  summed, assigned values averaged with the
+//	  batch weights
 //	rendezvous of a step's towers (synchronized       towers.Scope.Group; reset and
 //	  batch norm): loss weights handed in, reset        aborted in tower.RunAll;
 //	  before, aborted when a tower fails                weights set in TrainStep
@@ -50,6 +51,17 @@
 //	predictions and export outputs concatenated       Engine.PredictStep, concatTowers (predict.go)
 //	  in tower order (_predict_spec,
 //	  _concat_tensor_dicts)
+//
+// Across processes (Config.Processes, a collective.Comm):
+//
+//	a status header before every collective phase:    across.exchange, Engine.Open, Engine.Leave,
+//	  a failed or stopped rank stops every rank         PeerError (across.go)
+//	process weights: rows, towers or 1 per reduction  processScale, globalLoss (across.go)
+//	gradients and state updates of every process      stepSegments (train.go), across.allReduce,
+//	  summed in one fused, bucketed all-reduce           fuse (fuse.go)
+//	every rank takes rank 0's variables               Engine.SyncFromRoot (sync.go)
+//	weight averaging every K steps                    Engine.average (sync.go)
+//	metric states summed over the processes           Engine.ReduceMetrics (sync.go)
 //
 // The semantics, in short:
 //
@@ -63,6 +75,8 @@
 //     parity; None is an error. Gradients are weighted like the losses.
 //   - The optimizer runs once per step on the masters; other Spec fields
 //     come from tower 0.
+//   - Across processes the loss weights span every tower of every process:
+//     N processes × M towers train like one device on the combined batch.
 //   - Towers whose model functions build different variables, metrics,
 //     train ops or outputs are an error naming the tower; a panic in a
 //     model function is an error naming the tower and mode.
