@@ -22,6 +22,12 @@
 // (eval_history.jsonl) with -model_dir, which also keeps checkpoints, so a
 // second run continues from the saved step. With -serve it then exports
 // the model and serves it with TensorFlow Serving's REST API.
+//
+// Started by mpirun (built with -tags mpi), the processes train together,
+// each its towers on its part of every batch (see the README); rank 0
+// writes the model directory and prints the evaluations:
+//
+//	go build -tags mpi -o /tmp/cifar10 ./examples/cifar10 && mpirun -np 2 /tmp/cifar10
 package main
 
 import (
@@ -38,6 +44,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/examples/cifar10/cifar"
 	"github.com/towerflow/towerflow/examples/internal/run"
@@ -58,6 +65,9 @@ type options struct {
 	seed        uint64
 	synthetic   [2]int
 	logEvery    int
+	// procs is the group of processes mpirun started this one in; nil
+	// alone.
+	procs collective.Comm
 }
 
 // defaults are the flags' defaults: a short run.
@@ -87,6 +97,19 @@ func main() {
 	if err := o.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "cifar10:", err)
 		os.Exit(2)
+	}
+	comm, err := collective.Join()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cifar10:", err)
+		os.Exit(2)
+	}
+	defer comm.Close()
+	if comm.Size() > 1 {
+		if o.Serve != "" {
+			fmt.Fprintln(os.Stderr, "cifar10: -serve runs in one process, not under mpirun")
+			os.Exit(2)
+		}
+		o.procs = comm
 	}
 	run.Main("cifar10", o.Flags, func(ctx context.Context) error {
 		_, err := train(ctx, o, os.Stdout)
@@ -143,7 +166,7 @@ func newModel(o options) (*replicate.Model, error) {
 	if o.weightDecay == 0 {
 		net.WeightDecay = -1 // none
 	}
-	return replicate.ModelFn(net.Model, replicate.Config{Devices: devices, Optimizer: cifar.Optimizer(o.lr, o.boundaries...)}), nil
+	return replicate.ModelFn(net.Model, replicate.Config{Devices: devices, Optimizer: cifar.Optimizer(o.lr, o.boundaries...), Processes: o.procs}), nil
 }
 
 // train trains and evaluates as the command's doc says, printing each
@@ -153,6 +176,13 @@ func train(ctx context.Context, o options, out io.Writer) (map[string]float64, e
 	m, err := newModel(o)
 	if err != nil {
 		return nil, err
+	}
+	procs, rank := 1, 0
+	if o.procs != nil {
+		procs, rank = o.procs.Size(), o.procs.Rank()
+	}
+	if rank != 0 {
+		out = io.Discard // rank 0 reports for every process
 	}
 	dir := o.data
 	if dir == "" {
@@ -183,11 +213,11 @@ func train(ctx context.Context, o options, out io.Writer) (map[string]float64, e
 		return nil, err
 	}
 	defer est.Close()
-	trainIn, err := cifar.TrainInput(trainSet, cifar.InputConfig{BatchSize: o.batch, DropRemainder: true, Epochs: estimator.Forever, Shuffle: true, Augment: true, Seed: o.seed})
+	trainIn, err := cifar.TrainInput(trainSet, cifar.InputConfig{BatchSize: o.batch, DropRemainder: true, Epochs: estimator.Forever, Shuffle: true, Augment: true, Seed: o.seed, Processes: procs, Rank: rank})
 	if err != nil {
 		return nil, err
 	}
-	evalIn, err := cifar.EvalInput(testSet, o.batch)
+	evalIn, err := cifar.EvalInput(testSet, o.batch, procs, rank)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +228,9 @@ func train(ctx context.Context, o options, out io.Writer) (map[string]float64, e
 		estimator.EvalSpec{Input: evalIn, EverySteps: o.evalEvery})
 	if err != nil {
 		return nil, err
+	}
+	if rank != 0 {
+		return last, nil // rank 0 alone writes the eval history
 	}
 	// The input never ends: this run trained exactly o.steps steps.
 	start := est.GlobalStep() - o.steps

@@ -19,6 +19,13 @@
 //
 //	go run ./examples/mnist -model_dir runs/mnist -serve localhost:8501
 //	curl -d @runs/mnist/classify_request.json localhost:8501/v1/models/mnist:classify
+//
+// Started by mpirun (built with -tags mpi), the processes train together:
+// each its towers on its part of every batch, the gradients all-reduced
+// (see the README); rank 0 writes the model directory and prints the
+// result:
+//
+//	go build -tags mpi -o /tmp/mnist ./examples/mnist && mpirun -np 2 /tmp/mnist
 package main
 
 import (
@@ -34,6 +41,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/examples/mnist/mnist"
@@ -59,6 +67,9 @@ type options struct {
 	synthetic [2]int
 	// logEvery is the Estimator's LogEvery.
 	logEvery int
+	// procs is the group of processes mpirun started this one in; nil
+	// alone.
+	procs collective.Comm
 }
 
 // defaults are the flags' defaults.
@@ -84,6 +95,19 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mnist:", err)
 		os.Exit(2)
+	}
+	comm, err := collective.Join()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mnist:", err)
+		os.Exit(2)
+	}
+	defer comm.Close()
+	if comm.Size() > 1 {
+		if o.Serve != "" {
+			fmt.Fprintln(os.Stderr, "mnist: -serve runs in one process, not under mpirun")
+			os.Exit(2)
+		}
+		o.procs = comm
 	}
 	// The served input is an image of the size of the data's.
 	inputs := estimator.ServingInput{}
@@ -154,7 +178,7 @@ func newModel(o options) (*replicate.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return replicate.ModelFn(net.Model, replicate.Config{Devices: devices, Optimizer: opt}), nil
+	return replicate.ModelFn(net.Model, replicate.Config{Devices: devices, Optimizer: opt, Processes: o.procs}), nil
 }
 
 // train trains o's model for o.steps steps on the training split of o.data
@@ -167,6 +191,13 @@ func train(ctx context.Context, o options, out io.Writer) (result, error) {
 		return result{}, err
 	}
 	net, _ := newNet(o) // newModel checked it
+	procs, rank := 1, 0
+	if o.procs != nil {
+		procs, rank = o.procs.Size(), o.procs.Rank()
+	}
+	if rank != 0 {
+		out = io.Discard // rank 0 reports for every process
+	}
 	dir := o.data
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "mnist-synthetic-"); err != nil {
@@ -194,7 +225,7 @@ func train(ctx context.Context, o options, out io.Writer) (result, error) {
 	}
 	defer est.Close()
 	input, err := estimator.FromTensors(trainSet.Features(net.Layout()), trainSet.LabelTensors(),
-		estimator.TensorInput{BatchSize: o.batch, Epochs: estimator.Forever, Shuffle: true, Seed: o.seed, DropRemainder: true})
+		estimator.TensorInput{BatchSize: o.batch, Epochs: estimator.Forever, Shuffle: true, Seed: o.seed, DropRemainder: true, Processes: procs, Rank: rank})
 	if err != nil {
 		return result{}, err
 	}
@@ -205,7 +236,7 @@ func train(ctx context.Context, o options, out io.Writer) (result, error) {
 			return result{}, err
 		}
 	}
-	eval, err := estimator.FromTensors(testSet.Features(net.Layout()), testSet.LabelTensors(), estimator.TensorInput{BatchSize: o.batch})
+	eval, err := estimator.FromTensors(testSet.Features(net.Layout()), testSet.LabelTensors(), estimator.TensorInput{BatchSize: o.batch, Processes: procs, Rank: rank})
 	if err != nil {
 		return result{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/sharding"
 )
 
 // Pad is how far a training crop may move the image each way: the crop is
@@ -102,6 +103,12 @@ type InputConfig struct {
 	// Workers is the number of goroutines making batches: 0 means
 	// runtime.GOMAXPROCS(0).
 	Workers int
+	// Processes, when more than 1, makes this the input of process Rank of
+	// that many training together (replicate.Config.Processes): BatchSize
+	// is the batch of all of them, and this process makes only its part of
+	// every batch, as estimator.TensorInput's Processes does. Every
+	// process must use the same set, Seed and BatchSize.
+	Processes, Rank int
 }
 
 // TrainInput returns an input function over set's examples: batches of
@@ -128,8 +135,16 @@ func TrainInput(set *Set, cfg InputConfig) (estimator.InputFn, error) {
 		return nil, fmt.Errorf("CIFAR-10 input: epochs %d, want 0 or more, or estimator.Forever", cfg.Epochs)
 	case cfg.Workers < 0:
 		return nil, fmt.Errorf("CIFAR-10 input: %d workers, want 0 (GOMAXPROCS) or more", cfg.Workers)
+	case cfg.Processes > 1 && (cfg.Rank < 0 || cfg.Rank >= cfg.Processes):
+		return nil, fmt.Errorf("CIFAR-10 input: rank %d of %d processes does not exist", cfg.Rank, cfg.Processes)
+	case cfg.Processes > 1 && cfg.BatchSize < cfg.Processes:
+		return nil, fmt.Errorf("CIFAR-10 input: a batch of %d examples cannot give each of %d processes one", cfg.BatchSize, cfg.Processes)
+	case cfg.Processes > 1 && !cfg.DropRemainder && set.Len()%cfg.BatchSize != 0 && set.Len()%cfg.BatchSize < cfg.Processes:
+		return nil, fmt.Errorf("CIFAR-10 input: the last batch of an epoch has %d examples, fewer than the %d processes; set DropRemainder or another batch size", set.Len()%cfg.BatchSize, cfg.Processes)
 	}
-	p := &pipeline{set: set, cfg: cfg, workers: cfg.Workers, perEpoch: set.Len() / cfg.BatchSize}
+	p := &pipeline{set: set, cfg: cfg, workers: cfg.Workers, perEpoch: set.Len() / cfg.BatchSize, parts: max(cfg.Processes, 1)}
+	lo, hi := p.part(cfg.BatchSize)
+	p.fullPart = hi - lo
 	if p.workers == 0 {
 		p.workers = runtime.GOMAXPROCS(0)
 	}
@@ -149,9 +164,10 @@ func TrainInput(set *Set, cfg InputConfig) (estimator.InputFn, error) {
 
 // EvalInput returns an input function over set's examples in order, once,
 // as TrainInput makes them without shuffling or augmentation: the last
-// batch is smaller when batchSize does not divide the examples.
-func EvalInput(set *Set, batchSize int) (estimator.InputFn, error) {
-	return TrainInput(set, InputConfig{BatchSize: batchSize, Epochs: 1})
+// batch is smaller when batchSize does not divide the examples. With
+// processes > 1 it is process rank's part of every batch.
+func EvalInput(set *Set, batchSize, processes, rank int) (estimator.InputFn, error) {
+	return TrainInput(set, InputConfig{BatchSize: batchSize, Epochs: 1, Processes: processes, Rank: rank})
 }
 
 // pipeline is a TrainInput's input function.
@@ -161,6 +177,19 @@ type pipeline struct {
 	workers  int
 	perEpoch int // batches per epoch
 	total    int // batches in all; −1 without end
+	// parts is the number of processes sharing each batch, and fullPart
+	// this one's part of a full batch, in examples.
+	parts, fullPart int
+}
+
+// part returns this process's examples [lo, hi) of a batch of n; TrainInput
+// checked that every part has one.
+func (p *pipeline) part(n int) (lo, hi int) {
+	if p.parts < 2 {
+		return 0, n
+	}
+	lo, hi, _ = sharding.Part(n, p.parts, p.cfg.Rank)
+	return lo, hi
 }
 
 // buffers are the memory of a full batch, for reuse.
@@ -225,7 +254,9 @@ func (p *pipeline) work(ctx context.Context, w int, out chan<- estimator.Batch, 
 		if e != epoch {
 			epoch, order = e, p.order(e, order)
 		}
-		b := p.batch(e, order[j*p.cfg.BatchSize:min((j+1)*p.cfg.BatchSize, len(order))], free)
+		idx := order[j*p.cfg.BatchSize : min((j+1)*p.cfg.BatchSize, len(order))]
+		lo, hi := p.part(len(idx))
+		b := p.batch(e, idx[lo:hi], free)
 		select {
 		case out <- b:
 		case <-ctx.Done():
@@ -255,7 +286,7 @@ func (p *pipeline) order(e int, buf []int) []int {
 // released batch when it is full and there is one.
 func (p *pipeline) batch(e int, idx []int, free chan buffers) estimator.Batch {
 	n := len(idx)
-	full := n == p.cfg.BatchSize
+	full := n == p.fullPart
 	var buf buffers
 	if full {
 		select {

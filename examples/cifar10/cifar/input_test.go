@@ -246,7 +246,7 @@ func TestInputBatches(t *testing.T) {
 		return b
 	}
 	eval := func(size int) func() (estimator.InputFn, error) {
-		return func() (estimator.InputFn, error) { return cifar.EvalInput(s, size) }
+		return func() (estimator.InputFn, error) { return cifar.EvalInput(s, size, 1, 0) }
 	}
 	train := func(cfg cifar.InputConfig) func() (estimator.InputFn, error) {
 		return func() (estimator.InputFn, error) { return cifar.TrainInput(s, cfg) }
@@ -296,6 +296,9 @@ func TestInputErrors(t *testing.T) {
 		{"no whole batch", set(3), cifar.InputConfig{BatchSize: 4, DropRemainder: true}, "3 examples make no whole batch of 4"},
 		{"epochs", set(3), cifar.InputConfig{BatchSize: 1, Epochs: -2}, "epochs -2"},
 		{"workers", set(3), cifar.InputConfig{BatchSize: 1, Workers: -1}, "-1 workers"},
+		{"rank", set(4), cifar.InputConfig{BatchSize: 2, Processes: 2, Rank: 2}, "rank 2 of 2 processes"},
+		{"batch for processes", set(4), cifar.InputConfig{BatchSize: 2, Processes: 3}, "a batch of 2 examples cannot give each of 3 processes one"},
+		{"last batch for processes", set(7), cifar.InputConfig{BatchSize: 3, Processes: 2}, "the last batch of an epoch has 1 examples, fewer than the 2 processes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -339,6 +342,51 @@ func TestInputDeterministic(t *testing.T) {
 	if diffBatches(want[:1], want[6:7]) == "" {
 		t.Error("epochs 0 and 1 begin with the same batch")
 	}
+}
+
+// TestInputParts: each process's part of every batch, put together in rank
+// order, is one process's batch, shuffled and augmented alike.
+func TestInputParts(t *testing.T) {
+	s := cifar.Synthetic(23, 1)
+	for _, procs := range []int{2, 3} {
+		cfg := cifar.InputConfig{BatchSize: 8, Epochs: 2, Shuffle: true, Augment: true, Seed: 7, Workers: 2}
+		in, err := cifar.TrainInput(s, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := collect(t, in, true)
+		got := make([]batch, len(want))
+		for r := range procs {
+			c := cfg
+			c.Processes, c.Rank = procs, r
+			in, err := cifar.TrainInput(s, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts := collect(t, in, true)
+			if len(parts) != len(want) {
+				t.Fatalf("%d processes: rank %d made %d batches, one process %d", procs, r, len(parts), len(want))
+			}
+			for i, p := range parts {
+				if len(p.Y) != len(want[i].Y)/procs+boolInt(r < len(want[i].Y)%procs) {
+					t.Errorf("%d processes: rank %d batch %d has %d examples of %d", procs, r, i, len(p.Y), len(want[i].Y))
+				}
+				g := &got[i]
+				g.X, g.Y = append(g.X, p.X...), append(g.Y, p.Y...)
+				g.Shape = []int{len(g.Y), 3, 32, 32}
+			}
+		}
+		if diff := diffBatches(want, got); diff != "" {
+			t.Errorf("%d processes: the parts are not one process's batches: %s", procs, diff)
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // key returns a row's bytes as a map key.
