@@ -61,15 +61,11 @@ const leaveTimeout = 10 * time.Minute
 
 // across is an engine's side of training across processes.
 type across struct {
-	comm collective.Comm
-	avg  Averaging
-	// bucket caps the fused buffers, in bytes.
-	bucket int
+	comm   collective.Comm
+	avg    Averaging
+	fusion collective.Fusion
 	header []float64
-	buf32  []float32
-	buf64  []float64
-	spans  []span
-	segs   []segment
+	segs   []collective.Segment
 	// open: a run is under way in which the other ranks expect this one
 	// at their next header; Leave closes it.
 	open bool
@@ -86,12 +82,8 @@ func newAcross(cfg Config) *across {
 	if cfg.Processes == nil || cfg.Processes.Size() < 2 {
 		return nil
 	}
-	bucket := cfg.BucketBytes
-	if bucket <= 0 {
-		bucket = 64 << 20
-	}
 	n := cfg.Processes.Size()
-	return &across{comm: cfg.Processes, avg: cfg.Averaging, bucket: bucket, header: make([]float64, hFixed+2*n)}
+	return &across{comm: cfg.Processes, avg: cfg.Averaging, fusion: collective.Fusion{BucketBytes: cfg.BucketBytes}, header: make([]float64, hFixed+2*n)}
 }
 
 // exchange runs a header: this rank reports its status, its part h and
@@ -196,4 +188,13 @@ func globalLoss(r LossReduction, g header) float64 {
 		return g.lossTowers / g.towers
 	}
 	return g.loss
+}
+
+// allReduce sums the segments over the processes in one fused all-reduce.
+func (x *across) allReduce(ctx context.Context, segs []collective.Segment) error {
+	if err := x.fusion.AllReduce(ctx, x.comm, segs); err != nil {
+		x.open = false // the group is broken; nobody waits for this rank
+		return err
+	}
+	return nil
 }

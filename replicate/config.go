@@ -94,7 +94,8 @@ type Config struct {
 	Averaging Averaging
 	// BucketBytes caps the buffer of the fused all-reduce: gradients are
 	// packed into buckets of at most this many bytes, one all-reduce per
-	// bucket (Horovod's tensor fusion, DDP's buckets); 0 means 64 MiB.
+	// bucket (Horovod's tensor fusion, DDP's buckets); 0 means
+	// collective.DefaultBucketBytes, 64 MiB.
 	BucketBytes int
 }
 

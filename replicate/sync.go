@@ -105,7 +105,7 @@ func (e *Engine) receive(manifest []byte) ([]*towers.Variable, error) {
 }
 
 // broadcastVariables copies rank 0's values of vars into every rank's,
-// packed into buckets of at most x.bucket bytes.
+// packed into buckets of at most the fusion's bucket bytes.
 func (x *across) broadcastVariables(ctx context.Context, vars []*towers.Variable) error {
 	total := 0
 	for _, v := range vars {
@@ -115,7 +115,7 @@ func (x *across) broadcastVariables(ctx context.Context, vars []*towers.Variable
 		return nil
 	}
 	root := x.comm.Rank() == 0
-	buf := make([]byte, min(total, x.bucket))
+	buf := make([]byte, min(total, cmp.Or(max(x.fusion.BucketBytes, 0), collective.DefaultBucketBytes)))
 	type part struct {
 		b  []byte
 		at int
@@ -197,7 +197,7 @@ func (e *Engine) average(ctx context.Context) error {
 	share := 1 / float64(x.comm.Size())
 	for _, v := range vars {
 		if numeric.IsFloat(v.Dtype()) && (v.FromModel() || x.avg.Slots) {
-			segs = append(segs, segment{data: v.Data(), scale: share})
+			segs = append(segs, collective.Segment{Data: v.Data(), Scale: share})
 		}
 	}
 	x.segs = segs
@@ -228,11 +228,11 @@ func (e *Engine) ReduceMetrics(ctx context.Context, extra []float64) error {
 	if len(e.metrics) > 0 {
 		for _, name := range slices.Sorted(maps.Keys(e.metrics[0])) {
 			st := e.metrics[0][name].State()
-			segs = append(segs, segment{data: st, scale: 1})
+			segs = append(segs, collective.Segment{Data: st, Scale: 1})
 			size += len(st)
 		}
 	}
-	segs = append(segs, segment{data: extra, scale: 1})
+	segs = append(segs, collective.Segment{Data: extra, Scale: 1})
 	x.segs = segs
 	_, sizes, err := x.exchange(ctx, statusOK, header{}, float64(size))
 	if err != nil {

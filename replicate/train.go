@@ -7,6 +7,7 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
+	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/parallel"
 	"github.com/towerflow/towerflow/internal/tower"
@@ -228,11 +229,11 @@ func (e *Engine) stepHeader(ctx context.Context, b *build, loss float64) (global
 // gradients and every state update's combined value, scaled by this
 // process's share; assigned values by its share of the rows, whatever the
 // loss reduction, and deltas by 1.
-func stepSegments(x *across, b *build, scale float64) []segment {
+func stepSegments(x *across, b *build, scale float64) []collective.Segment {
 	segs := x.segs[:0]
 	for _, p := range b.plans {
 		for _, g := range p.apply {
-			segs = append(segs, segment{data: g, scale: scale})
+			segs = append(segs, collective.Segment{Data: g, Scale: scale})
 		}
 	}
 	rowShare := 0.0
@@ -244,7 +245,7 @@ func stepSegments(x *across, b *build, scale float64) []segment {
 		if !u.add {
 			s = rowShare
 		}
-		segs = append(segs, segment{data: u.local, scale: s})
+		segs = append(segs, collective.Segment{Data: u.local, Scale: s})
 	}
 	x.segs = segs
 	return segs

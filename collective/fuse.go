@@ -1,18 +1,19 @@
-package replicate
+package collective
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 )
 
-// segment is one slice that takes part in a fused all-reduce, multiplied
-// by scale as it is packed: a []float32 (reduced in float32), or a
+// Segment is one slice that takes part in a fused all-reduce, multiplied
+// by Scale as it is packed: a []float32 (reduced in float32), or a
 // []float64, []int, []int32 or []int64 (reduced in float64; integer sums
 // are exact below 2^53).
-type segment struct {
-	data  any
-	scale float64
+type Segment struct {
+	Data  any
+	Scale float64
 }
 
 // span is the part [lo, hi) of segment seg packed at offset at of the
@@ -21,32 +22,47 @@ type span struct {
 	seg, lo, hi, at int
 }
 
-// allReduce sums every segment over the processes, in place: the
-// segments are packed, scaled, into buckets of at most x.bucket bytes (one
-// for float32 segments, one for the others), each bucket is all-reduced
-// once, and its sums are unpacked into the segments. The buffers are kept
-// for the next step.
-func (x *across) allReduce(ctx context.Context, segs []segment) error {
+// DefaultBucketBytes is a Fusion's bucket size unless it says otherwise.
+const DefaultBucketBytes = 64 << 20
+
+// Fusion all-reduces many slices at once, as Horovod's tensor fusion and
+// PyTorch DDP's buckets do: the slices are packed, scaled, into buckets of
+// at most BucketBytes (float32 slices into float32 buckets, the others into
+// float64 ones), each bucket is all-reduced once, and its sums are unpacked
+// into the slices. The buffers are kept for the next call. A Fusion is not
+// safe for concurrent use.
+type Fusion struct {
+	// BucketBytes caps a bucket; 0 means DefaultBucketBytes.
+	BucketBytes int
+	buf32       []float32
+	buf64       []float64
+	spans       []span
+}
+
+// AllReduce sums every segment's Scale·Data over c's ranks, in place. Every
+// rank passes segments of the same kinds and lengths in the same order.
+func (x *Fusion) AllReduce(ctx context.Context, c Comm, segs []Segment) error {
+	bucket := cmp.Or(max(x.BucketBytes, 0), DefaultBucketBytes)
 	var n32, n64 int
 	for _, s := range segs {
-		switch d := s.data.(type) {
+		switch d := s.Data.(type) {
 		case []float32:
 			n32 += len(d)
 		case []float64, []int, []int32, []int64:
 			n64 += lenOf(d)
 		default:
-			return fmt.Errorf("all-reduce: cannot reduce a %T", s.data)
+			return fmt.Errorf("all-reduce: cannot reduce a %T", s.Data)
 		}
 	}
 	if n32 > 0 {
-		x.buf32 = grow(x.buf32, min(n32, max(x.bucket/4, 1)))
-		if err := fuse(ctx, x, segs, x.buf32, true, x.comm.AllReduceFloat32); err != nil {
+		x.buf32 = grow(x.buf32, min(n32, max(bucket/4, 1)))
+		if err := fuse(ctx, x, segs, x.buf32, true, c.AllReduceFloat32); err != nil {
 			return err
 		}
 	}
 	if n64 > 0 {
-		x.buf64 = grow(x.buf64, min(n64, max(x.bucket/8, 1)))
-		if err := fuse(ctx, x, segs, x.buf64, false, x.comm.AllReduceFloat64); err != nil {
+		x.buf64 = grow(x.buf64, min(n64, max(bucket/8, 1)))
+		if err := fuse(ctx, x, segs, x.buf64, false, c.AllReduceFloat64); err != nil {
 			return err
 		}
 	}
@@ -63,7 +79,7 @@ func grow[T any](buf []T, n int) []T {
 
 // fuse packs the segments of one kind (float32 ones, or the others) into
 // buf bucket by bucket, reduces each bucket and unpacks it.
-func fuse[T float32 | float64](ctx context.Context, x *across, segs []segment, buf []T, f32 bool, reduce func(context.Context, []T) error) error {
+func fuse[T float32 | float64](ctx context.Context, x *Fusion, segs []Segment, buf []T, f32 bool, reduce func(context.Context, []T) error) error {
 	x.spans = x.spans[:0]
 	at := 0
 	flush := func() error {
@@ -74,19 +90,19 @@ func fuse[T float32 | float64](ctx context.Context, x *across, segs []segment, b
 			return fmt.Errorf("all-reduce: %w", err)
 		}
 		for _, sp := range x.spans {
-			unpack(segs[sp.seg].data, sp.lo, sp.hi, buf[sp.at:])
+			unpack(segs[sp.seg].Data, sp.lo, sp.hi, buf[sp.at:])
 		}
 		x.spans, at = x.spans[:0], 0
 		return nil
 	}
 	for i, s := range segs {
-		if _, is32 := s.data.([]float32); is32 != f32 {
+		if _, is32 := s.Data.([]float32); is32 != f32 {
 			continue
 		}
-		size := lenOf(s.data)
+		size := lenOf(s.Data)
 		for lo := 0; lo < size; {
 			hi := min(size, lo+len(buf)-at)
-			pack(buf[at:], s.data, lo, hi, s.scale)
+			pack(buf[at:], s.Data, lo, hi, s.Scale)
 			x.spans = append(x.spans, span{seg: i, lo: lo, hi: hi, at: at})
 			at += hi - lo
 			lo = hi
