@@ -1,0 +1,341 @@
+//go:build mpi
+
+package collective
+
+/*
+#cgo pkg-config: ompi-c
+#include <mpi.h>
+
+// OpenMPI's handles and constants are macros over its globals, which cgo
+// cannot name: these return them.
+static MPI_Comm tf_comm_world(void) { return MPI_COMM_WORLD; }
+static MPI_Errhandler tf_errors_return(void) { return MPI_ERRORS_RETURN; }
+
+static int tf_init_thread(int *provided) {
+	return MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, provided);
+}
+
+static int tf_iallreduce(void *buf, int count, int f32, MPI_Comm comm, MPI_Request *req) {
+	return MPI_Iallreduce(MPI_IN_PLACE, buf, count, f32 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM, comm, req);
+}
+
+static int tf_ibcast(void *buf, int count, int root, MPI_Comm comm, MPI_Request *req) {
+	return MPI_Ibcast(buf, count, MPI_BYTE, root, comm, req);
+}
+
+static int tf_test(MPI_Request *req, int *done) {
+	return MPI_Test(req, done, MPI_STATUS_IGNORE);
+}
+
+// tf_error_string writes code's text, NUL-terminated, into buf of
+// MPI_MAX_ERROR_STRING+1 chars.
+static int tf_error_string(int code, char *buf) {
+	int n = 0;
+	int rc = MPI_Error_string(code, buf, &n);
+	if (rc != MPI_SUCCESS || n < 0 || n > MPI_MAX_ERROR_STRING) {
+		n = 0;
+	}
+	buf[n] = 0;
+	return rc;
+}
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// maxCount is the most elements one MPI call takes (its count is a C int);
+// longer buffers go in chunks. A variable so that tests can make it small.
+var maxCount = math.MaxInt32
+
+// The polling of a running collective (see mpiComm.wait).
+const (
+	spinFor  = 2 * time.Millisecond
+	minSleep = 10 * time.Microsecond
+	maxSleep = 500 * time.Microsecond
+)
+
+// mpiState is the process's one MPI Comm, made by the first MPI().
+var mpiState struct {
+	mu   sync.Mutex
+	comm *mpiComm
+	err  error // why the first MPI() failed; every later one returns it
+}
+
+// MPI joins the group of processes that mpirun started: rank and size are
+// those of MPI_COMM_WORLD. The first call initializes MPI (unless the
+// program already did) asking for MPI_THREAD_MULTIPLE and accepting
+// MPI_THREAD_SERIALIZED (the Comm makes one MPI call at a time, from
+// whichever OS thread its goroutine is on); later calls return the same
+// Comm, and an error once it is closed. The Comm works on its own duplicate
+// of MPI_COMM_WORLD, whose errors MPI returns instead of aborting.
+//
+// MPI_Init_thread itself aborts the process when it fails (MPI has no
+// communicator to return the error on yet).
+func MPI() (Comm, error) {
+	mpiState.mu.Lock()
+	defer mpiState.mu.Unlock()
+	if c := mpiState.comm; c != nil {
+		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			return nil, errors.New("collective: MPI's Comm was closed, which finalized MPI: a process cannot start it again")
+		}
+		return c, nil
+	}
+	if mpiState.err != nil {
+		return nil, mpiState.err
+	}
+	c, err := startMPI()
+	if err != nil {
+		mpiState.err = err
+		return nil, err
+	}
+	mpiState.comm = c
+	return c, nil
+}
+
+// startMPI initializes MPI if need be and makes the Comm.
+func startMPI() (*mpiComm, error) {
+	var flag C.int
+	if rc := C.MPI_Finalized(&flag); rc != C.MPI_SUCCESS {
+		return nil, mpiError("MPI_Finalized", rc)
+	}
+	if flag != 0 {
+		return nil, errors.New("collective: MPI was already finalized: a process cannot start it again")
+	}
+	if rc := C.MPI_Initialized(&flag); rc != C.MPI_SUCCESS {
+		return nil, mpiError("MPI_Initialized", rc)
+	}
+	c := &mpiComm{finalize: flag == 0}
+	var provided C.int
+	if c.finalize {
+		if rc := C.tf_init_thread(&provided); rc != C.MPI_SUCCESS {
+			return nil, mpiError("MPI_Init_thread", rc)
+		}
+	} else if rc := C.MPI_Query_thread(&provided); rc != C.MPI_SUCCESS {
+		return nil, mpiError("MPI_Query_thread", rc)
+	}
+	if provided < C.MPI_THREAD_SERIALIZED {
+		return nil, fmt.Errorf("collective: MPI provides only %s; towerflow needs MPI_THREAD_SERIALIZED or better, since a goroutine moves between OS threads", threadLevel(provided))
+	}
+	if rc := C.MPI_Comm_dup(C.tf_comm_world(), &c.comm); rc != C.MPI_SUCCESS {
+		return nil, mpiError("MPI_Comm_dup(MPI_COMM_WORLD)", rc)
+	}
+	if rc := C.MPI_Comm_set_errhandler(c.comm, C.tf_errors_return()); rc != C.MPI_SUCCESS {
+		return nil, mpiError("MPI_Comm_set_errhandler(MPI_ERRORS_RETURN)", rc)
+	}
+	var rank, size C.int
+	if rc := C.MPI_Comm_rank(c.comm, &rank); rc != C.MPI_SUCCESS {
+		return nil, mpiError("MPI_Comm_rank", rc)
+	}
+	if rc := C.MPI_Comm_size(c.comm, &size); rc != C.MPI_SUCCESS {
+		return nil, mpiError("MPI_Comm_size", rc)
+	}
+	c.rank, c.size = int(rank), int(size)
+	return c, nil
+}
+
+func threadLevel(l C.int) string {
+	switch l {
+	case C.MPI_THREAD_SINGLE:
+		return "MPI_THREAD_SINGLE"
+	case C.MPI_THREAD_FUNNELED:
+		return "MPI_THREAD_FUNNELED"
+	case C.MPI_THREAD_SERIALIZED:
+		return "MPI_THREAD_SERIALIZED"
+	case C.MPI_THREAD_MULTIPLE:
+		return "MPI_THREAD_MULTIPLE"
+	}
+	return fmt.Sprintf("thread level %d", int(l))
+}
+
+// mpiError is the error of an MPI call that returned rc: the call and
+// MPI's text for rc.
+func mpiError(call string, rc C.int) error {
+	return fmt.Errorf("collective: %s: %s", call, errorText(rc))
+}
+
+// errorText is MPI's text for the error code rc. MPI_Error_string is an MPI
+// call: the caller holds the Comm's lock, or no Comm exists yet.
+func errorText(rc C.int) string {
+	var buf [C.MPI_MAX_ERROR_STRING + 1]C.char
+	if C.tf_error_string(rc, &buf[0]) == C.MPI_SUCCESS && buf[0] != 0 {
+		return C.GoString(&buf[0])
+	}
+	return fmt.Sprintf("MPI error %d", int(rc))
+}
+
+// opError is the error of the MPI call that failed with rc in the
+// collective what.
+func (c *mpiComm) opError(what, call string, rc C.int) error {
+	return fmt.Errorf("collective: rank %d, %s: %s: %s", c.rank, what, call, errorText(rc))
+}
+
+// mpiComm is the Comm of MPI(). Its lock is held for the whole of each
+// collective, so that every MPI call of the Comm is made by one goroutine
+// at a time (MPI_THREAD_SERIALIZED).
+type mpiComm struct {
+	rank, size int
+	finalize   bool // whether Close finalizes MPI (MPI() initialized it)
+
+	mu     sync.Mutex
+	comm   C.MPI_Comm
+	broken error // the first failed collective; every later call returns it
+	closed bool
+	// pinned holds the buffers of collectives left running when the Comm
+	// broke: MPI may still write into them, so they stay pinned (and
+	// alive) until the process exits.
+	pinned []*runtime.Pinner
+}
+
+func (c *mpiComm) Rank() int { return c.rank }
+func (c *mpiComm) Size() int { return c.size }
+
+func (c *mpiComm) AllReduceFloat64(ctx context.Context, buf []float64) error {
+	if len(buf) == 0 {
+		return c.check()
+	}
+	return c.run(ctx, "all-reduce float64", "MPI_Iallreduce", unsafe.Pointer(&buf[0]), len(buf), 8, func(p unsafe.Pointer, n C.int, req *C.MPI_Request) C.int {
+		return C.tf_iallreduce(p, n, 0, c.comm, req)
+	})
+}
+
+func (c *mpiComm) AllReduceFloat32(ctx context.Context, buf []float32) error {
+	if len(buf) == 0 {
+		return c.check()
+	}
+	return c.run(ctx, "all-reduce float32", "MPI_Iallreduce", unsafe.Pointer(&buf[0]), len(buf), 4, func(p unsafe.Pointer, n C.int, req *C.MPI_Request) C.int {
+		return C.tf_iallreduce(p, n, 1, c.comm, req)
+	})
+}
+
+func (c *mpiComm) Broadcast(ctx context.Context, root int, buf []byte) error {
+	if root < 0 || root >= c.size {
+		return fmt.Errorf("collective: broadcast from rank %d in a group of %d", root, c.size)
+	}
+	if len(buf) == 0 {
+		return c.check()
+	}
+	return c.run(ctx, fmt.Sprintf("broadcast from rank %d", root), "MPI_Ibcast", unsafe.Pointer(&buf[0]), len(buf), 1, func(p unsafe.Pointer, n C.int, req *C.MPI_Request) C.int {
+		return C.tf_ibcast(p, n, C.int(root), c.comm, req)
+	})
+}
+
+// check returns the error that broke or closed the Comm, if any.
+func (c *mpiComm) check() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken
+}
+
+// run does a collective on n elements of size bytes at p, in chunks of at
+// most maxCount elements: start begins one chunk's non-blocking collective
+// (the MPI function call). Any failure breaks the Comm.
+func (c *mpiComm) run(ctx context.Context, what, call string, p unsafe.Pointer, n, size int, start func(p unsafe.Pointer, n C.int, req *C.MPI_Request) C.int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken != nil {
+		return c.broken
+	}
+	what = fmt.Sprintf("%s of %d elements", what, n)
+	if err := ctx.Err(); err != nil {
+		c.broken = fmt.Errorf("collective: rank %d did not start MPI %s: %w; the Comm is broken (the other ranks may be in it)", c.rank, what, err)
+		return c.broken
+	}
+	pin := new(runtime.Pinner)
+	pin.Pin(p)
+	for off := 0; off < n; off += maxCount {
+		count := min(maxCount, n-off)
+		var req C.MPI_Request
+		if rc := start(unsafe.Add(p, off*size), C.int(count), &req); rc != C.MPI_SUCCESS {
+			c.broken = c.opError(what, call, rc)
+			pin.Unpin()
+			return c.broken
+		}
+		if err := c.wait(ctx, &req, what); err != nil {
+			c.broken = err
+			if ctx.Err() != nil {
+				c.pinned = append(c.pinned, pin) // MPI may still write p
+			} else {
+				pin.Unpin()
+			}
+			return err
+		}
+	}
+	pin.Unpin()
+	return nil
+}
+
+// wait tests req until it completes, fails, or ctx is done.
+//
+// MPI moves a non-blocking collective along only inside MPI calls (no
+// progress thread), so waiting is testing. For the first spinFor (2 ms) it
+// tests in a loop, yielding to other goroutines between tests
+// (runtime.Gosched): that holds a core, as a blocking MPI call would, and
+// sees completion within a test's time (about a microsecond). After that it
+// sleeps between tests, from minSleep doubling to maxSleep (10 µs to
+// 0.5 ms): a collective that takes longer than spinFor, such as one waiting
+// for a slower rank, finishes up to about 0.5 ms (plus the timer's slack)
+// later than it could, and a multi-round algorithm may lose up to that at
+// each round it reaches while sleeping. A cancelled ctx is noticed at the
+// next test.
+func (c *mpiComm) wait(ctx context.Context, req *C.MPI_Request, what string) error {
+	begin := time.Now()
+	sleep := minSleep
+	for {
+		var done C.int
+		if rc := C.tf_test(req, &done); rc != C.MPI_SUCCESS {
+			return c.opError(what, "MPI_Test", rc)
+		}
+		if done != 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("collective: rank %d left MPI %s unfinished: %w; the Comm is broken (an MPI collective cannot be cancelled)", c.rank, what, err)
+		}
+		if time.Since(begin) < spinFor {
+			runtime.Gosched()
+			continue
+		}
+		time.Sleep(sleep)
+		sleep = min(2*sleep, maxSleep)
+	}
+}
+
+// Close frees the Comm's communicator and, if MPI() initialized MPI,
+// finalizes it; MPI_Finalize waits for every rank to finalize. A second
+// Close does nothing. A broken Comm is not finalized (that would wait for
+// the collective it left running): Close returns why it broke, and the
+// process should exit (non-zero, so that mpirun stops the others).
+func (c *mpiComm) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if c.broken != nil {
+		return fmt.Errorf("collective: MPI not finalized, the Comm broke: %w", c.broken)
+	}
+	c.broken = fmt.Errorf("collective: rank %d: MPI's Comm is closed", c.rank)
+	var errs []error
+	if rc := C.MPI_Comm_free(&c.comm); rc != C.MPI_SUCCESS {
+		errs = append(errs, c.opError("close", "MPI_Comm_free", rc))
+	}
+	if c.finalize {
+		if rc := C.MPI_Finalize(); rc != C.MPI_SUCCESS {
+			errs = append(errs, c.opError("close", "MPI_Finalize", rc))
+		}
+	}
+	return errors.Join(errs...)
+}
