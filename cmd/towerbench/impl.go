@@ -7,6 +7,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/optimizers"
@@ -25,12 +26,18 @@ type trainer interface {
 // training cycles over them.
 const dataBatches = 4
 
-func newTrainer(impl string, m benchModel, k kit, batch, nTowers int, seed uint64) (trainer, error) {
+// newTrainer returns impl's trainer of m on nTowers towers; with procs, a
+// group of processes, towerflow's trains across them, batch being all of
+// theirs.
+func newTrainer(impl string, m benchModel, k kit, batch, nTowers int, seed uint64, procs collective.Comm) (trainer, error) {
 	data := newDataset(m, batch, dataBatches, seed)
 	switch impl {
 	case "towerflow":
-		return newTowerflowTrainer(m, k, data, nTowers, seed)
+		return newTowerflowTrainer(m, k, data, nTowers, seed, procs)
 	case "gorgonia":
+		if procs != nil {
+			return nil, fmt.Errorf("impl gorgonia runs in one process")
+		}
 		if m.classifier != nil {
 			return nil, fmt.Errorf("impl gorgonia has no %s: it is towerflow's example model", m.name)
 		}
@@ -49,7 +56,7 @@ type towerflowTrainer struct {
 	input estimator.InputFn
 }
 
-func newTowerflowTrainer(m benchModel, k kit, data *dataset, nTowers int, seed uint64) (*towerflowTrainer, error) {
+func newTowerflowTrainer(m benchModel, k kit, data *dataset, nTowers int, seed uint64, procs collective.Comm) (*towerflowTrainer, error) {
 	fn := func(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
 		loss, err := m.loss(towerVariables{t}, k, features["x"], labels["y"])
 		if err != nil {
@@ -68,14 +75,17 @@ func newTowerflowTrainer(m benchModel, k kit, data *dataset, nTowers int, seed u
 	}
 	est, err := estimator.New(
 		replicate.ModelFn(fn,
-			replicate.Config{Devices: devices, Optimizer: opt, Reduction: replicate.BatchMean}),
+			replicate.Config{Devices: devices, Optimizer: opt, Reduction: replicate.BatchMean, Processes: procs}),
 		estimator.RunConfig{Seed: seed, LogEvery: -1})
 	if err != nil {
 		return nil, err
 	}
 	x, y := data.all()
-	input, err := estimator.FromTensors(map[string]*tensor.Dense{xKey: x}, map[string]*tensor.Dense{yKey: y},
-		estimator.TensorInput{BatchSize: data.batch, Epochs: estimator.Forever})
+	in := estimator.TensorInput{BatchSize: data.batch, Epochs: estimator.Forever}
+	if procs != nil {
+		in.Processes, in.Rank = procs.Size(), procs.Rank()
+	}
+	input, err := estimator.FromTensors(map[string]*tensor.Dense{xKey: x}, map[string]*tensor.Dense{yKey: y}, in)
 	if err != nil {
 		est.Close()
 		return nil, err

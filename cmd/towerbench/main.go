@@ -36,6 +36,14 @@
 //
 // bench/torch_mlp.py, bench/torch_cnn.py, bench/torch_resnet.py and
 // bench/torch_mnist.py print the same line for PyTorch.
+//
+// Started by mpirun (built with -tags mpi), the processes train together
+// (replicate.Config.Processes): -batch is the batch of all of them, each
+// trains its part on its -towers towers, and rank 0 prints the lines, with
+// processes=<n> after towers=<n>:
+//
+//	go build -tags mpi,openblas -o /tmp/towerbench ./cmd/towerbench
+//	mpirun -np 2 /tmp/towerbench -model mlp -impl towerflow -towers 1
 package main
 
 import (
@@ -53,6 +61,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -65,6 +74,9 @@ type config struct {
 	ops           string
 	blasThreads   int
 	seed          uint64
+	// procs is the group of processes mpirun started this one in; nil
+	// alone. The batch is then all of theirs, each training its part.
+	procs collective.Comm
 }
 
 func main() {
@@ -108,7 +120,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "towerbench: -trace:", err)
 		os.Exit(1)
 	}
-	err = run(ctx, cfg, os.Stdout)
+	comm, err := collective.Join()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "towerbench:", err)
+		os.Exit(2)
+	}
+	defer comm.Close()
+	out := io.Writer(os.Stdout)
+	if comm.Size() > 1 {
+		cfg.procs = comm
+		if comm.Rank() != 0 {
+			out = io.Discard // rank 0 reports for every process
+		}
+	}
+	err = run(ctx, cfg, out)
 	stopTrace()
 	stopProfile()
 	if err != nil {
@@ -191,8 +216,12 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 				return fmt.Errorf("model %s impl %s towers %d: %w", m.name, impl, n, err)
 			}
 			results = append(results, r)
-			fmt.Fprintf(w, "model=%s impl=%s towers=%d samples_per_sec=%.1f step_ms_p50=%.3f\n",
-				m.name, r.impl, r.towers, r.samplesPerSec, r.stepMSP50)
+			procs := ""
+			if cfg.procs != nil {
+				procs = fmt.Sprintf(" processes=%d", cfg.procs.Size())
+			}
+			fmt.Fprintf(w, "model=%s impl=%s towers=%d%s samples_per_sec=%.1f step_ms_p50=%.3f\n",
+				m.name, r.impl, r.towers, procs, r.samplesPerSec, r.stepMSP50)
 		}
 	}
 	find := func(impl string, n int) (result, bool) {
@@ -219,7 +248,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 // measure trains warmup+steps steps in one run and times the last steps
 // from the time stamps taken after every step.
 func measure(ctx context.Context, impl string, m benchModel, k kit, cfg config, nTowers int) (result, error) {
-	tr, err := newTrainer(impl, m, k, cfg.batch, nTowers, cfg.seed)
+	tr, err := newTrainer(impl, m, k, cfg.batch, nTowers, cfg.seed, cfg.procs)
 	if err != nil {
 		return result{}, err
 	}

@@ -74,7 +74,7 @@ func BenchmarkStep(b *testing.B) {
 			towers int
 		}{{"towerflow", 1}, {"gorgonia", 1}, {"towerflow", 2}} {
 			b.Run(fmt.Sprintf("model=%s/impl=%s/towers=%d", model, c.impl, c.towers), func(b *testing.B) {
-				tr, err := newTrainer(c.impl, m, kits["layers"], m.defaultBatch, c.towers, 1)
+				tr, err := newTrainer(c.impl, m, kits["layers"], m.defaultBatch, c.towers, 1, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
