@@ -149,11 +149,11 @@ func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
 	}
 	e := &Estimator{cfg: cfg, log: log, eng: eng, bar: bar}
 	if e.procs, e.rank = eng.Processes(); e.rank != 0 {
-		// Rank 0 alone reads and writes the model directory; the others
-		// get its variables by broadcast, and write nothing.
-		e.cfg.ModelDir = ""
+		// Rank 0 alone reads the model directory and the warm start and
+		// writes; the others get its variables by broadcast.
+		e.cfg.ModelDir, e.cfg.WarmStart = "", nil
 	}
-	if cfg.WarmStart != nil {
+	if e.cfg.WarmStart != nil {
 		eng.OnBuild(e.warmStart)
 	}
 	return e, nil
