@@ -51,8 +51,9 @@ type Round struct {
 	// Loss is the mean over the workers of each one's mean training loss
 	// in the round.
 	Loss float64
-	// Accuracy is the averaged model's accuracy on the test set.
-	Accuracy float64
+	// Accuracy and TestLoss are the averaged model's accuracy and mean
+	// loss on the test set.
+	Accuracy, TestLoss float64
 	// Seconds is the time since the run started.
 	Seconds float64
 }
@@ -86,11 +87,11 @@ func (r *Report) StepsPerSec() float64 {
 
 // Summary is the run in one line: workers, local steps per round, rounds,
 // steps, steps per second and time per step (training and averaging, each
-// worker's steps), the final test accuracy and the whole time.
+// worker's steps), the final test accuracy and loss, and the whole time.
 func (r *Report) Summary() string {
 	last := r.Last()
-	return fmt.Sprintf("workers=%d compute_steps=%d rounds=%d steps=%d steps_per_sec=%.1f ms_per_step=%.2f accuracy=%.4f seconds=%.1f",
-		r.Workers, r.ComputeSteps, last.Round, last.Step, r.StepsPerSec(), 1000/r.StepsPerSec(), last.Accuracy, last.Seconds)
+	return fmt.Sprintf("workers=%d compute_steps=%d rounds=%d steps=%d steps_per_sec=%.1f ms_per_step=%.2f accuracy=%.4f test_loss=%.4f seconds=%.1f",
+		r.Workers, r.ComputeSteps, last.Round, last.Step, r.StepsPerSec(), 1000/r.StepsPerSec(), last.Accuracy, last.TestLoss, last.Seconds)
 }
 
 // check checks cfg, task and the ranks a Run runs, and fills defaults.
@@ -122,7 +123,8 @@ func (cfg *Config) check(task Task, comms []collective.Comm) error {
 // a process under mpirun (collective.Join). The worker of rank 0 is also
 // the driver: Run returns its report when it runs here, else nil.
 //
-// A worker that fails tells the others at the next round's start, and
+// A worker that fails — building its model, its input, a step, the
+// driver's evaluation — tells the others at the next round's start, and
 // every worker stops: Run returns the failed worker's own error, which
 // names it (other processes get a PeerError naming it). The context's
 // cancellation stops every worker.
@@ -130,8 +132,6 @@ func Run(ctx context.Context, task Task, cfg Config, comms []collective.Comm) (*
 	if err := cfg.check(task, comms); err != nil {
 		return nil, fmt.Errorf("weight averaging: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var (
 		mu     sync.Mutex
 		first  error
@@ -153,8 +153,6 @@ func Run(ctx context.Context, task Task, cfg Config, comms []collective.Comm) (*
 			if first == nil || isPeer(first) && !isPeer(err) {
 				first = err
 			}
-			// Whatever failed, no worker may wait for this one.
-			cancel()
 		})
 	}
 	wg.Wait()
@@ -186,7 +184,7 @@ func runWorker(ctx context.Context, task Task, cfg Config, comm collective.Comm)
 		var loss float64
 		var vec []float64
 		if pending == nil {
-			loss, pending = w.Train(ctx, round)
+			loss, pending = w.train(ctx, round)
 		}
 		if pending == nil {
 			vec, pending = w.Weights()
@@ -268,9 +266,9 @@ func (d *driver) afterRound(ctx context.Context, round int, loss float64, took t
 	if err != nil {
 		return fmt.Errorf("round %d: %w", round, err)
 	}
-	r := Round{Round: round, Step: step, Loss: loss, Accuracy: scores["accuracy"], Seconds: time.Since(d.start).Seconds()}
+	r := Round{Round: round, Step: step, Loss: loss, Accuracy: scores["accuracy"], TestLoss: scores["loss"], Seconds: time.Since(d.start).Seconds()}
 	d.report.Rounds = append(d.report.Rounds, r)
-	if _, err := fmt.Fprintf(d.out, "round=%d step=%d loss=%.4f accuracy=%.4f seconds=%.1f\n", r.Round, r.Step, r.Loss, r.Accuracy, r.Seconds); err != nil {
+	if _, err := fmt.Fprintf(d.out, "round=%d step=%d loss=%.4f accuracy=%.4f test_loss=%.4f seconds=%.1f\n", r.Round, r.Step, r.Loss, r.Accuracy, r.TestLoss, r.Seconds); err != nil {
 		return fmt.Errorf("round %d: print progress: %w", round, err)
 	}
 	return nil

@@ -35,7 +35,8 @@ type TaskConfig struct {
 	// Batch is each worker's rows per step; workers together take
 	// Batch × workers rows per step.
 	Batch int
-	// Towers is each worker's number of towers; 0 means 1.
+	// Towers is each worker's number of towers; 0 means one per local
+	// device (each GPU, else each core), as run.Devices.
 	Towers int
 	// Optimizer is "sgd", "momentum" (0.9; the default) or "adam".
 	Optimizer string
@@ -63,7 +64,7 @@ func (cfg TaskConfig) check(lr float64) (*replicate.Config, error) {
 	if cfg.Batch < 1 {
 		return nil, fmt.Errorf("batch %d per worker, want at least 1", cfg.Batch)
 	}
-	devices, err := run.Devices(cmp.Or(cfg.Towers, 1))
+	devices, err := run.Devices(cfg.Towers)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ func testContext(t *testing.T) context.Context {
 // mlpTask is a small MLP on a small synthetic MNIST-sized data set.
 func mlpTask(t *testing.T, hidden, batch int, opt string) weightavg.Task {
 	t.Helper()
-	task, err := weightavg.MNIST(mnist.MLP{Hidden: hidden}, mnist.Synthetic(600, 1), mnist.Synthetic(200, 2), weightavg.TaskConfig{Batch: batch, Optimizer: opt})
+	task, err := weightavg.MNIST(mnist.MLP{Hidden: hidden}, mnist.Synthetic(600, 1), mnist.Synthetic(200, 2), weightavg.TaskConfig{Batch: batch, Towers: 1, Optimizer: opt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func mlpTask(t *testing.T, hidden, batch int, opt string) weightavg.Task {
 // synthetic CIFAR-10-sized images.
 func resnetTask(t *testing.T, batch int) weightavg.Task {
 	t.Helper()
-	task, err := weightavg.CIFAR(cifar.ResNet{Depth: 8}, cifar.Synthetic(16, 1), cifar.Synthetic(8, 2), weightavg.TaskConfig{Batch: batch})
+	task, err := weightavg.CIFAR(cifar.ResNet{Depth: 8}, cifar.Synthetic(16, 1), cifar.Synthetic(8, 2), weightavg.TaskConfig{Batch: batch, Towers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,6 +299,21 @@ func TestFailingWorker(t *testing.T) {
 		}
 		return task
 	}
+	otherModel := func(task weightavg.Task) weightavg.Task {
+		var mu sync.Mutex
+		n := 0
+		other := mlpTask(t, 9, 5, "sgd")
+		newModel := task.NewModel
+		task.NewModel = func() (*replicate.Model, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if n++; n == 2 {
+				return other.NewModel()
+			}
+			return newModel()
+		}
+		return task
+	}
 	tests := []struct {
 		name    string
 		workers int
@@ -311,6 +326,7 @@ func TestFailingWorker(t *testing.T) {
 		{"input of the driver in round 1", 2, func(t weightavg.Task) weightavg.Task { return failingInput(t, 0, 1) }, []string{"worker 0: round 1", "the disk is on fire"}, nil},
 		{"a worker's model", 2, failModel, []string{"model: out of devices"}, nil},
 		{"the driver's evaluation", 2, failEval, []string{"worker 0: round 1", "no test set"}, []int{1}},
+		{"workers with different models", 2, otherModel, []string{"round 1", "values, worker 0's", "every worker must train the same model"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -378,6 +394,58 @@ func TestProcesses(t *testing.T) {
 			if diff := cmp.Diff(together.Rounds, reps[0].Rounds, ignore, cmpopts.EquateApprox(1e-6, 0)); diff != "" {
 				t.Errorf("rounds (-one Run +one Run per rank):\n%s", diff)
 			}
+		})
+	}
+}
+
+// TestSetWeights: a worker's weights go back as they came, and a vector of
+// another length is an error that leaves them.
+func TestSetWeights(t *testing.T) {
+	check := func(w *weightavg.Worker, _ int) error {
+		vec, err := w.Weights()
+		if err != nil {
+			return err
+		}
+		before := modelValues(t, w.Estimator().Store())
+		if err := w.SetWeights(vec); err != nil {
+			return err
+		}
+		wanterr.Mentions(t, w.SetWeights(vec[1:]), fmt.Sprintf("vector of %d values, the model has %d", len(vec)-1, len(vec)))
+		if diff := cmp.Diff(before, modelValues(t, w.Estimator().Store())); diff != "" {
+			t.Errorf("worker %d's model after setting its own weights (-before +after):\n%s", w.Rank(), diff)
+		}
+		return nil
+	}
+	if _, err := weightavg.Run(testContext(t), resnetTask(t, 2), weightavg.Config{ComputeSteps: 1, Rounds: 1, AfterRound: check}, collective.Local(1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConfigErrors: a run that cannot start is an error before any worker
+// starts.
+func TestConfigErrors(t *testing.T) {
+	task := mlpTask(t, 8, 5, "sgd")
+	noTest := task
+	noTest.Test = nil
+	one, two := collective.Local(2), collective.Local(3)
+	tests := []struct {
+		name  string
+		task  weightavg.Task
+		cfg   weightavg.Config
+		comms []collective.Comm
+		want  []string
+	}{
+		{"no rounds", task, weightavg.Config{}, collective.Local(1), []string{"0 rounds"}},
+		{"negative steps", task, weightavg.Config{ComputeSteps: -1, Rounds: 1}, collective.Local(1), []string{"-1 compute steps"}},
+		{"no test set", noTest, weightavg.Config{Rounds: 1}, collective.Local(1), []string{"lacks a model, a training input or a test input"}},
+		{"no workers", task, weightavg.Config{Rounds: 1}, nil, []string{"no workers"}},
+		{"a rank twice", task, weightavg.Config{Rounds: 1}, []collective.Comm{one[1], one[1]}, []string{"distinct ranks of one group", "rank 1 of 2"}},
+		{"two groups", task, weightavg.Config{Rounds: 1}, []collective.Comm{one[0], two[1]}, []string{"distinct ranks of one group", "rank 1 of 3"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := weightavg.Run(testContext(t), tc.task, tc.cfg, tc.comms)
+			wanterr.Mentions(t, err, tc.want...)
 		})
 	}
 }

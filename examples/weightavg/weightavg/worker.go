@@ -63,9 +63,9 @@ func (w *Worker) Rank() int { return w.comm.Rank() }
 // Estimator returns the worker's Estimator.
 func (w *Worker) Estimator() *estimator.Estimator { return w.est }
 
-// Train takes the worker's local steps of a round: ComputeSteps training
+// train takes the worker's local steps of a round: ComputeSteps training
 // steps on its input for the round. It returns their mean loss.
-func (w *Worker) Train(ctx context.Context, round int) (float64, error) {
+func (w *Worker) train(ctx context.Context, round int) (float64, error) {
 	in, err := w.task.Input(roundSeed(w.cfg.Seed, round), w.comm.Rank(), w.comm.Size())
 	if err != nil {
 		return 0, fmt.Errorf("round %d: input: %w", round, err)
