@@ -48,7 +48,7 @@ func TestAverageError(t *testing.T) {
 	errs := onRanks(2, func(c collective.Comm) error {
 		return collective.Average(context.Background(), c, make([]float64, 2+c.Rank()))
 	})
-	for _, err := range errs {
-		wanterr.Mentions(t, err, "average 2 values over 2 ranks", "same collectives")
+	for r, err := range errs {
+		wanterr.Mentions(t, err, fmt.Sprintf("average %d values over 2 ranks", 2+r), "same collectives")
 	}
 }
