@@ -1,0 +1,61 @@
+//go:build mpi
+
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/towerflow/towerflow/collective"
+	"github.com/towerflow/towerflow/internal/mpitest"
+)
+
+// mpiOutput is what a rank of TestMPIPrintsTheSame printed.
+type mpiOutput struct {
+	Out, Err string
+}
+
+// timings are the parts of the output that depend on the run's speed or
+// place: times, rates and the temporary directory.
+var timings = regexp.MustCompile(`seconds=\S+|steps_per_sec=\S+|ms_per_step=\S+| in /tmp/\S+,`)
+
+// TestMPIPrintsTheSame: `mpirun -np 2 weightavg` prints, on rank 0 alone,
+// what `weightavg -workers 2` prints, times aside.
+func TestMPIPrintsTheSame(t *testing.T) {
+	o := small(t)
+	if mpitest.Child() {
+		comms, err := group(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		var res mpiOutput
+		if _, err := train(t.Context(), o, comms, &out); err != nil {
+			res.Err = err.Error()
+		}
+		res.Out = out.String()
+		closeAll(comms)
+		if err := mpitest.WriteResult(comms[0].Rank(), res); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	var one strings.Builder
+	if _, err := train(t.Context(), o, collective.Local(2), &one); err != nil {
+		t.Fatal(err)
+	}
+	res := mpitest.ReadResults[mpiOutput](t, mpitest.Run(t, 2), 2)
+	if res[0].Err != "" || res[1].Err != "" {
+		t.Fatalf("errors: %q, %q", res[0].Err, res[1].Err)
+	}
+	if res[1].Out != "" {
+		t.Errorf("rank 1 printed %q, want nothing", res[1].Out)
+	}
+	want := strings.Replace(timings.ReplaceAllString(one.String(), ""), "(goroutines of one process)", "(processes)", 1)
+	if diff := cmp.Diff(want, timings.ReplaceAllString(res[0].Out, "")); diff != "" {
+		t.Errorf("rank 0's output (-one process +mpirun):\n%s", diff)
+	}
+}

@@ -1,0 +1,4 @@
+package weightavg
+
+// RoundSeed is roundSeed, for the tests' references.
+var RoundSeed = roundSeed
