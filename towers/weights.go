@@ -102,13 +102,27 @@ func (s *Store) FlatSize() int {
 func (s *Store) Flat() ([]float64, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []float64
-	for _, v := range s.weights() {
-		vals, err := numeric.SliceFloat64s(v.backing)
-		if err != nil {
-			return nil, fmt.Errorf("flat: weight %q: %w", v.name, err)
+	ws := s.weights()
+	n := 0
+	for _, v := range ws {
+		n += numeric.Len(v.backing)
+	}
+	out := make([]float64, 0, n)
+	for _, v := range ws {
+		switch d := v.backing.(type) {
+		case []float64:
+			out = append(out, d...)
+		case []float32:
+			for _, x := range d {
+				out = append(out, float64(x))
+			}
+		default:
+			vals, err := numeric.SliceFloat64s(v.backing)
+			if err != nil {
+				return nil, fmt.Errorf("flat: weight %q: %w", v.name, err)
+			}
+			out = append(out, vals...)
 		}
-		out = append(out, vals...)
 	}
 	return out, nil
 }
