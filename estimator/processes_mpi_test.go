@@ -58,27 +58,7 @@ func TestMPITrainLikeOneDevice(t *testing.T) {
 				asRank(t, tc.run, nil)
 				return
 			}
-			one := tc.run
-			one.Towers, one.Seed = 1, 100
-			want := trainAcross(context.Background(), nil, one)
-			if want.Err != "" {
-				t.Fatal(want.Err)
-			}
-			got := mpitest.ReadResults[acrossResult](t, mpitest.Run(t, tc.procs), tc.procs)
-			for r, g := range got {
-				if g.Err != "" {
-					t.Fatalf("rank %d: %s", r, g.Err)
-				}
-				if d := cmp.Diff(want.Weights, g.Weights, approx(tc.run.Dtype)); d != "" {
-					t.Errorf("rank %d: variables differ from one device (-want +got):\n%s", r, d)
-				}
-				if d := cmp.Diff(want.Metrics, g.Metrics, approx(tc.run.Dtype)); d != "" {
-					t.Errorf("rank %d: metrics differ from one device (-want +got):\n%s", r, d)
-				}
-				if wantCount := tc.run.Steps * int64(tc.procs*tc.run.Towers); g.Counter != wantCount {
-					t.Errorf("rank %d: counter %d, want %d", r, g.Counter, wantCount)
-				}
-			}
+			checkLikeOneDevice(t, tc.procs, tc.run, mpitest.ReadResults[acrossResult](t, mpitest.Run(t, tc.procs), tc.procs))
 		})
 	}
 }

@@ -270,28 +270,35 @@ func TestProcessesTrainLikeOneDevice(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%dx%d_%s_%s_batch%d", tc.procs, tc.run.Towers, tc.run.Optimizer, tc.run.Dtype, tc.run.Batch), func(t *testing.T) {
-			one := tc.run
-			one.Towers, one.Seed = 1, 100
-			want := trainAcross(context.Background(), nil, one)
-			if want.Err != "" {
-				t.Fatal(want.Err)
-			}
-			got := runLocal(ranks(tc.procs, tc.run))
-			for r, g := range got {
-				if g.Err != "" {
-					t.Fatalf("rank %d: %s", r, g.Err)
-				}
-				if d := cmp.Diff(want.Weights, g.Weights, approx(tc.run.Dtype)); d != "" {
-					t.Errorf("rank %d: variables differ from one device (-want +got):\n%s", r, d)
-				}
-				if d := cmp.Diff(want.Metrics, g.Metrics, approx(tc.run.Dtype)); d != "" {
-					t.Errorf("rank %d: metrics differ from one device (-want +got):\n%s", r, d)
-				}
-				if wantCount := tc.run.Steps * int64(tc.procs*tc.run.Towers); g.Counter != wantCount || g.Step != tc.run.Steps {
-					t.Errorf("rank %d: counter %d at step %d, want %d at step %d", r, g.Counter, g.Step, wantCount, tc.run.Steps)
-				}
-			}
+			checkLikeOneDevice(t, tc.procs, tc.run, runLocal(ranks(tc.procs, tc.run)))
 		})
+	}
+}
+
+// checkLikeOneDevice checks every rank's result of run on procs
+// processes against one process with one tower on the whole batches: the
+// variables and metrics alike, the counter counting every tower.
+func checkLikeOneDevice(t *testing.T, procs int, run acrossRun, got []acrossResult) {
+	t.Helper()
+	one := run
+	one.Towers, one.Seed = 1, 100
+	want := trainAcross(context.Background(), nil, one)
+	if want.Err != "" {
+		t.Fatal(want.Err)
+	}
+	for r, g := range got {
+		if g.Err != "" {
+			t.Fatalf("rank %d: %s", r, g.Err)
+		}
+		if d := cmp.Diff(want.Weights, g.Weights, approx(run.Dtype)); d != "" {
+			t.Errorf("rank %d: variables differ from one device (-want +got):\n%s", r, d)
+		}
+		if d := cmp.Diff(want.Metrics, g.Metrics, approx(run.Dtype)); d != "" {
+			t.Errorf("rank %d: metrics differ from one device (-want +got):\n%s", r, d)
+		}
+		if wantCount := run.Steps * int64(procs*run.Towers); g.Counter != wantCount || g.Step != run.Steps {
+			t.Errorf("rank %d: counter %d at step %d, want %d at step %d", r, g.Counter, g.Step, wantCount, run.Steps)
+		}
 	}
 }
 

@@ -98,19 +98,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cifar10:", err)
 		os.Exit(2)
 	}
-	comm, err := collective.Join()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cifar10:", err)
-		os.Exit(2)
-	}
-	defer comm.Close()
-	if comm.Size() > 1 {
-		if o.Serve != "" {
-			fmt.Fprintln(os.Stderr, "cifar10: -serve runs in one process, not under mpirun")
-			os.Exit(2)
-		}
-		o.procs = comm
-	}
+	var leave func()
+	o.procs, leave = run.Processes("cifar10", o.Flags)
+	defer leave()
 	run.Main("cifar10", o.Flags, func(ctx context.Context) error {
 		_, err := train(ctx, o, os.Stdout)
 		return err

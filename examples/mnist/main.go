@@ -96,19 +96,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mnist:", err)
 		os.Exit(2)
 	}
-	comm, err := collective.Join()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mnist:", err)
-		os.Exit(2)
-	}
-	defer comm.Close()
-	if comm.Size() > 1 {
-		if o.Serve != "" {
-			fmt.Fprintln(os.Stderr, "mnist: -serve runs in one process, not under mpirun")
-			os.Exit(2)
-		}
-		o.procs = comm
-	}
+	var leave func()
+	o.procs, leave = run.Processes("mnist", o.Flags)
+	defer leave()
 	// The served input is an image of the size of the data's.
 	inputs := estimator.ServingInput{}
 	trainFn := func(ctx context.Context) error {

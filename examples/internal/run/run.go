@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/serving"
@@ -110,6 +111,28 @@ func Main(name string, f Flags, train func(ctx context.Context) error, serve Ser
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
+}
+
+// Processes joins the processes mpirun started this one among
+// (collective.Join) and returns their group, or nil when it runs alone,
+// with the function that leaves it. An example that cannot run under
+// mpirun (the build has no MPI) or is asked to serve there exits with
+// status 2, its error printed after name.
+func Processes(name string, f Flags) (procs collective.Comm, leave func()) {
+	comm, err := collective.Join()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(2)
+	}
+	leave = func() { comm.Close() }
+	if comm.Size() < 2 {
+		return nil, leave
+	}
+	if f.Serve != "" {
+		fmt.Fprintf(os.Stderr, "%s: -serve runs in one process, not under mpirun\n", name)
+		os.Exit(2)
+	}
+	return comm, leave
 }
 
 // Serving is what an example serves: the newest export of its model
