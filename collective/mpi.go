@@ -58,9 +58,8 @@ var maxCount = math.MaxInt32
 
 // The polling of a running collective (see mpiComm.wait).
 const (
-	spinFor  = 2 * time.Millisecond
-	minSleep = 10 * time.Microsecond
-	maxSleep = 500 * time.Microsecond
+	spinFor   = 20 * time.Millisecond
+	pollSleep = time.Millisecond
 )
 
 // mpiState is the process's one MPI Comm, made by the first MPI().
@@ -279,19 +278,20 @@ func (c *mpiComm) run(ctx context.Context, what, call string, p unsafe.Pointer, 
 // wait tests req until it completes, fails, or ctx is done.
 //
 // MPI moves a non-blocking collective along only inside MPI calls (no
-// progress thread), so waiting is testing. For the first spinFor (2 ms) it
-// tests in a loop, yielding to other goroutines between tests
+// progress thread), so waiting is testing. For the first spinFor (20 ms)
+// wait tests in a loop, yielding to other goroutines between tests
 // (runtime.Gosched): that holds a core, as a blocking MPI call would, and
-// sees completion within a test's time (about a microsecond). After that it
-// sleeps between tests, from minSleep doubling to maxSleep (10 µs to
-// 0.5 ms): a collective that takes longer than spinFor, such as one waiting
-// for a slower rank, finishes up to about 0.5 ms (plus the timer's slack)
-// later than it could, and a multi-round algorithm may lose up to that at
-// each round it reaches while sleeping. A cancelled ctx is noticed at the
-// next test.
+// sees completion within a test (a microsecond or so); a blocking
+// MPI_Allreduce's own algorithm is faster than MPI_Iallreduce's, polled or
+// not (cmd/allreducebench). After spinFor, wait sleeps pollSleep (1 ms)
+// between tests, to leave the core to others while a slow rank keeps the
+// group waiting: a collective that takes longer than spinFor ends up to
+// about 1.1 ms later than it could, and may lose up to that at each step of
+// its algorithm reached while sleeping (a shorter sleep would not help: Go
+// wakes a sleeper with nothing else to run after about 1.1 ms at best on
+// Linux). A cancelled ctx is noticed at the next test.
 func (c *mpiComm) wait(ctx context.Context, req *C.MPI_Request, what string) error {
 	begin := time.Now()
-	sleep := minSleep
 	for {
 		var done C.int
 		if rc := C.tf_test(req, &done); rc != C.MPI_SUCCESS {
@@ -307,8 +307,7 @@ func (c *mpiComm) wait(ctx context.Context, req *C.MPI_Request, what string) err
 			runtime.Gosched()
 			continue
 		}
-		time.Sleep(sleep)
-		sleep = min(2*sleep, maxSleep)
+		time.Sleep(pollSleep)
 	}
 }
 
