@@ -207,35 +207,43 @@ func runPattern(name string) string {
 }
 
 // killSession kills every process left in session sid (on Linux, where
-// /proc lists them).
+// /proc lists them), and waits up to 5 s for them to be gone.
 func killSession(sid int) {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		left := false
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if s, state, ok := procStat(pid); ok && s == sid && state != "Z" {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				left = true
+			}
 		}
-		if s, ok := procSession(pid); ok && s == sid {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		if !left {
+			return
 		}
 	}
 }
 
-// procSession reads the session id of process pid from /proc/pid/stat.
-func procSession(pid int) (int, bool) {
+// procStat reads the session id and state of process pid from
+// /proc/pid/stat.
+func procStat(pid int) (session int, state string, ok bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, false
+		return 0, "", false
 	}
 	// pid (comm) state ppid pgrp session ...; comm may hold spaces and ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, false
+		return 0, "", false
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 4 {
-		return 0, false
+		return 0, "", false
 	}
 	s, err := strconv.Atoi(f[3])
-	return s, err == nil
+	return s, f[0], err == nil
 }
