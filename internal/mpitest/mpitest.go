@@ -179,6 +179,10 @@ func RunErr(t *testing.T, np int, env ...string) (dir string, output []byte, err
 	}
 	cmd := exec.CommandContext(ctx, mpirun, args...)
 	cmd.Env = append(os.Environ(), vars...)
+	if ns := lookupEnv(cmd.Env, netnsEnv); ns != "" { // NetHosts: mpirun runs in the first host
+		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, mpirun}, args...)...)
+		cmd.Env = append(os.Environ(), vars...)
+	}
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -194,6 +198,17 @@ func RunErr(t *testing.T, np int, env ...string) (dir string, output []byte, err
 		err = fmt.Errorf("mpitest: mpirun -np %d: %w", np, err)
 	}
 	return dir, buf.Bytes(), err
+}
+
+// lookupEnv is name's value in env, the last one given.
+func lookupEnv(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
 }
 
 // runPattern is the -test.run pattern that matches the test named name (as
