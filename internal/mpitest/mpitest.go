@@ -21,6 +21,8 @@
 //
 // The ranks share the machine (mpirun --oversubscribe, not bound to cores);
 // Timeout bounds a job, after which every process of it is killed.
+// Run(t, np, NetHosts(t, np)...) puts each rank on a host of its own, a
+// network namespace, so that MPI's traffic crosses TCP links.
 package mpitest
 
 import (

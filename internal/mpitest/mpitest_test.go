@@ -154,8 +154,9 @@ func TestRunPatternMatchesOnlyTheTest(t *testing.T) {
 }
 
 type hostResult struct {
-	Netns string // /proc/self/ns/net's link
-	Addrs []string
+	Netns    string // /proc/self/ns/net's link
+	Addrs    []string
+	Hostname string
 }
 
 func TestNetHostsPutsARankOnEachHost(t *testing.T) {
@@ -165,6 +166,9 @@ func TestNetHostsPutsARankOnEachHost(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := hostResult{Netns: ns}
+		if res.Hostname, err = os.Hostname(); err != nil {
+			t.Fatal(err)
+		}
 		if eth, err := net.InterfaceByName("eth0"); err == nil {
 			addrs, _ := eth.Addrs()
 			for _, a := range addrs {
@@ -185,7 +189,12 @@ func TestNetHostsPutsARankOnEachHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{self: true}
+	names := map[string]bool{}
 	for r, res := range ReadResults[hostResult](t, dir, np) {
+		if names[res.Hostname] {
+			t.Errorf("rank %d's host is named %s, as another rank's", r, res.Hostname)
+		}
+		names[res.Hostname] = true
 		if want := []string{fmt.Sprintf("10.77.0.%d/24", r+1)}; !cmp.Equal(want, res.Addrs) {
 			t.Errorf("rank %d has eth0 addresses %v, want %v", r, res.Addrs, want)
 		}

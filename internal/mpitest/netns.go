@@ -61,7 +61,10 @@ func NetHosts(t *testing.T, n int) (env []string) {
 		ip("-n", ns, "link", "set", "eth0", "up")
 		ip("-n", ns, "link", "set", "lo", "up")
 		fmt.Fprintf(&hostfile, "%s slots=1\n", addr)
-		fmt.Fprintf(&agent, "%s) exec ip netns exec %s sh -c \"$*\" ;;\n", addr, ns)
+		// Each host has a name of its own too (a UTS namespace): two
+		// daemons with the same name share a session directory in /tmp,
+		// where both write their hwloc topology file, and one may crash.
+		fmt.Fprintf(&agent, "%s) exec ip netns exec %s unshare --uts sh -c 'hostname %s && eval \"$0\"' \"$*\" ;;\n", addr, ns, fmt.Sprintf("tfmpi-h%d", i))
 		if i == 1 {
 			first = ns
 		}
