@@ -58,9 +58,8 @@ var maxCount = math.MaxInt32
 
 // The polling of a running collective (see mpiComm.wait).
 const (
-	spinFor  = 2 * time.Millisecond
-	minSleep = 10 * time.Microsecond
-	maxSleep = 500 * time.Microsecond
+	spinFor   = 20 * time.Millisecond
+	pollSleep = time.Millisecond
 )
 
 // mpiState is the process's one MPI Comm, made by the first MPI().
@@ -78,8 +77,8 @@ var mpiState struct {
 // Comm, and an error once it is closed. The Comm works on its own duplicate
 // of MPI_COMM_WORLD, whose errors MPI returns instead of aborting.
 //
-// MPI_Init_thread itself aborts the process when it fails (MPI has no
-// communicator to return the error on yet).
+// Errors before the duplicate exists (MPI_Init_thread, MPI_Comm_dup) are
+// MPI_COMM_WORLD's, whose handler by default aborts the process.
 func MPI() (Comm, error) {
 	mpiState.mu.Lock()
 	defer mpiState.mu.Unlock()
@@ -116,7 +115,7 @@ func startMPI() (*mpiComm, error) {
 	if rc := C.MPI_Initialized(&flag); rc != C.MPI_SUCCESS {
 		return nil, mpiError("MPI_Initialized", rc)
 	}
-	c := &mpiComm{finalize: flag == 0}
+	c := &mpiComm{finalize: flag == 0, poll: new(mpiPoll)}
 	var provided C.int
 	if c.finalize {
 		if rc := C.tf_init_thread(&provided); rc != C.MPI_SUCCESS {
@@ -175,11 +174,30 @@ func errorText(rc C.int) string {
 	return fmt.Sprintf("MPI error %d", int(rc))
 }
 
-// opError is the error of the MPI call that failed with rc in the
-// collective what.
-func (c *mpiComm) opError(what, call string, rc C.int) error {
-	return fmt.Errorf("collective: rank %d, %s: %s: %s", c.rank, what, call, errorText(rc))
+// opError is the error of the MPI call that failed with rc in collective
+// o (or in Close).
+func (c *mpiComm) opError(o fmt.Stringer, call string, rc C.int) error {
+	return fmt.Errorf("collective: rank %d, %s: %s: %s", c.rank, o, call, errorText(rc))
 }
+
+// op names a collective in errors; formatted only for one.
+type op struct {
+	kind string // "all-reduce float64", "all-reduce float32", "broadcast"
+	root int    // of a broadcast
+	n    int    // elements
+}
+
+func (o op) String() string {
+	if o.kind == "broadcast" {
+		return fmt.Sprintf("broadcast from rank %d of %d bytes", o.root, o.n)
+	}
+	return fmt.Sprintf("%s of %d elements", o.kind, o.n)
+}
+
+// text is a fixed name for opError.
+type text string
+
+func (t text) String() string { return string(t) }
 
 // mpiComm is the Comm of MPI(). Its lock is held for the whole of each
 // collective, so that every MPI call of the Comm is made by one goroutine
@@ -192,10 +210,19 @@ type mpiComm struct {
 	comm   C.MPI_Comm
 	broken error // the first failed collective; every later call returns it
 	closed bool
-	// pinned holds the buffers of collectives left running when the Comm
-	// broke: MPI may still write into them, so they stay pinned (and
-	// alive) until the process exits.
-	pinned []*runtime.Pinner
+	// The running collective's request and test flag, and the pin on its
+	// buffer, kept here so that a collective allocates nothing (cgo moves
+	// a local whose address C gets to the heap). A buffer left to MPI by a
+	// collective that broke the Comm stays pinned, and alive, for good.
+	poll *mpiPoll
+	pin  runtime.Pinner
+}
+
+// mpiPoll is what MPI writes while a collective runs: memory without Go
+// pointers, as cgo requires of what a C function gets a pointer to.
+type mpiPoll struct {
+	req  C.MPI_Request
+	done C.int
 }
 
 func (c *mpiComm) Rank() int { return c.rank }
@@ -205,7 +232,7 @@ func (c *mpiComm) AllReduceFloat64(ctx context.Context, buf []float64) error {
 	if len(buf) == 0 {
 		return c.check()
 	}
-	return c.run(ctx, "all-reduce float64", "MPI_Iallreduce", unsafe.Pointer(&buf[0]), len(buf), 8, func(p unsafe.Pointer, n C.int, req *C.MPI_Request) C.int {
+	return c.run(ctx, op{"all-reduce float64", 0, len(buf)}, "MPI_Iallreduce", unsafe.Pointer(&buf[0]), 8, func(p unsafe.Pointer, n C.int, req *C.MPI_Request) C.int {
 		return C.tf_iallreduce(p, n, 0, c.comm, req)
 	})
 }
@@ -214,7 +241,7 @@ func (c *mpiComm) AllReduceFloat32(ctx context.Context, buf []float32) error {
 	if len(buf) == 0 {
 		return c.check()
 	}
-	return c.run(ctx, "all-reduce float32", "MPI_Iallreduce", unsafe.Pointer(&buf[0]), len(buf), 4, func(p unsafe.Pointer, n C.int, req *C.MPI_Request) C.int {
+	return c.run(ctx, op{"all-reduce float32", 0, len(buf)}, "MPI_Iallreduce", unsafe.Pointer(&buf[0]), 4, func(p unsafe.Pointer, n C.int, req *C.MPI_Request) C.int {
 		return C.tf_iallreduce(p, n, 1, c.comm, req)
 	})
 }
@@ -226,7 +253,7 @@ func (c *mpiComm) Broadcast(ctx context.Context, root int, buf []byte) error {
 	if len(buf) == 0 {
 		return c.check()
 	}
-	return c.run(ctx, fmt.Sprintf("broadcast from rank %d", root), "MPI_Ibcast", unsafe.Pointer(&buf[0]), len(buf), 1, func(p unsafe.Pointer, n C.int, req *C.MPI_Request) C.int {
+	return c.run(ctx, op{"broadcast", root, len(buf)}, "MPI_Ibcast", unsafe.Pointer(&buf[0]), 1, func(p unsafe.Pointer, n C.int, req *C.MPI_Request) C.int {
 		return C.tf_ibcast(p, n, C.int(root), c.comm, req)
 	})
 }
@@ -238,77 +265,71 @@ func (c *mpiComm) check() error {
 	return c.broken
 }
 
-// run does a collective on n elements of size bytes at p, in chunks of at
-// most maxCount elements: start begins one chunk's non-blocking collective
-// (the MPI function call). Any failure breaks the Comm.
-func (c *mpiComm) run(ctx context.Context, what, call string, p unsafe.Pointer, n, size int, start func(p unsafe.Pointer, n C.int, req *C.MPI_Request) C.int) error {
+// run does collective o on o.n elements of size bytes at p, in chunks of
+// at most maxCount elements: start begins one chunk's non-blocking
+// collective (the MPI function call). Any failure breaks the Comm.
+func (c *mpiComm) run(ctx context.Context, o op, call string, p unsafe.Pointer, size int, start func(p unsafe.Pointer, n C.int, req *C.MPI_Request) C.int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken != nil {
 		return c.broken
 	}
-	what = fmt.Sprintf("%s of %d elements", what, n)
 	if err := ctx.Err(); err != nil {
-		c.broken = fmt.Errorf("collective: rank %d did not start MPI %s: %w; the Comm is broken (the other ranks may be in it)", c.rank, what, err)
+		c.broken = fmt.Errorf("collective: rank %d did not start MPI %s: %w; the Comm is broken (the other ranks may be in it)", c.rank, o, err)
 		return c.broken
 	}
-	pin := new(runtime.Pinner)
-	pin.Pin(p)
-	for off := 0; off < n; off += maxCount {
-		count := min(maxCount, n-off)
-		var req C.MPI_Request
-		if rc := start(unsafe.Add(p, off*size), C.int(count), &req); rc != C.MPI_SUCCESS {
-			c.broken = c.opError(what, call, rc)
-			pin.Unpin()
+	c.pin.Pin(p)
+	for off := 0; off < o.n; off += maxCount {
+		count := min(maxCount, o.n-off)
+		if rc := start(unsafe.Add(p, off*size), C.int(count), &c.poll.req); rc != C.MPI_SUCCESS {
+			c.broken = c.opError(o, call, rc)
+			c.pin.Unpin()
 			return c.broken
 		}
-		if err := c.wait(ctx, &req, what); err != nil {
+		if err := c.wait(ctx, o); err != nil {
 			c.broken = err
-			if ctx.Err() != nil {
-				c.pinned = append(c.pinned, pin) // MPI may still write p
-			} else {
-				pin.Unpin()
+			if ctx.Err() == nil { // else MPI may still write p: it stays pinned
+				c.pin.Unpin()
 			}
 			return err
 		}
 	}
-	pin.Unpin()
+	c.pin.Unpin()
 	return nil
 }
 
-// wait tests req until it completes, fails, or ctx is done.
+// wait tests c.poll.req until it completes, fails, or ctx is done.
 //
 // MPI moves a non-blocking collective along only inside MPI calls (no
-// progress thread), so waiting is testing. For the first spinFor (2 ms) it
-// tests in a loop, yielding to other goroutines between tests
+// progress thread), so waiting is testing. For the first spinFor (20 ms)
+// wait tests in a loop, yielding to other goroutines between tests
 // (runtime.Gosched): that holds a core, as a blocking MPI call would, and
-// sees completion within a test's time (about a microsecond). After that it
-// sleeps between tests, from minSleep doubling to maxSleep (10 µs to
-// 0.5 ms): a collective that takes longer than spinFor, such as one waiting
-// for a slower rank, finishes up to about 0.5 ms (plus the timer's slack)
-// later than it could, and a multi-round algorithm may lose up to that at
-// each round it reaches while sleeping. A cancelled ctx is noticed at the
-// next test.
-func (c *mpiComm) wait(ctx context.Context, req *C.MPI_Request, what string) error {
+// sees completion within a test (a microsecond or so); a blocking
+// MPI_Allreduce's own algorithm is faster than MPI_Iallreduce's, polled or
+// not (cmd/allreducebench). After spinFor, wait sleeps pollSleep (1 ms)
+// between tests, to leave the core to others while a slow rank keeps the
+// group waiting: a collective that takes longer than spinFor ends up to
+// about 1.1 ms later than it could, and may lose up to that at each step of
+// its algorithm reached while sleeping (a shorter sleep would not help: Go
+// wakes a sleeper with nothing else to run after about 1.1 ms at best on
+// Linux). A cancelled ctx is noticed at the next test.
+func (c *mpiComm) wait(ctx context.Context, o op) error {
 	begin := time.Now()
-	sleep := minSleep
 	for {
-		var done C.int
-		if rc := C.tf_test(req, &done); rc != C.MPI_SUCCESS {
-			return c.opError(what, "MPI_Test", rc)
+		if rc := C.tf_test(&c.poll.req, &c.poll.done); rc != C.MPI_SUCCESS {
+			return c.opError(o, "MPI_Test", rc)
 		}
-		if done != 0 {
+		if c.poll.done != 0 {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("collective: rank %d left MPI %s unfinished: %w; the Comm is broken (an MPI collective cannot be cancelled)", c.rank, what, err)
+			return fmt.Errorf("collective: rank %d left MPI %s unfinished: %w; the Comm is broken (an MPI collective cannot be cancelled)", c.rank, o, err)
 		}
 		if time.Since(begin) < spinFor {
 			runtime.Gosched()
 			continue
 		}
-		time.Sleep(sleep)
-		sleep = min(2*sleep, maxSleep)
+		time.Sleep(pollSleep)
 	}
 }
 
@@ -330,11 +351,11 @@ func (c *mpiComm) Close() error {
 	c.broken = fmt.Errorf("collective: rank %d: MPI's Comm is closed", c.rank)
 	var errs []error
 	if rc := C.MPI_Comm_free(&c.comm); rc != C.MPI_SUCCESS {
-		errs = append(errs, c.opError("close", "MPI_Comm_free", rc))
+		errs = append(errs, c.opError(text("close"), "MPI_Comm_free", rc))
 	}
 	if c.finalize {
 		if rc := C.MPI_Finalize(); rc != C.MPI_SUCCESS {
-			errs = append(errs, c.opError("close", "MPI_Finalize", rc))
+			errs = append(errs, c.opError(text("close"), "MPI_Finalize", rc))
 		}
 	}
 	return errors.Join(errs...)

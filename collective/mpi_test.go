@@ -163,6 +163,26 @@ var mpiCases = []mpiCase{
 		return got, nil
 	}, func(np, r int) []float64 { return []float64{1, 1} }},
 	{"all-reduce after the error", allReduce64(3), func(np, r int) []float64 { return rankSum(np, 3) }},
+	// OpenMPI installs its SIGSEGV handler only where none is: Go's stays.
+	{"a nil dereference is still a Go panic", func(ctx context.Context, c Comm) (got []float64, err error) {
+		defer func() {
+			if recover() != nil {
+				got = []float64{1}
+			}
+		}()
+		var p *mpiComm
+		return []float64{float64(p.rank)}, nil
+	}, func(np, r int) []float64 { return []float64{1} }},
+	{"allocations of an all-reduce", func(ctx context.Context, c Comm) ([]float64, error) {
+		buf := make([]float64, 1000)
+		var err error
+		allocs := testing.AllocsPerRun(20, func() {
+			if e := c.AllReduceFloat64(ctx, buf); e != nil {
+				err = e
+			}
+		})
+		return []float64{allocs}, err
+	}, func(np, r int) []float64 { return []float64{0} }},
 	{"MPI again gives the same Comm", func(ctx context.Context, c Comm) ([]float64, error) {
 		c2, err := MPI()
 		if err != nil || c2 != c {

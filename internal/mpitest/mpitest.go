@@ -21,6 +21,8 @@
 //
 // The ranks share the machine (mpirun --oversubscribe, not bound to cores);
 // Timeout bounds a job, after which every process of it is killed.
+// Run(t, np, NetHosts(t, np)...) puts each rank on a host of its own, a
+// network namespace, so that MPI's traffic crosses TCP links.
 package mpitest
 
 import (
@@ -179,6 +181,10 @@ func RunErr(t *testing.T, np int, env ...string) (dir string, output []byte, err
 	}
 	cmd := exec.CommandContext(ctx, mpirun, args...)
 	cmd.Env = append(os.Environ(), vars...)
+	if ns := lookupEnv(cmd.Env, netnsEnv); ns != "" { // NetHosts: mpirun runs in the first host
+		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, mpirun}, args...)...)
+		cmd.Env = append(os.Environ(), vars...)
+	}
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -196,6 +202,17 @@ func RunErr(t *testing.T, np int, env ...string) (dir string, output []byte, err
 	return dir, buf.Bytes(), err
 }
 
+// lookupEnv is name's value in env, the last one given.
+func lookupEnv(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
+}
+
 // runPattern is the -test.run pattern that matches the test named name (as
 // t.Name gives it) and nothing else.
 func runPattern(name string) string {
@@ -207,35 +224,43 @@ func runPattern(name string) string {
 }
 
 // killSession kills every process left in session sid (on Linux, where
-// /proc lists them).
+// /proc lists them), and waits up to 5 s for them to be gone.
 func killSession(sid int) {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		left := false
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if s, state, ok := procStat(pid); ok && s == sid && state != "Z" {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				left = true
+			}
 		}
-		if s, ok := procSession(pid); ok && s == sid {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		if !left {
+			return
 		}
 	}
 }
 
-// procSession reads the session id of process pid from /proc/pid/stat.
-func procSession(pid int) (int, bool) {
+// procStat reads the session id and state of process pid from
+// /proc/pid/stat.
+func procStat(pid int) (session int, state string, ok bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, false
+		return 0, "", false
 	}
 	// pid (comm) state ppid pgrp session ...; comm may hold spaces and ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, false
+		return 0, "", false
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 4 {
-		return 0, false
+		return 0, "", false
 	}
 	s, err := strconv.Atoi(f[3])
-	return s, err == nil
+	return s, f[0], err == nil
 }

@@ -5,6 +5,8 @@ package mpitest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,5 +150,57 @@ func TestRunPatternMatchesOnlyTheTest(t *testing.T) {
 				t.Errorf("pattern %q matches %q", pattern, n)
 			}
 		}
+	}
+}
+
+type hostResult struct {
+	Netns    string // /proc/self/ns/net's link
+	Addrs    []string
+	Hostname string
+}
+
+func TestNetHostsPutsARankOnEachHost(t *testing.T) {
+	if Child() {
+		ns, err := os.Readlink("/proc/self/ns/net")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := hostResult{Netns: ns}
+		if res.Hostname, err = os.Hostname(); err != nil {
+			t.Fatal(err)
+		}
+		if eth, err := net.InterfaceByName("eth0"); err == nil {
+			addrs, _ := eth.Addrs()
+			for _, a := range addrs {
+				if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil {
+					res.Addrs = append(res.Addrs, ip.String())
+				}
+			}
+		}
+		if err := WriteResult(Rank(), res); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	const np = 3
+	dir := Run(t, np, NetHosts(t, np)...)
+	self, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{self: true}
+	names := map[string]bool{}
+	for r, res := range ReadResults[hostResult](t, dir, np) {
+		if names[res.Hostname] {
+			t.Errorf("rank %d's host is named %s, as another rank's", r, res.Hostname)
+		}
+		names[res.Hostname] = true
+		if want := []string{fmt.Sprintf("10.77.0.%d/24", r+1)}; !cmp.Equal(want, res.Addrs) {
+			t.Errorf("rank %d has eth0 addresses %v, want %v", r, res.Addrs, want)
+		}
+		if seen[res.Netns] {
+			t.Errorf("rank %d runs in network namespace %s, which another rank or the test has", r, res.Netns)
+		}
+		seen[res.Netns] = true
 	}
 }
