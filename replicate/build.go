@@ -176,6 +176,7 @@ func (e *Engine) buildTowers(mode model.Mode, shards []sharding.Batch) (*build, 
 		if err := e.planUpdates(b); err != nil {
 			return nil, err
 		}
+		layOut(b)
 	}
 	for i, t := range b.towers {
 		if err := watch(t, mode, b.specs[i], b.plans, b.updates, i); err != nil {

@@ -57,8 +57,8 @@
 //	a status header before every collective phase:    across.exchange, Engine.Open, Engine.Leave,
 //	  a failed or stopped rank stops every rank         PeerError (across.go)
 //	process weights: rows, towers or 1 per reduction  processScale, globalLoss (across.go)
-//	gradients and state updates of every process      stepSegments (train.go), across.allReduce,
-//	  summed in one fused, bucketed all-reduce           fuse (fuse.go)
+//	gradients and state updates of every process      arena, layOut, across.reduce (arena.go)
+//	  summed in one all-reduce, in place, bucketed
 //	every rank takes rank 0's variables               Engine.SyncFromRoot (sync.go)
 //	weight averaging every K steps                    Engine.average (sync.go)
 //	metric states summed over the processes           Engine.ReduceMetrics (sync.go)

@@ -62,6 +62,11 @@ type build struct {
 	weights []float64
 	plans   []*trainPlan
 	updates []*updatePlan
+	// arena holds the plans' sums and the float updates' values in one
+	// slice per type; scaled is the weights times the process's share,
+	// reused every step.
+	arena  arena
+	scaled []float64
 }
 
 // NewEngine returns an engine for m with a new variable store holding the

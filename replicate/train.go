@@ -7,7 +7,6 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
-	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/parallel"
 	"github.com/towerflow/towerflow/internal/tower"
@@ -176,20 +175,24 @@ func (e *Engine) TrainStep(ctx context.Context, batch sharding.Batch, hooks Step
 		}
 	}
 	region = trace.StartRegion(ctx, "sum gradients")
-	err = sumTowerGradients(b)
+	err = sumTowerGradients(b, scale, !sync)
 	region.End()
 	if err != nil {
 		return 0, err
 	}
-	if err := combineUpdates(b); err != nil {
+	rowShare := 1.0
+	if sync {
+		rowShare = float64(sumRows(b.rows)) / e.x.global.rows
+	}
+	if err := combineUpdates(b, rowShare); err != nil {
 		return 0, err
 	}
 	if sync {
 		region = trace.StartRegion(ctx, "all-reduce")
-		err = e.x.allReduce(ctx, stepSegments(e.x, b, scale))
+		err = e.x.reduce(ctx, &b.arena)
 		region.End()
 		if err != nil {
-			return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
+			return 0, fmt.Errorf("train step %d: all-reduce across processes: %w", e.Step(), err)
 		}
 	}
 	region = trace.StartRegion(ctx, "apply")
@@ -225,32 +228,7 @@ func (e *Engine) stepHeader(ctx context.Context, b *build, loss float64) (global
 	return globalLoss(e.cfg.Reduction, g), processScale(e.cfg.Reduction, local, g), nil
 }
 
-// stepSegments lists what a step all-reduces: every train op's summed
-// gradients and every state update's combined value, scaled by this
-// process's share; assigned values by its share of the rows, whatever the
-// loss reduction, and deltas by 1.
-func stepSegments(x *across, b *build, scale float64) []collective.Segment {
-	segs := x.segs[:0]
-	for _, p := range b.plans {
-		for _, g := range p.apply {
-			segs = append(segs, collective.Segment{Data: g, Scale: scale})
-		}
-	}
-	rowShare := 0.0
-	if len(b.updates) > 0 {
-		rowShare = float64(sumRows(b.rows)) / x.global.rows
-	}
-	for _, u := range b.updates {
-		s := 1.0
-		if !u.add {
-			s = rowShare
-		}
-		segs = append(segs, collective.Segment{Data: u.local, Scale: s})
-	}
-	x.segs = segs
-	return segs
-}
-
+// sumRows is the rows of a batch's shards together.
 func sumRows(rows []int) int {
 	n := 0
 	for _, r := range rows {
@@ -280,11 +258,21 @@ func runTowers(ctx context.Context, b *build, started func()) error {
 // buffers. Every gradient is read before any optimizer writes: train ops
 // see the same step's values. Gradients are summed in chunks spread over
 // the cores, each element in tower order, so the result does not depend on
-// scheduling. One tower of weight 1 has its gradients applied as they are:
-// the values its ops computed (never a variable's or an input's memory: the
-// tower copies a watched value that shares it).
-func sumTowerGradients(b *build) error {
-	direct := len(b.towers) == 1 && b.weights[0] == 1
+// scheduling. The sums are the build's arena (see arena.go), multiplied by
+// scale, the process's share across processes. With direct, one tower of
+// weight 1 has its gradients applied as they are: the values its ops
+// computed (never a variable's or an input's memory: the tower copies a
+// watched value that shares it).
+func sumTowerGradients(b *build, scale float64, direct bool) error {
+	direct = direct && len(b.towers) == 1 && b.weights[0] == 1
+	weights := b.weights
+	if scale != 1 {
+		b.scaled = append(b.scaled[:0], b.weights...)
+		for i := range b.scaled {
+			b.scaled[i] *= scale
+		}
+		weights = b.scaled
+	}
 	for _, p := range b.plans {
 		for j, v := range p.vars {
 			parts := p.parts[j]
@@ -309,7 +297,7 @@ func sumTowerGradients(b *build) error {
 			continue
 		}
 		err := parallel.ForChunks(p.sizes, func(j, lo, hi int) error {
-			if err := sumGradients(p.sums[j], p.parts[j], b.weights, lo, hi); err != nil {
+			if err := sumGradients(p.sums[j], p.parts[j], weights, lo, hi); err != nil {
 				return fmt.Errorf("gradient of %q: %w", p.vars[j].Name(), err)
 			}
 			return nil

@@ -88,7 +88,10 @@ func addable(dt tensor.Dtype) bool {
 // of the batch's rows whatever the loss reduction, so that a moving average
 // of a batch statistic on N towers is one device's on the whole batch.
 // writeUpdates then writes them, once, after the optimizers.
-func combineUpdates(b *build) error {
+//
+// Across processes share is this process's share of every process's rows:
+// the assigned values are weighted by it, to be summed over the processes.
+func combineUpdates(b *build, share float64) error {
 	var shares []float64 // each tower's share of the rows, once a step
 	for _, p := range b.updates {
 		for i, n := range p.nodes {
@@ -110,6 +113,9 @@ func combineUpdates(b *build) error {
 		} else {
 			if shares == nil {
 				shares = lossWeights(BatchMean, b.rows)
+				for i := range shares {
+					shares[i] *= share
+				}
 			}
 			err = numeric.WeightedSum(p.local, p.parts, shares)
 		}
