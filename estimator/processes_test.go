@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -47,6 +48,9 @@ type acrossRun struct {
 	// ExitAt ends the whole process, status 3, when its input reaches that
 	// many batches (0: never): a rank that dies, for tests under mpirun.
 	ExitAt int64
+	// NaN makes every feature of this process's batches NaN, so its loss
+	// is NaN at the first step.
+	NaN bool
 }
 
 // acrossResult is what a process ends with.
@@ -163,6 +167,9 @@ func trainAcross(ctx context.Context, comm collective.Comm, run acrossRun) acros
 	if run.ExitAt > 0 {
 		in = takeBatches(in, run.ExitAt, errExit)
 	}
+	if run.NaN {
+		in = poisoned(in)
+	}
 	var res acrossResult
 	for range max(run.Rounds, 1) {
 		if err := est.Train(ctx, in, estimator.Steps(run.Steps)); err != nil {
@@ -194,6 +201,27 @@ func trainAcross(ctx context.Context, comm collective.Comm, run acrossRun) acros
 	}
 	res.Step = est.GlobalStep()
 	return res
+}
+
+// poisoned makes every feature of in's batches NaN.
+func poisoned(in estimator.InputFn) estimator.InputFn {
+	return func(ctx context.Context) iter.Seq2[estimator.Batch, error] {
+		return func(yield func(estimator.Batch, error) bool) {
+			for b, err := range in(ctx) {
+				if err == nil {
+					switch d := b.Features["x"].Data().(type) {
+					case []float64:
+						d[0] = math.NaN()
+					case []float32:
+						d[0] = float32(math.NaN())
+					}
+				}
+				if !yield(b, err) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // errExit asks takeBatches to end the process.
@@ -316,6 +344,7 @@ func TestProcessesStop(t *testing.T) {
 		{"input fails", func(rs []acrossRun) { rs[1].FailAt = 3 }, []string{"process rank 1 failed", "input at step 3: input failed on purpose"}, 0},
 		{"rank 0's input fails", func(rs []acrossRun) { rs[0].FailAt = 2 }, []string{"input at step 2: input failed on purpose", "process rank 0 failed"}, 0},
 		{"model function fails", func(rs []acrossRun) { rs[1].FailBuild = true }, []string{"process rank 1 failed", "model function failed on purpose"}, 0},
+		{"NaN loss", func(rs []acrossRun) { rs[1].NaN = true }, []string{"process rank 1 failed", "NaN"}, 0},
 		{"input ends", func(rs []acrossRun) { rs[1].StopAfter = 3 }, []string{"", ""}, 3},
 	}
 	for _, tc := range tests {
