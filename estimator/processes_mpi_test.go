@@ -140,6 +140,11 @@ func TestMPIFailingRank(t *testing.T) {
 				r.FailBuild = true
 			}
 		}, []string{"model function failed on purpose", "process rank 0 failed"}, ""},
+		{"context cancelled", func(rank int, r *acrossRun) {
+			if rank == 1 {
+				r.CancelAt = 3
+			}
+		}, []string{"process rank 1 failed", "context canceled"}, ""},
 		{"process exits", func(rank int, r *acrossRun) {
 			if rank == 1 {
 				r.ExitAt = 3

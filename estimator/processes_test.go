@@ -51,6 +51,9 @@ type acrossRun struct {
 	// NaN makes every feature of this process's batches NaN, so its loss
 	// is NaN at the first step.
 	NaN bool
+	// CancelAt cancels this process's context when its input reaches that
+	// many batches (0: never).
+	CancelAt int64
 }
 
 // acrossResult is what a process ends with.
@@ -170,6 +173,12 @@ func trainAcross(ctx context.Context, comm collective.Comm, run acrossRun) acros
 	if run.NaN {
 		in = poisoned(in)
 	}
+	if run.CancelAt > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		in = takeBatches(in, run.CancelAt, cancelled(cancel))
+	}
 	var res acrossResult
 	for range max(run.Rounds, 1) {
 		if err := est.Train(ctx, in, estimator.Steps(run.Steps)); err != nil {
@@ -224,6 +233,11 @@ func poisoned(in estimator.InputFn) estimator.InputFn {
 	}
 }
 
+// cancelled, as takeBatches' error, cancels the run's context instead.
+type cancelled context.CancelFunc
+
+func (cancelled) Error() string { return "cancel" }
+
 // errExit asks takeBatches to end the process.
 var errExit = errors.New("exit")
 
@@ -236,6 +250,11 @@ func takeBatches(in estimator.InputFn, n int64, err error) estimator.InputFn {
 				if i == n {
 					if err == errExit {
 						os.Exit(3)
+					}
+					if c, ok := err.(cancelled); ok {
+						c()
+						<-ctx.Done()
+						err = ctx.Err()
 					}
 					if err != nil {
 						yield(estimator.Batch{}, err)

@@ -55,9 +55,20 @@ const (
 	hFixed
 )
 
-// leaveTimeout bounds how long a leaving rank waits for the others to reach
-// their next header.
-const leaveTimeout = 10 * time.Minute
+// peerTimeout bounds how long a rank waits for the others in a
+// collective.
+const peerTimeout = 10 * time.Minute
+
+// bound is the context of a collective phase: ctx's values without its
+// cancellation, and a deadline peerTimeout away. A phase is never left half
+// way because the caller's context is cancelled — the other ranks would
+// wait in it for ever, and an MPI collective cannot be taken back — so a
+// cancelled run stops at its next step, after telling the others (Leave).
+// Only a rank that waits longer than peerTimeout gives up, breaking the
+// group.
+func bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), peerTimeout)
+}
 
 // across is an engine's side of training across processes.
 type across struct {
@@ -144,8 +155,8 @@ func (e *Engine) Open() {
 // last collective finished it), it joins the others' next header with this
 // rank's status — failed when cause is not nil, else stopped — so that
 // they stop too instead of waiting for it. It waits at most ten minutes,
-// whatever ctx says (a cancelled run must still tell the others); a
-// PeerError from that header is not an error here.
+// whatever ctx says (a cancelled run must still tell the others; see
+// bound); a PeerError from that header is not an error here.
 func (e *Engine) Leave(ctx context.Context, cause error) error {
 	if e.x == nil || !e.x.open {
 		return nil
@@ -155,7 +166,7 @@ func (e *Engine) Leave(ctx context.Context, cause error) error {
 	if cause != nil {
 		status = statusFailed
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+	ctx, cancel := bound(ctx)
 	defer cancel()
 	_, _, err := e.x.exchange(ctx, status, header{}, 0)
 	if _, ok := errors.AsType[*PeerError](err); ok {

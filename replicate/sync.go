@@ -41,6 +41,8 @@ func (e *Engine) SyncFromRoot(ctx context.Context) error {
 	if x == nil {
 		return nil
 	}
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	if _, _, err := x.exchange(ctx, statusOK, header{}, 0); err != nil {
 		return fmt.Errorf("sync variables from rank 0: %w", err)
 	}
@@ -218,6 +220,8 @@ func (e *Engine) ReduceMetrics(ctx context.Context, extra []float64) error {
 	if x == nil {
 		return nil
 	}
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	if len(e.metrics) > 0 {
 		if err := metrics.ReduceIntoFirst(e.metrics); err != nil {
 			return err

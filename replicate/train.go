@@ -169,8 +169,14 @@ func (e *Engine) TrainStep(ctx context.Context, batch sharding.Batch, hooks Step
 	}
 	scale := 1.0
 	sync := e.x != nil && e.x.avg.Every <= 0
+	xctx := ctx // the context of the step's collectives
+	if e.x != nil {
+		var cancel context.CancelFunc
+		xctx, cancel = bound(ctx)
+		defer cancel()
+	}
 	if sync {
-		if loss, scale, err = e.stepHeader(ctx, b, loss); err != nil {
+		if loss, scale, err = e.stepHeader(xctx, b, loss); err != nil {
 			return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
 		}
 	}
@@ -189,7 +195,7 @@ func (e *Engine) TrainStep(ctx context.Context, batch sharding.Batch, hooks Step
 	}
 	if sync {
 		region = trace.StartRegion(ctx, "all-reduce")
-		err = e.x.reduce(ctx, &b.arena)
+		err = e.x.reduce(xctx, &b.arena)
 		region.End()
 		if err != nil {
 			return 0, fmt.Errorf("train step %d: all-reduce across processes: %w", e.Step(), err)
@@ -205,7 +211,7 @@ func (e *Engine) TrainStep(ctx context.Context, batch sharding.Batch, hooks Step
 	}
 	e.globalStep.Data().([]int64)[0]++
 	if e.x != nil && e.x.avg.Every > 0 && e.Step()%e.x.avg.Every == 0 {
-		if err := e.average(ctx); err != nil {
+		if err := e.average(xctx); err != nil {
 			return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
 		}
 	}
