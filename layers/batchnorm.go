@@ -53,10 +53,22 @@ func BatchNorm(s *towers.Scope, name string, x *G.Node, training bool, cfg Batch
 	if len(shape) != 2 && len(shape) != 4 {
 		return nil, fmt.Errorf("%s(%q): input %s has shape %v, want (N, C) or (N, C, H, W)", op, name, x.Name(), shape)
 	}
-	if cfg.Activation != Linear && cfg.Activation != ReLU {
-		return nil, fmt.Errorf("%s(%q): unknown activation %v", op, name, cfg.Activation)
+	if _, _, err := cfg.settings(); err != nil {
+		return nil, fmt.Errorf("%s(%q): %w", op, name, err)
 	}
-	mom, eps := cfg.Momentum, cfg.Epsilon
+	vars, err := batchNormVariables(s, name, x.Dtype(), shape[1])
+	if err != nil {
+		return nil, fmt.Errorf("%s(%q): %w", op, name, err)
+	}
+	return applyBatchNorm(op, s, name, x, vars, training, cfg)
+}
+
+// settings returns the momentum and epsilon cfg means, checked.
+func (cfg BatchNormConfig) settings() (mom, eps float64, err error) {
+	if cfg.Activation != Linear && cfg.Activation != ReLU {
+		return 0, 0, fmt.Errorf("unknown activation %v", cfg.Activation)
+	}
+	mom, eps = cfg.Momentum, cfg.Epsilon
 	if mom == 0 {
 		mom = 0.99
 	}
@@ -64,11 +76,15 @@ func BatchNorm(s *towers.Scope, name string, x *G.Node, training bool, cfg Batch
 		eps = 1e-3
 	}
 	if !(mom > 0 && mom < 1) || !(eps > 0) || math.IsInf(eps, 0) {
-		return nil, fmt.Errorf("%s(%q): momentum %v, epsilon %v: want momentum in (0, 1) and a finite positive epsilon", op, name, cfg.Momentum, cfg.Epsilon)
+		return 0, 0, fmt.Errorf("momentum %v, epsilon %v: want momentum in (0, 1) and a finite positive epsilon", cfg.Momentum, cfg.Epsilon)
 	}
-	c := shape[1]
-	dt := x.Dtype()
-	vars := make([]*G.Node, 4)
+	return mom, eps, nil
+}
+
+// batchNormVariables gets or creates a batch normalization's variables of c
+// channels in s under name: gamma, beta, moving mean and moving variance.
+func batchNormVariables(s *towers.Scope, name string, dt tensor.Dtype, c int) ([4]*G.Node, error) {
+	var vars [4]*G.Node
 	for i, v := range []struct {
 		suffix string
 		init   towers.Initializer
@@ -81,10 +97,23 @@ func BatchNorm(s *towers.Scope, name string, x *G.Node, training bool, cfg Batch
 	} {
 		n, err := s.Variable(name+"/"+v.suffix, dt, tensor.Shape{c}, v.init, v.opts...)
 		if err != nil {
-			return nil, fmt.Errorf("%s(%q): %w", op, name, err)
+			return vars, err
 		}
 		vars[i] = n
 	}
+	return vars, nil
+}
+
+// applyBatchNorm normalizes x with the variables of the batch
+// normalization name (gamma, beta, moving mean, moving variance, in s's
+// graph) and, in training, declares the updates of its moving statistics.
+// x is a float tensor of 2 or 4 dimensions; op names the caller in errors.
+func applyBatchNorm(op string, s *towers.Scope, name string, x *G.Node, vars [4]*G.Node, training bool, cfg BatchNormConfig) (*G.Node, error) {
+	mom, eps, err := cfg.settings()
+	if err != nil {
+		return nil, fmt.Errorf("%s(%q): %w", op, name, err)
+	}
+	shape := x.Shape()
 	bn := &batchNorm{name: name, training: training, eps: eps, act: cfg.Activation, dims: len(shape), tower: s.Index()}
 	if training && !cfg.PerTower && s.Towers() > 1 {
 		bn.moments = s.Group(name + "/moments")
