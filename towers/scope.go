@@ -108,7 +108,9 @@ type VarOption func(*VarSpec)
 func NotTrainable() VarOption { return func(s *VarSpec) { s.Trainable = false } }
 
 // Variable returns the tower's node for the variable name, getting or
-// creating the master in the store. Variables are trainable unless
+// creating the master in the store: a name is one variable, so asking
+// for it again (as two layers of one name do) shares it, and with another
+// shape or dtype is an error naming both. Variables are trainable unless
 // NotTrainable is given; init is used only when the master is created (nil
 // means zeros). Asking twice in one tower returns the same node. The
 // store's placement counts the variables model code creates, and only
@@ -116,7 +118,7 @@ func NotTrainable() VarOption { return func(s *VarSpec) { s.Trainable = false } 
 func (s *Scope) Variable(name string, dt tensor.Dtype, shape tensor.Shape, init Initializer, opts ...VarOption) (*G.Node, error) {
 	if n, ok := s.vars[name]; ok {
 		if !n.Shape().Eq(shape) || n.Dtype() != dt {
-			return nil, fmt.Errorf("%v: variable %q asked with shape %v dtype %v, earlier with %v %v", s, name, shape, dt, n.Shape(), n.Dtype())
+			return nil, fmt.Errorf("%v: variable %q asked with shape %v dtype %v, earlier in this tower with shape %v dtype %v (one name is one variable: asked twice, as by two layers of one name, it is shared and must agree)", s, name, shape, dt, n.Shape(), n.Dtype())
 		}
 		return n, nil
 	}
