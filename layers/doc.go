@@ -50,4 +50,39 @@
 // graphs, so towers running at the same time never write the same memory.
 // A value an op returns is valid until the graph runs again (what a tower's
 // Watch and Value give is a copy, as for any node).
+//
+// # Layers that own their variables
+//
+// Beside the ops, which take their variables as nodes a model function gets
+// by name (Scope.Variable, TensorFlow 1 style), a layer can be a value that
+// owns its variables, PyTorch style: NewDense, NewConv2D and NewBatchNorm
+// make one in a Module (a tower's Scope and a path) and get or create its
+// variables once; its Apply method may then be called on any number of
+// inputs, every use reading the same variable nodes, so that symbolic
+// differentiation adds the gradients of all uses.
+//
+//	enc := layers.NewModule(s, "encoder")
+//	d, err := layers.NewDense(enc, "dense_1", layers.DenseConfig{In: 784, Units: 128, Activation: layers.ReLU})
+//	h1, err := d.Apply(left)  // encoder/dense_1/kernel and encoder/dense_1/bias
+//	h2, err := d.Apply(right) // the same two
+//
+// Names are paths: the layer dense_1 of the module encoder owns
+// encoder/dense_1/kernel and encoder/dense_1/bias, the names the store,
+// Store.Weights, checkpoints and warm start use, and Module.Names lists a
+// module's variables, its submodules' included. A model function makes its
+// modules and layers on every tower of every build; each tower's layers
+// meet the same master variables by name, as variables by name do.
+//
+// A batch normalization layer may be applied any number of times out of
+// training, but once in training per tower: that application declares the
+// step's one update of the moving statistics, and a second is an error
+// naming the layer (use a layer of another name for another input).
+//
+// One name, one variable. The Ray documents warn that two networks built
+// in one TensorFlow graph get "_1"-suffixed variable names, after which
+// set_weights by name fails. towerflow suffixes no name: two Estimators
+// never share a store (each model has its own), and within one model two
+// layers asking for one name share its variables on purpose, as two
+// Scope.Variable calls of one name do; asked with another shape or dtype,
+// the name is an error naming both shapes and dtypes.
 package layers

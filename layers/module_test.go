@@ -3,6 +3,7 @@ package layers_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"math/rand/v2"
 	"testing"
 
@@ -450,4 +451,30 @@ func TestLayerAppliedTwiceTowers(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-12, 1e-12)); diff != "" {
 		t.Errorf("two towers trained differently from one device (-one +two):\n%s", diff)
 	}
+}
+
+// ExampleModule makes an encoder whose dense layer is applied to two
+// inputs: one kernel and one bias, named by the module's path.
+func ExampleModule() {
+	store := towers.NewStore(towers.StoreConfig{Seed: 1})
+	s := towers.NewScope(0, 1, towers.CPU(0), store, nil)
+	enc := layers.NewModule(s, "encoder")
+	d, err := layers.NewDense(enc, "dense_1", layers.DenseConfig{In: 3, Units: 2, Activation: layers.ReLU})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, name := range []string{"left", "right"} {
+		x := towers.NewNode(s.Graph(), tensor.Float32, tensor.Shape{4, 3}, name)
+		if _, err := d.Apply(x); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(enc.Names())
+	fmt.Println(store.Names())
+	_, err = layers.NewDense(enc, "dense_1", layers.DenseConfig{In: 3, Units: 5})
+	fmt.Println(err)
+	// Output:
+	// [encoder/dense_1/kernel encoder/dense_1/bias]
+	// [encoder/dense_1/kernel encoder/dense_1/bias]
+	// layers.NewDense("encoder/dense_1"): tower 0 (/device:CPU:0): variable "encoder/dense_1/kernel" asked with shape (3, 5) dtype float32, earlier in this tower with shape (3, 2) dtype float32 (one name is one variable: asked twice, as by two layers of one name, it is shared and must agree)
 }
