@@ -36,20 +36,36 @@ func RandomNormal(mean, stddev float64) Initializer {
 }
 
 // GlorotUniform draws from U(-l, l) with l = sqrt(6/(fanIn+fanOut)), the
-// default kernel initializer of TensorFlow's dense layers. fanIn is the
-// product of all dimensions but the last, fanOut the last dimension.
+// default kernel initializer of TensorFlow's dense layers, with the fans
+// of fans: a dense kernel (in, units) has fanIn in and fanOut units, a
+// convolution kernel (F, C, KH, KW) as package layers lays them out C·KH·KW
+// and F·KH·KW.
 func GlorotUniform() Initializer {
 	return fill(func(r *rand.Rand, s tensor.Shape) float64 {
-		fanIn, fanOut := 1, 1
-		if len(s) > 0 {
-			fanOut = s[len(s)-1]
-			for _, d := range s[:len(s)-1] {
-				fanIn *= d
-			}
-		}
+		fanIn, fanOut := fans(s)
 		l := math.Sqrt(6 / float64(fanIn+fanOut))
 		return -l + 2*l*r.Float64()
 	})
+}
+
+// fans returns the fan-in and fan-out of a kernel of shape s: (in, units)
+// for a dense kernel; for a convolution kernel (F, C, KH, KW…), the
+// receptive field KH·KW… times C and times F; a vector's length both ways,
+// a scalar 1 and 1.
+func fans(s tensor.Shape) (in, out int) {
+	switch len(s) {
+	case 0:
+		return 1, 1
+	case 1:
+		return s[0], s[0]
+	case 2:
+		return s[0], s[1]
+	}
+	field := 1
+	for _, d := range s[2:] {
+		field *= d
+	}
+	return max(s[1]*field, 1), max(s[0]*field, 1)
 }
 
 // Values initialises a variable from a copy of t, which must have the
@@ -81,23 +97,13 @@ func fill(draw func(*rand.Rand, tensor.Shape) float64) Initializer {
 }
 
 // HeNormal draws from N(0, 2/fanIn), He et al.'s initializer for layers
-// followed by a rectifier (PyTorch's kaiming_normal_ with fan_in). fanIn is
-// the first dimension of a dense kernel (in, units), and C·KH·KW for a
-// convolution kernel (F, C, KH, KW) as package layers lays them out; for
-// other shapes the product of all dimensions but the first.
+// followed by a rectifier (PyTorch's kaiming_normal_ with fan_in), with
+// the fan-in of fans: the first dimension of a dense kernel (in, units),
+// C·KH·KW for a convolution kernel (F, C, KH, KW) as package layers lays
+// them out.
 func HeNormal() Initializer {
 	return fill(func(r *rand.Rand, s tensor.Shape) float64 {
-		fanIn := 1
-		switch {
-		case len(s) == 2:
-			fanIn = s[0]
-		case len(s) > 2:
-			for _, d := range s[1:] {
-				fanIn *= d
-			}
-		case len(s) == 1:
-			fanIn = s[0]
-		}
+		fanIn, _ := fans(s)
 		return r.NormFloat64() * math.Sqrt(2/float64(max(fanIn, 1)))
 	})
 }

@@ -330,3 +330,34 @@ func TestHeNormal(t *testing.T) {
 		}
 	}
 }
+
+// TestGlorotUniform: Glorot's limit is √(6/(fanIn+fanOut)), the fans of a
+// dense kernel (in, units) and of a convolution kernel (F, C, KH, KW)
+// C·KH·KW and F·KH·KW; a uniform draw's standard deviation is limit/√3.
+func TestGlorotUniform(t *testing.T) {
+	tests := []struct {
+		shape         tensor.Shape
+		fanIn, fanOut int
+	}{
+		{tensor.Shape{200, 300}, 200, 300},
+		{tensor.Shape{64, 32, 5, 5}, 800, 1600},
+		{tensor.Shape{16, 3, 3, 3}, 27, 144},
+	}
+	for _, tc := range tests {
+		vals := make([]float64, tc.shape.TotalSize())
+		if err := towers.GlorotUniform()(rand.New(rand.NewPCG(1, 2)), tensor.Float64, tc.shape, vals); err != nil {
+			t.Fatal(err)
+		}
+		var ss, peak float64
+		for _, v := range vals {
+			ss += v * v
+			peak = max(peak, math.Abs(v))
+		}
+		limit := math.Sqrt(6 / float64(tc.fanIn+tc.fanOut))
+		got := [2]float64{math.Sqrt(ss / float64(len(vals))), peak}
+		want := [2]float64{limit / math.Sqrt(3), limit}
+		if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0.05, 0)); diff != "" {
+			t.Errorf("shape %v: standard deviation and largest magnitude (-want +got):\n%s", tc.shape, diff)
+		}
+	}
+}
