@@ -19,6 +19,25 @@ type mpiOutput struct {
 	Out, Err string
 }
 
+// mpiChild is a rank of an MPI test: it runs run on this process's
+// worker and writes what it printed, or its error.
+func mpiChild(t *testing.T, run func(comms []collective.Comm, out io.Writer) error) {
+	comms, err := group(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	var res mpiOutput
+	if err := run(comms, &out); err != nil {
+		res.Err = err.Error()
+	}
+	res.Out = out.String()
+	closeAll(comms)
+	if err := mpitest.WriteResult(comms[0].Rank(), res); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // timings are the parts of the output that depend on the run's speed or
 // place: times, rates and the temporary directory.
 var timings = regexp.MustCompile(`seconds=\S+|steps_per_sec=\S+|ms_per_step=\S+| in /tmp/\S+,`)
@@ -28,20 +47,10 @@ var timings = regexp.MustCompile(`seconds=\S+|steps_per_sec=\S+|ms_per_step=\S+|
 func TestMPIPrintsTheSame(t *testing.T) {
 	o := small(t)
 	if mpitest.Child() {
-		comms, err := group(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out strings.Builder
-		var res mpiOutput
-		if _, err := train(t.Context(), o, comms, &out); err != nil {
-			res.Err = err.Error()
-		}
-		res.Out = out.String()
-		closeAll(comms)
-		if err := mpitest.WriteResult(comms[0].Rank(), res); err != nil {
-			t.Fatal(err)
-		}
+		mpiChild(t, func(comms []collective.Comm, out io.Writer) error {
+			_, err := train(t.Context(), o, comms, out)
+			return err
+		})
 		return
 	}
 	var one strings.Builder
@@ -70,20 +79,10 @@ func TestMPIGradients(t *testing.T) {
 		t.Fatal(err)
 	}
 	if mpitest.Child() {
-		comms, err := group(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out strings.Builder
-		var res mpiOutput
-		if _, err := trainGradients(t.Context(), o, comms, &out); err != nil {
-			res.Err = err.Error()
-		}
-		res.Out = out.String()
-		closeAll(comms)
-		if err := mpitest.WriteResult(comms[0].Rank(), res); err != nil {
-			t.Fatal(err)
-		}
+		mpiChild(t, func(comms []collective.Comm, out io.Writer) error {
+			_, err := trainGradients(t.Context(), o, comms, out)
+			return err
+		})
 		return
 	}
 	var one strings.Builder

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"sync"
 
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/estimator"
@@ -117,30 +116,7 @@ func RunGradients(ctx context.Context, cfg GradientConfig, comms []collective.Co
 	if err != nil {
 		return nil, fmt.Errorf("gradient averaging: %w", err)
 	}
-	var (
-		mu     sync.Mutex
-		first  error
-		report *GradientReport
-		wg     sync.WaitGroup
-	)
-	for _, c := range comms {
-		wg.Go(func() {
-			rep, err := gradientWorker(ctx, task, cfg, c)
-			mu.Lock()
-			defer mu.Unlock()
-			if rep != nil {
-				report = rep
-			}
-			if err != nil && (first == nil || isPeer(first) && !isPeer(err)) {
-				first = err
-			}
-		})
-	}
-	wg.Wait()
-	if first != nil {
-		return nil, first
-	}
-	return report, nil
+	return runWorkers(comms, func(c collective.Comm) (*GradientReport, error) { return gradientWorker(ctx, task, cfg, c) })
 }
 
 // gradientWorker runs one worker of the gradient mode through every
