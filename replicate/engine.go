@@ -40,6 +40,9 @@ type Engine struct {
 	builds     map[string]*build
 	splits     splitCache // how recent batches were split, to split them once
 	last       *build     // the towers of the latest train step, for fetches
+	// pending is the build whose state updates a computed step has
+	// combined and the next applied one writes (see computeStep).
+	pending *build
 	// lastPredict is the towers of the latest predict step.
 	lastPredict *build
 	uses        int64 // steps prepared so far
@@ -113,7 +116,7 @@ func (e *Engine) Close() error {
 			}
 		}
 	}
-	e.builds, e.last, e.lastPredict = map[string]*build{}, nil, nil
+	e.builds, e.last, e.lastPredict, e.pending = map[string]*build{}, nil, nil, nil
 	if len(errs) > 0 {
 		return fmt.Errorf("close towers: %v", errs)
 	}

@@ -136,7 +136,8 @@ type StepHooks struct {
 // compute their losses and gradients at the same time, the gradients are
 // summed per variable with the loss weights, reduced further if configured,
 // and every train op's optimizer is applied once on the masters; the global
-// step grows by one. It returns the reduced loss.
+// step grows by one. It returns the reduced loss. It is computeStep then
+// applyStep, the two halves ComputeGradients and ApplyGradients run.
 //
 // Across processes (Config.Processes) the step's header follows the
 // towers, the loss checked is this process's own, the loss returned the
@@ -145,77 +146,115 @@ type StepHooks struct {
 // With Averaging the step is a local one, and every Every steps the
 // processes average their variables.
 func (e *Engine) TrainStep(ctx context.Context, batch sharding.Batch, hooks StepHooks) (float64, error) {
+	b, loss, err := e.computeStep(ctx, batch, hooks)
+	if err != nil {
+		return loss, err
+	}
+	if err := e.applyStep(ctx, b); err != nil {
+		return 0, err
+	}
+	return loss, nil
+}
+
+// computeStep is a training step's first half: it prepares the Train build
+// for batch, runs its towers, checks the loss, sums the towers' gradients
+// into the train plans (p.apply) with the loss weights, combines the state
+// updates and, across processes, all-reduces both; then it hands the sums
+// to Config.ReduceGradients. Nothing is written to a variable: the state
+// updates stay pending in the build (e.pending) until applyStep. A
+// CheckLoss error is returned with the loss.
+func (e *Engine) computeStep(ctx context.Context, batch sharding.Batch, hooks StepHooks) (*build, float64, error) {
+	e.pending = nil
 	region := trace.StartRegion(ctx, "prepare")
 	b, err := e.prepare(model.Train, batch)
 	region.End()
 	if err != nil {
-		return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
+		return nil, 0, fmt.Errorf("train step %d: %w", e.Step(), err)
 	}
 	for _, g := range b.towers[0].Groups() {
 		g.SetWeights(b.weights)
 	}
 	if err := runTowers(ctx, b, hooks.Started); err != nil {
-		return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
+		return nil, 0, fmt.Errorf("train step %d: %w", e.Step(), err)
 	}
 	loss, err := b.loss()
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	e.last = b
 	if hooks.CheckLoss != nil {
 		if err := hooks.CheckLoss(loss); err != nil {
-			return loss, err
+			return nil, loss, err
 		}
 	}
 	scale := 1.0
 	sync := e.x != nil && e.x.avg.Every <= 0
 	xctx := ctx // the context of the step's collectives
-	if e.x != nil {
+	if sync {
 		var cancel context.CancelFunc
 		xctx, cancel = bound(ctx)
 		defer cancel()
-	}
-	if sync {
 		if loss, scale, err = e.stepHeader(xctx, b, loss); err != nil {
-			return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
+			return nil, 0, fmt.Errorf("train step %d: %w", e.Step(), err)
 		}
 	}
 	region = trace.StartRegion(ctx, "sum gradients")
 	err = sumTowerGradients(b, scale, !sync)
 	region.End()
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	rowShare := 1.0
 	if sync {
 		rowShare = float64(sumRows(b.rows)) / e.x.global.rows
 	}
 	if err := combineUpdates(b, rowShare); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	if sync {
 		region = trace.StartRegion(ctx, "all-reduce")
 		err = e.x.reduce(xctx, &b.arena)
 		region.End()
 		if err != nil {
-			return 0, fmt.Errorf("train step %d: all-reduce across processes: %w", e.Step(), err)
+			return nil, 0, fmt.Errorf("train step %d: all-reduce across processes: %w", e.Step(), err)
 		}
 	}
-	region = trace.StartRegion(ctx, "apply")
-	defer region.End()
-	if err := e.applyTrainOps(ctx, b); err != nil {
-		return 0, err
+	for _, p := range b.plans {
+		if err := e.reduceGradients(ctx, p); err != nil {
+			return nil, 0, err
+		}
 	}
-	if err := writeUpdates(b); err != nil {
-		return 0, err
+	e.pending = b
+	return b, loss, nil
+}
+
+// applyStep is a training step's second half: every train op of b applies
+// its plan's gradients (p.apply) once on the masters, the state updates
+// pending from computeStep (if any: gradients applied from elsewhere bring
+// none) are written after them, as TensorFlow's UPDATE_OPS run after the
+// train op, and the global step grows by one; with Averaging, every Every
+// steps the processes then average their variables.
+func (e *Engine) applyStep(ctx context.Context, b *build) error {
+	region := trace.StartRegion(ctx, "apply")
+	defer region.End()
+	if err := e.applyTrainOps(b); err != nil {
+		return err
+	}
+	if p := e.pending; p != nil {
+		e.pending = nil
+		if err := writeUpdates(p); err != nil {
+			return err
+		}
 	}
 	e.globalStep.Data().([]int64)[0]++
 	if e.x != nil && e.x.avg.Every > 0 && e.Step()%e.x.avg.Every == 0 {
+		xctx, cancel := bound(ctx)
+		defer cancel()
 		if err := e.average(xctx); err != nil {
-			return 0, fmt.Errorf("train step %d: %w", e.Step(), err)
+			return fmt.Errorf("train step %d: %w", e.Step(), err)
 		}
 	}
-	return loss, nil
+	return nil
 }
 
 // stepHeader runs a training step's header: this process's rows, towers
@@ -315,13 +354,10 @@ func sumTowerGradients(b *build, scale float64, direct bool) error {
 	return nil
 }
 
-// applyTrainOps runs each train op's optimizer once on the masters, after
-// the reduce-gradients seam.
-func (e *Engine) applyTrainOps(ctx context.Context, b *build) error {
+// applyTrainOps runs each train op's optimizer once on the masters with
+// its plan's gradients (p.apply).
+func (e *Engine) applyTrainOps(b *build) error {
 	for _, p := range b.plans {
-		if err := e.reduceGradients(ctx, p); err != nil {
-			return err
-		}
 		if err := p.opt.Apply(e.store, p.vars, p.apply); err != nil {
 			return fmt.Errorf("apply %s: %w", p.opt.Name(), err)
 		}

@@ -31,6 +31,16 @@
 // same -steps with K = 1, 10, 100 compares time per step and accuracy:
 //
 //	for k in 1 10 100; do go run ./examples/weightavg -steps 1000 -compute_steps $k -eval_every 100; done
+//
+// -mode gradients runs the Ray best-practices page's program instead:
+// every iteration each worker computes the gradients of its part of a
+// batch of 100 rows of y = 0.1·x + 0.3 (examples/linear's model) without
+// applying them, the gradients are averaged over the workers, the driver
+// applies the mean once (SGD 0.5) and its weights go out to every worker;
+// 201 iterations (-steps), the weights printed every 20 (-eval_every):
+//
+//	go run ./examples/weightavg -mode gradients -workers 4
+//	mpirun -np 4 /tmp/weightavg -mode gradients
 package main
 
 import (
@@ -51,6 +61,7 @@ import (
 // options are the command's flags.
 type options struct {
 	run.Flags
+	mode         string
 	data         string
 	net          string
 	workers      int
@@ -80,7 +91,7 @@ var models = map[string]perModel{
 }
 
 // defaults are the flags' defaults.
-var defaults = options{Flags: run.Flags{Towers: 1}, net: "mlp", computeSteps: 10, optimizer: "momentum", seed: 1}
+var defaults = options{Flags: run.Flags{Towers: 1}, mode: "weights", net: "mlp", computeSteps: 10, optimizer: "momentum", seed: 1}
 
 // parse parses the command's arguments into options; errors are for
 // standard error, with exit status 2.
@@ -88,6 +99,7 @@ func parse(args []string, errOut io.Writer) (options, error) {
 	o := defaults
 	fs := flag.NewFlagSet("weightavg", flag.ContinueOnError)
 	fs.SetOutput(errOut)
+	fs.StringVar(&o.mode, "mode", o.mode, "weights: workers train locally and average their weights every -compute_steps; gradients: Ray's gradient-averaging program (linear model, -steps iterations, -batch rows over all workers, SGD -lr, printing every -eval_every)")
 	fs.StringVar(&o.ModelDir, "model_dir", "", "new directory for a checkpoint of the averaged model; empty keeps the run in memory")
 	fs.IntVar(&o.Towers, "towers", o.Towers, "towers per worker: 0 for one per local device (each GPU, else each core)")
 	fs.StringVar(&o.data, "data", "", "directory of MNIST's files (mlp) or CIFAR-10's binary files (resnet20); empty trains on a synthetic data set")
@@ -114,6 +126,13 @@ func parse(args []string, errOut io.Writer) (options, error) {
 // fill puts the model's defaults into the flags left 0 and checks them
 // together.
 func (o *options) fill() error {
+	switch o.mode {
+	case "gradients":
+		return o.fillGradients()
+	case "weights":
+	default:
+		return fmt.Errorf("-mode %q: want weights or gradients", o.mode)
+	}
 	d, ok := models[o.net]
 	if !ok {
 		return fmt.Errorf("-model %q: want mlp or resnet20", o.net)
@@ -154,6 +173,10 @@ func main() {
 	}
 	defer closeAll(comms)
 	run.Main("weightavg", o.Flags, func(ctx context.Context) error {
+		if o.mode == "gradients" {
+			_, err := trainGradients(ctx, o, comms, os.Stdout)
+			return err
+		}
 		_, err := train(ctx, o, comms, os.Stdout)
 		return err
 	}, run.Serving{})

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,6 +19,25 @@ type mpiOutput struct {
 	Out, Err string
 }
 
+// mpiChild is a rank of an MPI test: it runs run on this process's
+// worker and writes what it printed, or its error.
+func mpiChild(t *testing.T, run func(comms []collective.Comm, out io.Writer) error) {
+	comms, err := group(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	var res mpiOutput
+	if err := run(comms, &out); err != nil {
+		res.Err = err.Error()
+	}
+	res.Out = out.String()
+	closeAll(comms)
+	if err := mpitest.WriteResult(comms[0].Rank(), res); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // timings are the parts of the output that depend on the run's speed or
 // place: times, rates and the temporary directory.
 var timings = regexp.MustCompile(`seconds=\S+|steps_per_sec=\S+|ms_per_step=\S+| in /tmp/\S+,`)
@@ -27,20 +47,10 @@ var timings = regexp.MustCompile(`seconds=\S+|steps_per_sec=\S+|ms_per_step=\S+|
 func TestMPIPrintsTheSame(t *testing.T) {
 	o := small(t)
 	if mpitest.Child() {
-		comms, err := group(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out strings.Builder
-		var res mpiOutput
-		if _, err := train(t.Context(), o, comms, &out); err != nil {
-			res.Err = err.Error()
-		}
-		res.Out = out.String()
-		closeAll(comms)
-		if err := mpitest.WriteResult(comms[0].Rank(), res); err != nil {
-			t.Fatal(err)
-		}
+		mpiChild(t, func(comms []collective.Comm, out io.Writer) error {
+			_, err := train(t.Context(), o, comms, out)
+			return err
+		})
 		return
 	}
 	var one strings.Builder
@@ -57,5 +67,39 @@ func TestMPIPrintsTheSame(t *testing.T) {
 	want := strings.Replace(timings.ReplaceAllString(one.String(), ""), "(goroutines of one process)", "(processes)", 1)
 	if diff := cmp.Diff(want, timings.ReplaceAllString(res[0].Out, "")); diff != "" {
 		t.Errorf("rank 0's output (-one process +mpirun):\n%s", diff)
+	}
+}
+
+// TestMPIGradients: `mpirun -np 2 weightavg -mode gradients` prints, on
+// rank 0 alone, exactly what `weightavg -mode gradients -workers 2`
+// prints, and converges.
+func TestMPIGradients(t *testing.T) {
+	o, err := parse([]string{"-mode", "gradients", "-steps", "61"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mpitest.Child() {
+		mpiChild(t, func(comms []collective.Comm, out io.Writer) error {
+			_, err := trainGradients(t.Context(), o, comms, out)
+			return err
+		})
+		return
+	}
+	var one strings.Builder
+	if _, err := trainGradients(t.Context(), o, collective.Local(2), &one); err != nil {
+		t.Fatal(err)
+	}
+	res := mpitest.ReadResults[mpiOutput](t, mpitest.Run(t, 2), 2)
+	if res[0].Err != "" || res[1].Err != "" {
+		t.Fatalf("errors: %q, %q", res[0].Err, res[1].Err)
+	}
+	if res[1].Out != "" {
+		t.Errorf("rank 1 printed %q, want nothing", res[1].Out)
+	}
+	if diff := cmp.Diff(one.String(), res[0].Out); diff != "" {
+		t.Errorf("rank 0's output (-one process +mpirun):\n%s", diff)
+	}
+	if !strings.Contains(res[0].Out, "iteration=60 ") {
+		t.Errorf("rank 0 printed %q, want iteration 60", res[0].Out)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
@@ -168,6 +169,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-towers", "-1"}, []string{"-1"}},
 		{[]string{"-steps", "ten"}, []string{"invalid value", "-steps"}},
 		{[]string{"extra"}, []string{`unexpected arguments ["extra"]`}},
+		{[]string{"-mode", "average"}, []string{`-mode "average": want weights or gradients`}},
+		{[]string{"-mode", "gradients", "-compute_steps", "5"}, []string{"-mode gradients", "-compute_steps", "belong to -mode weights"}},
+		{[]string{"-mode", "gradients", "-batch", "-1"}, []string{"-batch -1", "negative"}},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -217,4 +221,39 @@ func TestGroup(t *testing.T) {
 	t.Setenv("OMPI_COMM_WORLD_SIZE", "2")
 	_, err := group(2)
 	wanterr.Mentions(t, err, "-workers 2", "mpirun started 2 processes", "leave -workers unset")
+}
+
+// TestGradientMode: -mode gradients runs the Ray page's program — the run,
+// then the weights every 20 iterations up to 200 — and learns the line.
+func TestGradientMode(t *testing.T) {
+	o, err := parse([]string{"-mode", "gradients", "-workers", "3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	rep, err := trainGradients(t.Context(), o, collective.Local(3), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if want := "gradient averaging: linear model y = 0.1·x + 0.3 on 3 workers, batch 100 split over them, SGD 0.5, 201 iterations"; lines[0] != want {
+		t.Errorf("first line %q, want %q", lines[0], want)
+	}
+	line := regexp.MustCompile(`^iteration=(\d+) loss=\S+ w=\d\.\d{6} b=\d\.\d{6}$`)
+	var its []string
+	for _, l := range lines[1:] {
+		m := line.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("line %q is not an iteration's", l)
+		}
+		its = append(its, m[1])
+	}
+	if diff := cmp.Diff(strings.Fields("0 20 40 60 80 100 120 140 160 180 200"), its); diff != "" {
+		t.Errorf("iterations printed (-want +got):\n%s", diff)
+	}
+	last := rep.Printed[len(rep.Printed)-1]
+	if diff := cmp.Diff([]float64{0.1, 0.3}, []float64{last.W, last.B}, cmpopts.EquateApprox(0, 1e-4)); diff != "" {
+		t.Errorf("last weights (-want +got):\n%s", diff)
+	}
 }

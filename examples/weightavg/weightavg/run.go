@@ -132,25 +132,29 @@ func Run(ctx context.Context, task Task, cfg Config, comms []collective.Comm) (*
 	if err := cfg.check(task, comms); err != nil {
 		return nil, fmt.Errorf("weight averaging: %w", err)
 	}
+	return runWorkers(comms, func(c collective.Comm) (*Report, error) { return runWorker(ctx, task, cfg, c) })
+}
+
+// runWorkers runs work for every rank of comms, each on its own
+// goroutine, and returns the report the driver's returned, if it ran
+// here, or the first worker's own error (a worker's own error wins over
+// the others' news of it).
+func runWorkers[R any](comms []collective.Comm, work func(collective.Comm) (*R, error)) (*R, error) {
 	var (
 		mu     sync.Mutex
 		first  error
-		report *Report
+		report *R
 		wg     sync.WaitGroup
 	)
 	for _, c := range comms {
 		wg.Go(func() {
-			rep, err := runWorker(ctx, task, cfg, c)
+			rep, err := work(c)
 			mu.Lock()
 			defer mu.Unlock()
 			if rep != nil {
 				report = rep
 			}
-			if err == nil {
-				return
-			}
-			// A worker's own error wins over the others' news of it.
-			if first == nil || isPeer(first) && !isPeer(err) {
+			if err != nil && (first == nil || isPeer(first) && !isPeer(err)) {
 				first = err
 			}
 		})

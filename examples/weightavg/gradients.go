@@ -1,0 +1,32 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/towerflow/towerflow/collective"
+	"github.com/towerflow/towerflow/examples/weightavg/weightavg"
+)
+
+// fillGradients puts the gradient mode's defaults — the Ray page's
+// program — into the flags left 0 and refuses the weight mode's own.
+func (o *options) fillGradients() error {
+	if o.data != "" || o.ModelDir != "" || o.net != defaults.net || o.computeSteps != defaults.computeSteps || o.optimizer != defaults.optimizer {
+		return fmt.Errorf("-mode gradients trains the linear model with SGD on its own data: -data, -model_dir, -model, -compute_steps and -optimizer belong to -mode weights")
+	}
+	if o.workers < 0 || o.steps < 0 || o.batch < 0 || o.lr < 0 || o.evalEvery < 0 {
+		return fmt.Errorf("-workers %d, -steps %d, -batch %d, -lr %g, -eval_every %d: none may be negative", o.workers, o.steps, o.batch, o.lr, o.evalEvery)
+	}
+	return o.Check()
+}
+
+// trainGradients runs the gradient mode on the workers of comms, printing
+// on out (when this process runs the driver), and returns the driver's
+// report (nil in the other processes).
+func trainGradients(ctx context.Context, o options, comms []collective.Comm, out io.Writer) (*weightavg.GradientReport, error) {
+	return weightavg.RunGradients(ctx, weightavg.GradientConfig{
+		Iterations: int(o.steps), Batch: o.batch, LR: o.lr, PrintEvery: int(o.evalEvery),
+		Towers: o.Towers, Seed: o.seed, Out: out,
+	}, comms)
+}
