@@ -35,6 +35,9 @@
 //	  (_compute_sum_on_device)
 //	reduce-gradients seam (cross-process)             Engine.reduceGradients (train.go)
 //	apply each train op once, step + 1 (_train_spec)  Engine.applyTrainOps, Engine.TrainStep (train.go)
+//	a train step is compute then apply; gradients     Engine.computeStep, Engine.applyStep (train.go);
+//	  as values: computed without applying them,       Engine.ComputeGradients, Engine.ApplyGradients
+//	  applied from outside (state updates pending)      (gradients.go)
 //	each tower updates its metric states              Engine.EvalStep (eval.go)
 //	  (_eval_spec)
 //	state updates (UPDATE_OPS): the same on every     Engine.planUpdates (updates.go)
