@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/towerflow/towerflow/internal/vartest"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	G "gorgonia.org/gorgonia"
@@ -165,7 +167,7 @@ func TestEvaluateReportsGlobalStep(t *testing.T) {
 	if err := est.Train(context.Background(), in, estimator.Steps(2)); err != nil {
 		t.Fatal(err)
 	}
-	before := variables(t, est)
+	before := vartest.Variables(t, est)
 	first, err := est.Evaluate(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
@@ -180,24 +182,9 @@ func TestEvaluateReportsGlobalStep(t *testing.T) {
 	if diff := cmp.Diff(first, second); diff != "" {
 		t.Errorf("second evaluation differs (-first +second):\n%s", diff)
 	}
-	if diff := cmp.Diff(before, variables(t, est)); diff != "" {
+	if diff := cmp.Diff(before, vartest.Variables(t, est)); diff != "" {
 		t.Errorf("evaluation changed variables (-before +after):\n%s", diff)
 	}
-}
-
-func variables(t *testing.T, est *estimator.Estimator) map[string][]float64 {
-	t.Helper()
-	out := map[string][]float64{}
-	for _, name := range est.VariableNames() {
-		v, err := est.VariableValue(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out[name], err = numeric.Float64s(v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
 }
 
 func TestTrainStepLimits(t *testing.T) {
@@ -229,7 +216,7 @@ func TestTrainStepLimits(t *testing.T) {
 	}
 	est := newEstimator(t, replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	for _, c := range calls {
-		before := variables(t, est)
+		before := vartest.Variables(t, est)
 		var steps []int64
 		opts := append(slices.Clone(c.opts), estimator.OnStep(func(step int64, _ float64) { steps = append(steps, step) }))
 		if err := est.Train(context.Background(), c.input(t), opts...); err != nil {
@@ -245,7 +232,7 @@ func TestTrainStepLimits(t *testing.T) {
 		if diff := cmp.Diff(wantSteps, steps, cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("%s: OnStep steps (-want +got):\n%s", c.name, diff)
 		}
-		after := variables(t, est)
+		after := vartest.Variables(t, est)
 		if changed := !cmp.Equal(before["w"], after["w"]); changed != (c.wantSteps > 0) {
 			t.Errorf("%s: w went from %v to %v after %d steps", c.name, before["w"], after["w"], c.wantSteps)
 		}
@@ -373,7 +360,7 @@ func TestTowersMatchOneDevice(t *testing.T) {
 		if r.Scores, err = est.Evaluate(ctx, lineInput(t, xs(7), 3, true)); err != nil {
 			t.Fatal(err)
 		}
-		r.Vars = variables(t, est)
+		r.Vars = vartest.Variables(t, est)
 		r.Preds = predictRows(t, est, lineInput(t, xs(7), 3, false))
 		return r
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/towerflow/towerflow/internal/vartest"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	G "gorgonia.org/gorgonia"
@@ -814,7 +816,7 @@ func TestWarmStart(t *testing.T) {
 	if !slices.Contains(a.VariableNames(), "w/Momentum/momentum") {
 		t.Fatalf("run A has no momentum slot: %q", a.VariableNames())
 	}
-	varsA := variables(t, a)
+	varsA := vartest.Variables(t, a)
 	wA, bA := varsA["w"], varsA["b"]
 	if cmp.Equal(wA, []float64{2}) || cmp.Equal(bA, []float64{0.5}) {
 		t.Fatalf("run A did not train: w %v, b %v", wA, bA)
@@ -878,7 +880,7 @@ func TestWarmStart(t *testing.T) {
 			for k, v := range tc.want {
 				want[k] = v
 			}
-			if diff := cmp.Diff(want, variables(t, b)); diff != "" {
+			if diff := cmp.Diff(want, vartest.Variables(t, b)); diff != "" {
 				t.Errorf("run B's variables (-want +got):\n%s", diff)
 			}
 			if cfg.ModelDir == "" {
@@ -892,12 +894,12 @@ func TestWarmStart(t *testing.T) {
 					t.Fatal("one step did not make global step 1")
 				}
 			}
-			saved := variables(t, b)
+			saved := vartest.Variables(t, b)
 			again := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), cfg)
 			if got := evaluate(t, again); got != 1 {
 				t.Errorf("new Estimator on B's directory: global step %d, want 1", got)
 			}
-			if diff := cmp.Diff(saved, variables(t, again)); diff != "" {
+			if diff := cmp.Diff(saved, vartest.Variables(t, again)); diff != "" {
 				t.Errorf("new Estimator on B's directory (-B +new):\n%s", diff)
 			}
 		})
@@ -909,12 +911,12 @@ func TestWarmStart(t *testing.T) {
 		if err := first.Train(context.Background(), foreverInput(t, 4), estimator.Steps(2)); err != nil {
 			t.Fatal(err)
 		}
-		want := variables(t, first)
+		want := vartest.Variables(t, first)
 		b := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{ModelDir: dir, LogEvery: -1, WarmStart: &estimator.WarmStart{From: dirA}})
 		if got := evaluate(t, b); got != 2 {
 			t.Errorf("global step %d, want 2", got)
 		}
-		if diff := cmp.Diff(want, variables(t, b)); diff != "" {
+		if diff := cmp.Diff(want, vartest.Variables(t, b)); diff != "" {
 			t.Errorf("variables (-own checkpoint +got):\n%s", diff)
 		}
 	})

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/towerflow/towerflow/internal/vartest"
+
 	"github.com/google/go-cmp/cmp"
 	"gorgonia.org/tensor"
 
@@ -114,7 +116,7 @@ func TestRestoredModelIsTrained(t *testing.T) {
 			if err := op.run(est); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(variables(t, trained), variables(t, est)); diff != "" {
+			if diff := cmp.Diff(vartest.Variables(t, trained), vartest.Variables(t, est)); diff != "" {
 				t.Errorf("variables (-trained +restored):\n%s", diff)
 			}
 		})

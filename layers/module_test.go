@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/towerflow/towerflow/internal/vartest"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	G "gorgonia.org/gorgonia"
@@ -426,15 +428,7 @@ func TestLayerAppliedTwiceTowers(t *testing.T) {
 		if err := est.Train(context.Background(), in, estimator.Steps(2)); err != nil {
 			t.Fatal(err)
 		}
-		vars := map[string][]float64{}
-		for _, name := range est.VariableNames() {
-			v, err := est.VariableValue(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			vars[name], _ = numeric.Float64s(v)
-		}
-		return est.VariableNames(), vars
+		return est.VariableNames(), vartest.Variables(t, est)
 	}
 	wantNames, want := train(1)
 	names, got := train(2)

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/towerflow/towerflow/internal/vartest"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	G "gorgonia.org/gorgonia"
@@ -93,12 +95,7 @@ func TestBatchNormTowersEqualOneDevice(t *testing.T) {
 		if err := est.Train(context.Background(), in, estimator.Steps(4)); err != nil {
 			t.Fatal(err)
 		}
-		vars := map[string][]float64{}
-		for _, name := range est.VariableNames() {
-			v, _ := est.VariableValue(name)
-			vars[name], _ = numeric.Float64s(v)
-		}
-		return vars
+		return vartest.Variables(t, est)
 	}
 	want := train(bnModel(false), 1)
 	if want["bn1/moving_mean"][0] == 0 || want["bn2/moving_variance"][0] == 1 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/towerflow/towerflow/internal/vartest"
+
 	"github.com/google/go-cmp/cmp"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -33,23 +35,6 @@ func batchesOf(bs []sharding.Batch) estimator.InputFn {
 			}
 		}
 	}
-}
-
-// variables returns every variable of est (slots and global step
-// included) as float64s.
-func variables(t *testing.T, est *estimator.Estimator) map[string][]float64 {
-	t.Helper()
-	out := map[string][]float64{}
-	for _, name := range est.VariableNames() {
-		v, err := est.VariableValue(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out[name], err = numeric.Float64s(v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
 }
 
 // mlpBatches are steps batches of rows rows of mlpData.
@@ -135,7 +120,7 @@ func TestComputeApplyEqualsTrain(t *testing.T) {
 			if diff := cmp.Diff(losses, computed); diff != "" {
 				t.Errorf("losses (-train +compute):\n%s", diff)
 			}
-			if diff := cmp.Diff(variables(t, trained), variables(t, stepped)); diff != "" {
+			if diff := cmp.Diff(vartest.Variables(t, trained), vartest.Variables(t, stepped)); diff != "" {
 				t.Errorf("variables (-train +compute/apply):\n%s", diff)
 			}
 		})
@@ -196,11 +181,11 @@ func TestComputeGradientsTouchesNothing(t *testing.T) {
 	if len(slots()) == 0 {
 		t.Fatalf("no optimizer slots after applying gradients: variables %v", est.VariableNames())
 	}
-	before := variables(t, est)
+	before := vartest.Variables(t, est)
 	if _, err := est.ComputeGradients(ctx, bs[1]); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(before, variables(t, est)); diff != "" {
+	if diff := cmp.Diff(before, vartest.Variables(t, est)); diff != "" {
 		t.Errorf("computing gradients changed variables (-before +after):\n%s", diff)
 	}
 	g, err = est.ComputeGradients(ctx, bs[2])
@@ -210,7 +195,7 @@ func TestComputeGradientsTouchesNothing(t *testing.T) {
 	if err := est.ApplyGradients(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	after := variables(t, est)
+	after := vartest.Variables(t, est)
 	for _, name := range []string{"bn1/moving_mean", "d1/kernel/Momentum/momentum", model.GlobalStepName} {
 		if cmp.Equal(before[name], after[name]) {
 			t.Errorf("applying gradients left %s at %v", name, after[name])
@@ -271,7 +256,7 @@ func TestGradientErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			before := variables(t, est)
+			before := vartest.Variables(t, est)
 			tt.change(&g)
 			err = est.ApplyGradients(ctx, g)
 			for _, w := range tt.want {
@@ -279,7 +264,7 @@ func TestGradientErrors(t *testing.T) {
 					t.Errorf("got error %v, want one containing %q", err, w)
 				}
 			}
-			if diff := cmp.Diff(before, variables(t, est)); diff != "" {
+			if diff := cmp.Diff(before, vartest.Variables(t, est)); diff != "" {
 				t.Errorf("a failed apply changed variables (-before +after):\n%s", diff)
 			}
 		})

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/towerflow/towerflow/internal/vartest"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	G "gorgonia.org/gorgonia"
@@ -83,12 +85,7 @@ func TestCNNTowersEqualOneDevice(t *testing.T) {
 		if err := est.Train(context.Background(), in, estimator.Steps(8)); err != nil {
 			t.Fatal(err)
 		}
-		vars := map[string][]float64{}
-		for _, name := range est.VariableNames() {
-			v, _ := est.VariableValue(name)
-			vars[name], _ = numeric.Float64s(v)
-		}
-		return vars
+		return vartest.Variables(t, est)
 	}
 	want := train(replicate.ModelFn(cnnModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	for _, n := range []int{2, 3} {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"regexp"
 	"strings"
@@ -42,64 +43,56 @@ func mpiChild(t *testing.T, run func(comms []collective.Comm, out io.Writer) err
 // place: times, rates and the temporary directory.
 var timings = regexp.MustCompile(`seconds=\S+|steps_per_sec=\S+|ms_per_step=\S+| in /tmp/\S+,`)
 
-// TestMPIPrintsTheSame: `mpirun -np 2 weightavg` prints, on rank 0 alone,
-// what `weightavg -workers 2` prints, times aside.
+// TestMPIPrintsTheSame: `mpirun -np 2 weightavg`, in either mode, prints on
+// rank 0 alone what `weightavg -workers 2` prints (times aside).
 func TestMPIPrintsTheSame(t *testing.T) {
-	o := small(t)
-	if mpitest.Child() {
-		mpiChild(t, func(comms []collective.Comm, out io.Writer) error {
-			_, err := train(t.Context(), o, comms, out)
-			return err
-		})
-		return
-	}
-	var one strings.Builder
-	if _, err := train(t.Context(), o, collective.Local(2), &one); err != nil {
-		t.Fatal(err)
-	}
-	res := mpitest.ReadResults[mpiOutput](t, mpitest.Run(t, 2), 2)
-	if res[0].Err != "" || res[1].Err != "" {
-		t.Fatalf("errors: %q, %q", res[0].Err, res[1].Err)
-	}
-	if res[1].Out != "" {
-		t.Errorf("rank 1 printed %q, want nothing", res[1].Out)
-	}
-	want := strings.Replace(timings.ReplaceAllString(one.String(), ""), "(goroutines of one process)", "(processes)", 1)
-	if diff := cmp.Diff(want, timings.ReplaceAllString(res[0].Out, "")); diff != "" {
-		t.Errorf("rank 0's output (-one process +mpirun):\n%s", diff)
-	}
-}
-
-// TestMPIGradients: `mpirun -np 2 weightavg -mode gradients` prints, on
-// rank 0 alone, exactly what `weightavg -mode gradients -workers 2`
-// prints, and converges.
-func TestMPIGradients(t *testing.T) {
-	o, err := parse([]string{"-mode", "gradients", "-steps", "61"}, io.Discard)
+	gradients, err := parse([]string{"-mode", "gradients", "-steps", "61"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mpitest.Child() {
-		mpiChild(t, func(comms []collective.Comm, out io.Writer) error {
-			_, err := trainGradients(t.Context(), o, comms, out)
+	weights := small(t)
+	tests := []struct {
+		name string
+		run  func(ctx context.Context, comms []collective.Comm, out io.Writer) error
+		// same makes both outputs comparable (times, and how the workers
+		// run, aside); last is a line rank 0's output must hold.
+		same func(string) string
+		last string
+	}{
+		{"weights", func(ctx context.Context, comms []collective.Comm, out io.Writer) error {
+			_, err := train(ctx, weights, comms, out)
 			return err
+		}, func(s string) string {
+			return strings.Replace(timings.ReplaceAllString(s, ""), "(goroutines of one process)", "(processes)", 1)
+		}, "workers=2 "},
+		{"gradients", func(ctx context.Context, comms []collective.Comm, out io.Writer) error {
+			_, err := trainGradients(ctx, gradients, comms, out)
+			return err
+		}, func(s string) string { return s }, "iteration=60 "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if mpitest.Child() {
+				mpiChild(t, func(comms []collective.Comm, out io.Writer) error { return tc.run(t.Context(), comms, out) })
+				return
+			}
+			var one strings.Builder
+			if err := tc.run(t.Context(), collective.Local(2), &one); err != nil {
+				t.Fatal(err)
+			}
+			res := mpitest.ReadResults[mpiOutput](t, mpitest.Run(t, 2), 2)
+			if res[0].Err != "" || res[1].Err != "" {
+				t.Fatalf("errors: %q, %q", res[0].Err, res[1].Err)
+			}
+			if res[1].Out != "" {
+				t.Errorf("rank 1 printed %q, want nothing", res[1].Out)
+			}
+			if diff := cmp.Diff(tc.same(one.String()), tc.same(res[0].Out)); diff != "" {
+				t.Errorf("rank 0's output (-one process +mpirun):\n%s", diff)
+			}
+			if !strings.Contains(res[0].Out, tc.last) {
+				t.Errorf("rank 0 printed %q, want a line with %q", res[0].Out, tc.last)
+			}
 		})
-		return
-	}
-	var one strings.Builder
-	if _, err := trainGradients(t.Context(), o, collective.Local(2), &one); err != nil {
-		t.Fatal(err)
-	}
-	res := mpitest.ReadResults[mpiOutput](t, mpitest.Run(t, 2), 2)
-	if res[0].Err != "" || res[1].Err != "" {
-		t.Fatalf("errors: %q, %q", res[0].Err, res[1].Err)
-	}
-	if res[1].Out != "" {
-		t.Errorf("rank 1 printed %q, want nothing", res[1].Out)
-	}
-	if diff := cmp.Diff(one.String(), res[0].Out); diff != "" {
-		t.Errorf("rank 0's output (-one process +mpirun):\n%s", diff)
-	}
-	if !strings.Contains(res[0].Out, "iteration=60 ") {
-		t.Errorf("rank 0 printed %q, want iteration 60", res[0].Out)
 	}
 }

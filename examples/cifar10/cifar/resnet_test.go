@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/towerflow/towerflow/internal/vartest"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"gorgonia.org/tensor"
@@ -76,21 +78,6 @@ func train(t *testing.T, est *estimator.Estimator, feats, labels map[string]*ten
 	}
 }
 
-func variables(t *testing.T, est *estimator.Estimator) map[string][]float64 {
-	t.Helper()
-	out := map[string][]float64{}
-	for _, name := range est.VariableNames() {
-		v, err := est.VariableValue(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out[name], err = numeric.Float64s(v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
 // TestResNetParameters: ResNet-N has the trainable parameters of He et
 // al.'s CIFAR network with projection shortcuts, as counted by PyTorch for
 // bench/torch_resnet.py's identical network (kernels, batch norm γ and β,
@@ -139,12 +126,12 @@ func TestResNetTowersEqualOneDevice(t *testing.T) {
 	feats, labels := colourData(10, 8, 2)
 	one := newEstimator(t, 8, 1, "")
 	train(t, one, feats, labels, 10, 3)
-	want := variables(t, one)
+	want := vartest.Variables(t, one)
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("towers%d", n), func(t *testing.T) {
 			est := newEstimator(t, 8, n, "")
 			train(t, est, feats, labels, 10, 3)
-			if diff := cmp.Diff(want, variables(t, est), cmpopts.EquateApprox(1e-4, 1e-5)); diff != "" {
+			if diff := cmp.Diff(want, vartest.Variables(t, est), cmpopts.EquateApprox(1e-4, 1e-5)); diff != "" {
 				t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
 			}
 		})
@@ -168,7 +155,7 @@ func TestResNetResumesExactly(t *testing.T) {
 	}
 	second := newEstimator(t, 8, 2, dir)
 	train(t, second, feats, labels, 6, k)
-	want, got := variables(t, ref), variables(t, second)
+	want, got := vartest.Variables(t, ref), vartest.Variables(t, second)
 	if got[model.GlobalStepName][0] != 2*k {
 		t.Errorf("global step %v, want %d", got[model.GlobalStepName], 2*k)
 	}
