@@ -39,10 +39,14 @@ type Fusion struct {
 	spans       []span
 }
 
+// Bucket returns the bucket size in bytes: BucketBytes, or
+// DefaultBucketBytes when that is not positive.
+func (x *Fusion) Bucket() int { return cmp.Or(max(x.BucketBytes, 0), DefaultBucketBytes) }
+
 // AllReduce sums every segment's Scale·Data over c's ranks, in place. Every
 // rank passes segments of the same kinds and lengths in the same order.
 func (x *Fusion) AllReduce(ctx context.Context, c Comm, segs []Segment) error {
-	bucket := cmp.Or(max(x.BucketBytes, 0), DefaultBucketBytes)
+	bucket := x.Bucket()
 	var n32, n64 int
 	for _, s := range segs {
 		switch d := s.Data.(type) {

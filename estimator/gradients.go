@@ -50,7 +50,7 @@ func (e *Estimator) ComputeGradients(ctx context.Context, batch Batch) (Gradient
 	if err != nil {
 		return Gradients{}, err
 	}
-	weights := weightsOf(e.store())
+	weights := e.store().WeightVariables()
 	out := Gradients{Loss: loss, ByName: make(map[string]*tensor.Dense, len(grads)), Flat: make([]float64, flatSize(weights))}
 	at := offsets(weights)
 	for _, g := range grads {
@@ -93,7 +93,7 @@ func (e *Estimator) ApplyGradients(ctx context.Context, g Gradients) error {
 	case g.ByName != nil:
 		grads, err = gradientsByName(want, g.ByName)
 	case g.Flat != nil:
-		grads, err = flatGradients(weightsOf(e.store()), want, g.Flat)
+		grads, err = flatGradients(e.store().WeightVariables(), want, g.Flat)
 	default:
 		err = fmt.Errorf("no gradients: set Gradients.ByName or Gradients.Flat")
 	}
@@ -152,12 +152,6 @@ func flatGradients(weights, want []*towers.Variable, flat []float64) ([]replicat
 		out = append(out, replicate.Gradient{Variable: v, Value: value})
 	}
 	return out, nil
-}
-
-// weightsOf returns the store's weights, its trainable variables in
-// creation order: towers.Store.Flat's layout.
-func weightsOf(s *towers.Store) []*towers.Variable {
-	return slices.DeleteFunc(s.Variables(), func(v *towers.Variable) bool { return !v.Trainable() })
 }
 
 func flatSize(weights []*towers.Variable) int {

@@ -311,7 +311,7 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 		if noGrad(grads[i]) {
 			continue
 		}
-		if err := checkGrad(v, grads[i]); err != nil {
+		if err := CheckGradient(v, grads[i]); err != nil {
 			return err
 		}
 	}
@@ -448,7 +448,10 @@ func noGrad(g any) bool {
 	return false
 }
 
-func checkGrad(v *towers.Variable, g any) error {
+// CheckGradient is an error, wrapping ErrMismatch and naming the
+// variable, unless g is a []float32 or []float64 of v's dtype and size:
+// what an optimizer's Apply checks of every gradient before it writes.
+func CheckGradient(v *towers.Variable, g any) error {
 	ok := false
 	n := -1
 	switch g := g.(type) {

@@ -80,8 +80,6 @@ type across struct {
 	// open: a run is under way in which the other ranks expect this one
 	// at their next header; Leave closes it.
 	open bool
-	// global is the last header's sums.
-	global header
 }
 
 // header is what a phase's header sums over the ranks.
@@ -128,7 +126,6 @@ func (x *across) exchange(ctx context.Context, status int, h header, aux float64
 		x.open = false
 		return g, nil, &PeerError{Rank: stopped}
 	}
-	x.global = g
 	return g, buf[hFixed+n : hFixed+2*n], nil
 }
 

@@ -1,7 +1,6 @@
 package replicate
 
 import (
-	"cmp"
 	"context"
 
 	"github.com/towerflow/towerflow/collective"
@@ -71,7 +70,7 @@ func layOut(b *build) {
 // reduce sums the arena over the processes in place, in buckets of at
 // most the configured bytes, then the other state updates.
 func (x *across) reduce(ctx context.Context, a *arena) error {
-	bucket := cmp.Or(max(x.fusion.BucketBytes, 0), collective.DefaultBucketBytes)
+	bucket := x.fusion.Bucket()
 	if err := inBuckets(ctx, a.f32, max(bucket/4, 1), x.comm.AllReduceFloat32); err != nil {
 		x.open = false
 		return err

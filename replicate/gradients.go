@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"gorgonia.org/tensor"
-
 	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/sharding"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -185,7 +184,7 @@ func setGradients(b *build, grads []Gradient) error {
 			if !ok {
 				return fmt.Errorf("no gradient of %q; want gradients of %s", v.Name(), want())
 			}
-			if err := checkGradient(v.Name(), v.Dtype(), v.Size(), g); err != nil {
+			if err := optimizers.CheckGradient(v, g); err != nil {
 				return fmt.Errorf("%w; want gradients of %s", err, want())
 			}
 			n++
@@ -208,31 +207,4 @@ func setGradients(b *build, grads []Gradient) error {
 		}
 	}
 	return nil
-}
-
-// checkGradient is an error unless g is a []float32 or []float64 of the
-// variable's dtype and size.
-func checkGradient(name string, dt tensor.Dtype, size int, g any) error {
-	ok := false
-	switch s := g.(type) {
-	case []float32:
-		ok = dt == tensor.Float32 && len(s) == size
-	case []float64:
-		ok = dt == tensor.Float64 && len(s) == size
-	}
-	if !ok {
-		return fmt.Errorf("gradient of %q is a %T of %d elements, the variable %v of %d", name, g, sliceLen(g), dt, size)
-	}
-	return nil
-}
-
-// sliceLen is the length of a float slice, -1 for anything else.
-func sliceLen(g any) int {
-	switch s := g.(type) {
-	case []float32:
-		return len(s)
-	case []float64:
-		return len(s)
-	}
-	return -1
 }

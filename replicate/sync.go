@@ -117,7 +117,7 @@ func (x *across) broadcastVariables(ctx context.Context, vars []*towers.Variable
 		return nil
 	}
 	root := x.comm.Rank() == 0
-	buf := make([]byte, min(total, cmp.Or(max(x.fusion.BucketBytes, 0), collective.DefaultBucketBytes)))
+	buf := make([]byte, min(total, x.fusion.Bucket()))
 	type part struct {
 		b  []byte
 		at int

@@ -187,14 +187,14 @@ func (e *Engine) computeStep(ctx context.Context, batch sharding.Batch, hooks St
 			return nil, loss, err
 		}
 	}
-	scale := 1.0
+	scale, rowShare := 1.0, 1.0
 	sync := e.x != nil && e.x.avg.Every <= 0
 	xctx := ctx // the context of the step's collectives
 	if sync {
 		var cancel context.CancelFunc
 		xctx, cancel = bound(ctx)
 		defer cancel()
-		if loss, scale, err = e.stepHeader(xctx, b, loss); err != nil {
+		if loss, scale, rowShare, err = e.stepHeader(xctx, b, loss); err != nil {
 			return nil, 0, fmt.Errorf("train step %d: %w", e.Step(), err)
 		}
 	}
@@ -203,10 +203,6 @@ func (e *Engine) computeStep(ctx context.Context, batch sharding.Batch, hooks St
 	region.End()
 	if err != nil {
 		return nil, 0, err
-	}
-	rowShare := 1.0
-	if sync {
-		rowShare = float64(sumRows(b.rows)) / e.x.global.rows
 	}
 	if err := combineUpdates(b, rowShare); err != nil {
 		return nil, 0, err
@@ -258,19 +254,17 @@ func (e *Engine) applyStep(ctx context.Context, b *build) error {
 }
 
 // stepHeader runs a training step's header: this process's rows, towers
-// and loss go in; the loss over every process, and this process's scale
-// on its gradients, come out.
-func (e *Engine) stepHeader(ctx context.Context, b *build, loss float64) (global, scale float64, err error) {
-	local := header{towers: float64(len(b.towers)), loss: loss}
-	for _, n := range b.rows {
-		local.rows += float64(n)
-	}
+// and loss go in; the loss over every process, this process's scale on its
+// gradients, and its share of every process's rows (the weight of its
+// assigned state values, whatever the loss reduction) come out.
+func (e *Engine) stepHeader(ctx context.Context, b *build, loss float64) (global, scale, rowShare float64, err error) {
+	local := header{rows: float64(sumRows(b.rows)), towers: float64(len(b.towers)), loss: loss}
 	local.lossRows, local.lossTowers = loss*local.rows, loss*local.towers
 	g, _, err := e.x.exchange(ctx, statusOK, local, 0)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return globalLoss(e.cfg.Reduction, g), processScale(e.cfg.Reduction, local, g), nil
+	return globalLoss(e.cfg.Reduction, g), processScale(e.cfg.Reduction, local, g), processScale(BatchMean, local, g), nil
 }
 
 // sumRows is the rows of a batch's shards together.

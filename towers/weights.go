@@ -24,6 +24,14 @@ func (s *Store) weights() []*Variable {
 	return out
 }
 
+// WeightVariables returns the weights, the trainable variables, in
+// creation order: the layout of Flat and SetFlat.
+func (s *Store) WeightVariables() []*Variable {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.weights()
+}
+
 // Weights returns a copy of every trainable variable by name.
 func (s *Store) Weights() map[string]*tensor.Dense {
 	s.mu.RLock()
