@@ -194,13 +194,7 @@ func moments[T float](b *batchNorm, x, shift []T, n, c, hw int) error {
 	for i := range n {
 		for ch := range c {
 			// In T within a row of positions, in float64 across them.
-			var s, ss T
-			m := shift[ch]
-			for _, v := range x[(i*c+ch)*hw : (i*c+ch+1)*hw] {
-				d := v - m
-				s += d
-				ss += d * d
-			}
+			s, ss := sumsAbout(x[(i*c+ch)*hw:(i*c+ch+1)*hw], shift[ch])
 			p[ch] += float64(s)
 			p[c+ch] += float64(ss)
 		}
@@ -312,16 +306,7 @@ func batchNormDo[T float](op *batchNormOp, in []G.Value) (G.Value, error) {
 			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
 			m, s := T(b.mean[ch]), T(b.invStd[ch])
 			g, be := gamma[ch], beta[ch]
-			xs, hs, os := x[lo:hi], xh[lo:hi], o[lo:hi]
-			for j, v := range xs {
-				h := (v - m) * s
-				hs[j] = h
-				y := g*h + be
-				if relu {
-					y = max(y, 0)
-				}
-				os[j] = y
-			}
+			normalize(x[lo:hi], xh[lo:hi], o[lo:hi], m, s, g, be, relu)
 		}
 	}
 	return out, nil
@@ -452,20 +437,13 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 	for i := range n {
 		for ch := range c {
 			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
-			ds, ys, hs := o[lo:hi], y[lo:hi], xh[lo:hi]
-			copy(ds, g[lo:hi])
+			ds := o[lo:hi]
 			if relu {
-				for j, v := range ys {
-					if v <= 0 {
-						ds[j] = 0
-					}
-				}
+				mask(ds, y[lo:hi], g[lo:hi])
+			} else {
+				copy(ds, g[lo:hi])
 			}
-			var s, sx T
-			for j, d := range ds {
-				s += d
-				sx += d * hs[j]
-			}
+			s, sx := sumAndDot(ds, xh[lo:hi])
 			b.dSums[ch] += float64(s)
 			b.dSums[c+ch] += float64(sx)
 		}
@@ -505,10 +483,7 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 			ms, mx := T(scale*sums[ch]/b.count), T(scale*sums[c+ch]/b.count)
 			kt := T(k)
 			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
-			ds, hs := o[lo:hi], xh[lo:hi]
-			for j, d := range ds {
-				ds[j] = kt * (d - ms - hs[j]*mx)
-			}
+			project(o[lo:hi], xh[lo:hi], kt, ms, mx)
 		}
 	}
 	return out, nil

@@ -84,6 +84,7 @@ func (g convGeom) kernel() tensor.Shape { return tensor.Shape{g.f, g.c, g.kh, g.
 func (g convGeom) out() tensor.Shape    { return tensor.Shape{g.n, g.f, g.oh, g.ow} }
 func (g convGeom) ckk() int             { return g.c * g.kh * g.kw }
 func (g convGeom) ohw() int             { return g.oh * g.ow }
+func (g convGeom) strideOne() bool      { return g.sh == 1 && g.sw == 1 }
 func (g convGeom) String() string {
 	return fmt.Sprintf("%v⋆%v stride (%d, %d) padding (%d, %d)", g.in(), g.kernel(), g.sh, g.sw, g.ph, g.pw)
 }
@@ -224,6 +225,13 @@ func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 	}
 	out := op.out.get(in[0].Dtype(), g.out())
 	o := data[T](out)
+	if g.n == 0 {
+		return out, nil
+	}
+	if g.strideOne() {
+		convTaps(g, x, k, b, o, op.act == ReLU)
+		return out, nil
+	}
 	cols := data[T](op.cols.get(in[0].Dtype(), tensor.Shape{g.ckk(), g.ohw()}))
 	inSize, outSize, ohw := g.c*g.h*g.w, g.f*g.ohw(), g.ohw()
 	for n := range g.n {
@@ -313,6 +321,17 @@ func convGradDo[T float](op *convGradOp, in []G.Value) (G.Value, error) {
 	_, shape := op.shapes()
 	out := op.out.get(in[0].Dtype(), shape)
 	o := data[T](out)
+	switch {
+	case g.n == 0:
+		clear(o)
+		return out, nil
+	case g.strideOne() && op.input:
+		convTapsInputGrad(g, a, dz, o)
+		return out, nil
+	case g.strideOne():
+		convTapsKernelGrad(g, a, dz, o)
+		return out, nil
+	}
 	clear(o)
 	cols := data[T](op.cols.get(in[0].Dtype(), tensor.Shape{g.ckk(), g.ohw()}))
 	inSize, outSize := g.c*g.h*g.w, g.f*g.ohw()

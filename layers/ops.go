@@ -108,20 +108,32 @@ func newScalar[T float](x T) G.Value {
 // gemm computes c = op(a)·op(b) + beta·c for row-major matrices, with op a
 // transpose when the flag says so, in the BLAS gorgonia is using.
 func gemm[T float](transA, transB bool, m, n, k int, a, b []T, beta T, c []T) {
-	ta, lda := G.WhichBLAS(), k
+	lda, ldb := k, n
+	if transA {
+		lda = m
+	}
+	if transB {
+		ldb = k
+	}
+	gemmLD(transA, transB, m, n, k, a, lda, b, ldb, beta, c, n)
+}
+
+// gemmLD is gemm on matrices whose rows lie lda, ldb and ldc elements
+// apart.
+func gemmLD[T float](transA, transB bool, m, n, k int, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	ta := G.WhichBLAS()
 	tA, tB := blas.NoTrans, blas.NoTrans
 	if transA {
-		tA, lda = blas.Trans, m
+		tA = blas.Trans
 	}
-	ldb := n
 	if transB {
-		tB, ldb = blas.Trans, k
+		tB = blas.Trans
 	}
 	switch a := any(a).(type) {
 	case []float32:
-		ta.Sgemm(tA, tB, m, n, k, 1, a, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), n)
+		ta.Sgemm(tA, tB, m, n, k, 1, a, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), ldc)
 	case []float64:
-		ta.Dgemm(tA, tB, m, n, k, 1, a, lda, any(b).([]float64), ldb, float64(beta), any(c).([]float64), n)
+		ta.Dgemm(tA, tB, m, n, k, 1, a, lda, any(b).([]float64), ldb, float64(beta), any(c).([]float64), ldc)
 	}
 }
 

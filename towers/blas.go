@@ -19,6 +19,7 @@ func SetBLASThreads(n int) error {
 	return nil
 }
 
-// BLAS names the BLAS towers use ("gonum" or "OpenBLAS") and the threads
-// one call may use, as SetBLASThreads set them.
-func BLAS() (name string, threads int) { return blasName, blasThreads() }
+// BLAS names the BLAS towers use, "gonum" or "OpenBLAS (K kernels)" with K
+// the CPU whose kernels OpenBLAS runs ("SkylakeX" on a CPU with AVX-512),
+// and the threads one call may use, as SetBLASThreads set them.
+func BLAS() (name string, threads int) { return blasName(), blasThreads() }

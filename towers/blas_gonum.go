@@ -10,7 +10,7 @@ import (
 	G "gorgonia.org/gorgonia"
 )
 
-const blasName = "gonum"
+func blasName() string { return "gonum" }
 
 // gonumThreads is the BLAS thread setting of the pure-Go build: 1 (the
 // default) splits every matrix product into panels small enough that gonum

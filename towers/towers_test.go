@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -282,6 +283,11 @@ func TestSetBLASThreads(t *testing.T) {
 	t.Cleanup(func() { _ = towers.SetBLASThreads(before) })
 	if before != 1 {
 		t.Errorf("%s: starts with %d threads a call, want 1", name, before)
+	}
+	// OpenBLAS's name says whose kernels it runs: the CPU it detected or
+	// OPENBLAS_CORETYPE names.
+	if name != "gonum" && !regexp.MustCompile(`^OpenBLAS \(\w+ kernels\)$`).MatchString(name) {
+		t.Errorf("BLAS() = %q, want gonum or OpenBLAS (CPU kernels)", name)
 	}
 	for _, c := range []struct {
 		n       int
