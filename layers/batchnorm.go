@@ -162,7 +162,6 @@ type batchNorm struct {
 	mean    []float64 // per channel
 	varB    []float64 // biased variance
 	invStd  []float64
-	xhat    buffer
 	partial []float64 // scratch for the groups
 	// dSums is this tower's Σ dz and Σ dz·x̂ per channel, from the input
 	// gradient's op: β's and γ's gradients.
@@ -299,14 +298,13 @@ func batchNormDo[T float](op *batchNormOp, in []G.Value) (G.Value, error) {
 	}
 	out := op.out.get(in[0].Dtype(), in[0].Shape())
 	o := data[T](out)
-	xh := data[T](b.xhat.get(in[0].Dtype(), in[0].Shape()))
 	relu := b.act == ReLU
 	for i := range n {
 		for ch := range c {
 			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
 			m, s := T(b.mean[ch]), T(b.invStd[ch])
 			g, be := gamma[ch], beta[ch]
-			normalize(x[lo:hi], xh[lo:hi], o[lo:hi], m, s, g, be, relu)
+			normalize(x[lo:hi], o[lo:hi], m, s, g, be, relu)
 		}
 	}
 	return out, nil
@@ -321,7 +319,7 @@ func (op *batchNormOp) String() string        { return op.bn.String() }
 // dx = γ/σ·(dz − (Σ dz + x̂·Σ dz·x̂)/M) with the sums over every tower's
 // rows when synchronized, else dx = γ/σ·dz.
 func (op *batchNormOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
-	dx, err := G.ApplyOp(&batchNormGradOp{bn: op.bn, which: gradX}, output, grad, in[1])
+	dx, err := G.ApplyOp(&batchNormGradOp{bn: op.bn, which: gradX}, output, grad, in[1], in[0])
 	if err != nil {
 		return nil, fmt.Errorf("%v: input gradient: %w", op, err)
 	}
@@ -360,7 +358,7 @@ type batchNormGradOp struct {
 
 func (op *batchNormGradOp) Arity() int {
 	if op.which == gradX {
-		return 3
+		return 4
 	}
 	return 2
 }
@@ -369,7 +367,7 @@ func (op *batchNormGradOp) Type() hm.Type {
 	a := hm.TypeVariable('a')
 	t, v := tensorType(op.bn.dims, a), tensorType(1, a)
 	if op.which == gradX {
-		return hm.NewFnType(t, t, v, t)
+		return hm.NewFnType(t, t, v, t, t)
 	}
 	return hm.NewFnType(t, v, v)
 }
@@ -416,14 +414,20 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 	if err != nil {
 		return nil, err
 	}
-	if b.xhat.t == nil || b.xhat.t.Shape().TotalSize() != len(y) || len(b.invStd) < c {
+	if len(b.invStd) < c {
 		return nil, fmt.Errorf("%v: gradient before the forward pass", op)
 	}
 	gamma, err := backing[T]("gamma", in[2])
 	if err != nil {
 		return nil, err
 	}
-	xh := data[T](b.xhat.t)
+	x, err := backing[T]("input", in[3])
+	if err != nil {
+		return nil, err
+	}
+	if len(x) != len(y) {
+		return nil, fmt.Errorf("%v: input has shape %v, output %v", op, in[3].Shape(), in[0].Shape())
+	}
 	out := op.out.get(in[0].Dtype(), in[0].Shape())
 	o := data[T](out)
 	// dz = grad ⊙ act′ into o, and this tower's Σ dz, Σ dz·x̂ per channel
@@ -443,9 +447,9 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 			} else {
 				copy(ds, g[lo:hi])
 			}
-			s, sx := sumAndDot(ds, xh[lo:hi])
+			s, sx := sumAndDotAbout(ds, x[lo:hi], T(b.mean[ch]))
 			b.dSums[ch] += float64(s)
-			b.dSums[c+ch] += float64(sx)
+			b.dSums[c+ch] += float64(sx) * b.invStd[ch]
 		}
 	}
 	if !b.training {
@@ -480,10 +484,10 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 	for i := range n {
 		for ch := range c {
 			k := float64(gamma[ch]) * b.invStd[ch]
-			ms, mx := T(scale*sums[ch]/b.count), T(scale*sums[c+ch]/b.count)
-			kt := T(k)
+			// x̂·Σ dz·x̂/M = (x − mean)·mx with mx = σ⁻¹·Σ dz·x̂/M.
+			ms, mx := T(scale*sums[ch]/b.count), T(b.invStd[ch]*scale*sums[c+ch]/b.count)
 			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
-			project(o[lo:hi], xh[lo:hi], kt, ms, mx)
+			project(o[lo:hi], x[lo:hi], T(k), ms, T(b.mean[ch]), mx)
 		}
 	}
 	return out, nil

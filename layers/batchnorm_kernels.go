@@ -23,46 +23,43 @@ func sumsAbout[T float](x []T, m T) (s, ss T) {
 	return (s0 + s1) + (s2 + s3), (q0 + q1) + (q2 + q3)
 }
 
-// sumAndDot returns Σ d and Σ d·h.
-func sumAndDot[T float](d, h []T) (s, sh T) {
-	h = h[:len(d)]
+// sumAndDotAbout returns Σ d and Σ d·(x − m).
+func sumAndDotAbout[T float](d, x []T, m T) (s, sx T) {
+	x = x[:len(d)]
 	var s0, s1, s2, s3, p0, p1, p2, p3 T
 	i := 0
 	for ; i+4 <= len(d); i += 4 {
-		v, w := d[i:i+4:i+4], h[i:i+4:i+4]
+		v, w := d[i:i+4:i+4], x[i:i+4:i+4]
 		s0, s1, s2, s3 = s0+v[0], s1+v[1], s2+v[2], s3+v[3]
-		p0, p1, p2, p3 = p0+v[0]*w[0], p1+v[1]*w[1], p2+v[2]*w[2], p3+v[3]*w[3]
+		p0, p1, p2, p3 = p0+v[0]*(w[0]-m), p1+v[1]*(w[1]-m), p2+v[2]*(w[2]-m), p3+v[3]*(w[3]-m)
 	}
 	for j, v := range d[i:] {
 		s0 += v
-		p0 += v * h[i+j]
+		p0 += v * (x[i+j] - m)
 	}
 	return (s0 + s1) + (s2 + s3), (p0 + p1) + (p2 + p3)
 }
 
-// normalize sets h = (x − m)·s and o = act(g·h + b).
-func normalize[T float](x, h, o []T, m, s, g, b T, relu bool) {
-	h, o = h[:len(x)], o[:len(x)]
+// normalize sets o = act(g·(x − m)·s + b). The backward pass takes x − m
+// again from x, rather than the forward pass writing (x − m)·s out for it.
+func normalize[T float](x, o []T, m, s, g, b T, relu bool) {
+	o = o[:len(x)]
 	if relu {
 		for j, v := range x {
-			hv := (v - m) * s
-			h[j] = hv
-			o[j] = max(g*hv+b, 0)
+			o[j] = max(g*((v-m)*s)+b, 0)
 		}
 		return
 	}
 	for j, v := range x {
-		hv := (v - m) * s
-		h[j] = hv
-		o[j] = g*hv + b
+		o[j] = g*((v-m)*s) + b
 	}
 }
 
-// project sets d = k·(d − ms − h·mh): the input's gradient from the output's
-// once the batch's sums are known.
-func project[T float](d, h []T, k, ms, mh T) {
-	h = h[:len(d)]
+// project sets d = k·(d − ms − (x − m)·mx): the input's gradient from the
+// output's once the batch's sums are known.
+func project[T float](d, x []T, k, ms, m, mx T) {
+	x = x[:len(d)]
 	for j, v := range d {
-		d[j] = k * (v - ms - h[j]*mh)
+		d[j] = k * (v - ms - (x[j]-m)*mx)
 	}
 }
