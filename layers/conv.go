@@ -23,9 +23,12 @@ type Conv struct {
 // with the bias and activation fused. The output has shape (N, F, OH, OW)
 // with OH = (H + 2·padding − KH)/stride + 1, likewise OW.
 //
-// Each image is unfolded (im2col) into a buffer the op keeps, and
-// multiplied by the kernel in one BLAS call, which writes the image's output
-// channels in place: nothing is allocated per run, where G.Conv2d allocates
+// With stride 1, the batch is copied into a zero-padded layout a few images
+// at a time and multiplied by the kernel one tap at a time, KH·KW BLAS calls
+// reading the padded images in place (convtaps.go); with a larger stride,
+// each image is unfolded (im2col) into a buffer the op keeps and multiplied
+// by the kernel in one BLAS call. Nothing is allocated per run (the padded
+// copies are scratch shared by every convolution), where G.Conv2d allocates
 // the unfolded batch, the product and a transposed copy every run.
 func Conv2D(x, kernel, bias *G.Node, c Conv) (*G.Node, error) {
 	const op = "layers.Conv2D"
@@ -99,6 +102,14 @@ func (g convGeom) check(got []tensor.Shape, want ...tensor.Shape) error {
 	return nil
 }
 
+// inside returns the output columns [lo, hi) at which kernel column j sees
+// the image rather than its padding: 0 ≤ ox·sw − pw + j < W.
+func (g convGeom) inside(j int) (lo, hi int) {
+	lo = min(max((g.pw-j+g.sw-1)/g.sw, 0), g.ow)
+	hi = max(min((g.w+g.pw-j+g.sw-1)/g.sw, g.ow), lo)
+	return lo, hi
+}
+
 // im2col unfolds one image x (C×H×W) into cols (C·KH·KW × OH·OW): row
 // (c, i, j) holds, for every output position, the input element the kernel
 // tap (c, i, j) sees there, or 0 in the padding.
@@ -110,6 +121,7 @@ func im2col[T float](g convGeom, x, cols []T) {
 			for j := range g.kw {
 				row := cols[r*ohw : (r+1)*ohw]
 				r++
+				lo, hi := g.inside(j)
 				for oy := range g.oh {
 					dst := row[oy*g.ow : (oy+1)*g.ow]
 					iy := oy*g.sh - g.ph + i
@@ -118,24 +130,11 @@ func im2col[T float](g convGeom, x, cols []T) {
 						continue
 					}
 					src := plane[iy*g.w : (iy+1)*g.w]
-					if g.sw == 1 {
-						// ix = ox − pw + j is in the image for ox in [lo, hi).
-						lo := min(max(g.pw-j, 0), g.ow)
-						hi := max(min(g.w+g.pw-j, g.ow), lo)
-						clear(dst[:lo])
-						if hi > lo {
-							copy(dst[lo:hi], src[lo-g.pw+j:hi-g.pw+j])
-						}
-						clear(dst[hi:])
-						continue
+					clear(dst[:lo])
+					for ox, ix := lo, lo*g.sw-g.pw+j; ox < hi; ox, ix = ox+1, ix+g.sw {
+						dst[ox] = src[ix]
 					}
-					for ox := range dst {
-						if ix := ox*g.sw - g.pw + j; ix >= 0 && ix < g.w {
-							dst[ox] = src[ix]
-						} else {
-							dst[ox] = 0
-						}
-					}
+					clear(dst[hi:])
 				}
 			}
 		}
@@ -152,6 +151,7 @@ func col2im[T float](g convGeom, cols, x []T) {
 			for j := range g.kw {
 				row := cols[r*ohw : (r+1)*ohw]
 				r++
+				lo, hi := g.inside(j)
 				for oy := range g.oh {
 					iy := oy*g.sh - g.ph + i
 					if iy < 0 || iy >= g.h {
@@ -159,19 +159,8 @@ func col2im[T float](g convGeom, cols, x []T) {
 					}
 					src := row[oy*g.ow : (oy+1)*g.ow]
 					dst := plane[iy*g.w : (iy+1)*g.w]
-					if g.sw == 1 {
-						lo := min(max(g.pw-j, 0), g.ow)
-						hi := max(min(g.w+g.pw-j, g.ow), lo)
-						d := dst[lo-g.pw+j : hi-g.pw+j]
-						for k, v := range src[lo:hi] {
-							d[k] += v
-						}
-						continue
-					}
-					for ox, v := range src {
-						if ix := ox*g.sw - g.pw + j; ix >= 0 && ix < g.w {
-							dst[ix] += v
-						}
+					for ox, ix := lo, lo*g.sw-g.pw+j; ox < hi; ox, ix = ox+1, ix+g.sw {
+						dst[ix] += src[ox]
 					}
 				}
 			}
