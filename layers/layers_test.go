@@ -275,6 +275,10 @@ func TestAgainstGorgonia(t *testing.T) {
 		convModel(layers.Conv{Padding: [2]int{2, 0}}, true, 3, 2, 4, 6, 3, 1, 3),
 		convModel(layers.Conv{Activation: layers.ReLU, Padding: [2]int{0, 3}}, false, 2, 2, 3, 4, 2, 2, 2),
 		convModel(layers.Conv{}, true, 1, 4, 5, 5, 3, 1, 1),
+		// Large enough to be laid out in chunks of images (two and a
+		// partial one in float32, one at a time in float64), whose kernel
+		// gradients add up.
+		convModel(layers.Conv{Activation: layers.ReLU, Padding: [2]int{1, 1}}, true, 5, 8, 26, 27, 8, 3, 3),
 		convModel(layers.Conv{Activation: layers.ReLU, Stride: [2]int{2, 2}, Padding: [2]int{1, 0}}, true, 3, 2, 7, 6, 3, 3, 3),
 		convModel(layers.Conv{Activation: layers.Linear, Stride: [2]int{1, 2}, Padding: [2]int{2, 2}}, true, 1, 2, 4, 5, 2, 2, 3),
 		// ResNet on 32×32: a strided 3×3 "same" convolution and the 1×1
