@@ -31,9 +31,10 @@ func init() {
 }
 
 // blasName names OpenBLAS and the CPU whose kernels it runs: the one it
-// detected, or the one OPENBLAS_CORETYPE names (README, Performance: on
-// AMD Zen 5, OpenBLAS 0.3.21 detects Cooperlake, whose AVX-512 kernels do
-// ResNet's products up to 1.9 times as fast as the Haswell ones).
+// detected, or the one OPENBLAS_CORETYPE names (README, Performance: on the
+// development VM's AMD CPU OpenBLAS 0.3.21 detects Cooperlake, whose
+// AVX-512 kernels do ResNet's convolution products 1.7–2.2 times as fast
+// as the Haswell ones its environment asks for).
 func blasName() string {
 	return "OpenBLAS (" + C.GoString(C.openblas_get_corename()) + " kernels)"
 }
