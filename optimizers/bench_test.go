@@ -11,10 +11,12 @@ import (
 
 // BenchmarkUpdate times one Apply over a float32 variable of 1<<16
 // elements. In the normal cases the gradients and slots are ordinary
-// numbers; in the subnormal cases a constant tiny gradient keeps a slot in
-// the subnormal range (below 2^-126) step after step: Momentum's
+// numbers; in the subnormal cases a constant tiny gradient would keep a slot
+// in the subnormal range (below 2^-126) step after step: Momentum's
 // accumulator with g = 1e-39, Adam's and RMSProp's second moment with
-// g = 1e-20. Run with -cpu 1 to time the kernel alone.
+// g = 1e-20, whose square 1e-40 is subnormal (the kernels take such a
+// gradient's square as zero: computing it made an Adam step five times as
+// slow). Run with -cpu 1 to time the kernel alone.
 //
 // BenchmarkUpdateOverSubnormalSlots is the case of a model whose units stop
 // getting gradients late in training: every slot full of subnormal values

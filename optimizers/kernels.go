@@ -18,7 +18,11 @@ type step struct {
 // variable's slots in slotNames order. Every slot value that comes out
 // subnormal is flushed to zero (ftz), so that a slot decaying towards zero
 // does not sit for thousands of steps in the range where arithmetic is slow
-// on many processors. The weight decay factor multiplies w in the same
+// on many processors; and a gradient so small that c·g·g, its square's
+// term in a second-moment slot, would be subnormal is taken as zero there
+// (flushUnder below squareFloor(c)): the product itself is the slow
+// operation (five times as slow a step with Adam, BenchmarkUpdate), and its
+// subnormal result was flushed anyway. The weight decay factor multiplies w in the same
 // loop; with no decay it is 1, which leaves w bit for bit as it is.
 func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 	lr := T(s.lr)
@@ -57,9 +61,11 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 		corr2 := T(1 - math.Pow(c.beta2, float64(s.t)))
 		m, v := slots[0][:len(g)], slots[1][:len(g)]
 		w = w[:len(g)]
+		floor := squareFloor(omb2)
 		for i, gi := range g {
 			mi := ftz(b1*ftz(m[i]) + omb1*gi)
-			vi := ftz(b2*ftz(v[i]) + omb2*gi*gi)
+			gs := flushUnder(gi, floor)
+			vi := ftz(b2*ftz(v[i]) + omb2*gs*gs)
 			m[i], v[i] = mi, vi
 			mhat := mi / corr1
 			vhat := vi / corr2
@@ -70,8 +76,10 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 		omr := 1 - rho
 		ms := slots[0][:len(g)]
 		w = w[:len(g)]
+		floor := squareFloor(omr)
 		for i, gi := range g {
-			a := ftz(rho*ftz(ms[i]) + omr*gi*gi)
+			gs := flushUnder(gi, floor)
+			a := ftz(rho*ftz(ms[i]) + omr*gs*gs)
 			ms[i] = a
 			w[i] = w[i]*decay - lr*gi/(sqrt(a)+eps)
 		}
@@ -79,8 +87,10 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 		eps := T(c.eps)
 		acc := slots[0][:len(g)]
 		w = w[:len(g)]
+		floor := squareFloor(T(1))
 		for i, gi := range g {
-			a := ftz(acc[i] + gi*gi)
+			gs := flushUnder(gi, floor)
+			a := ftz(acc[i] + gs*gs)
 			acc[i] = a
 			w[i] = w[i]*decay - lr*gi/(sqrt(a)+eps)
 		}
@@ -100,6 +110,37 @@ func ftz[T numeric.Float](x T) T {
 		return T(ftz32(float32(x)))
 	}
 	return T(ftz64(float64(x)))
+}
+
+// squareFloor returns the bits of the smallest |g| for which c·g·g is a
+// normal number in T (with a factor of 2 to spare for the rounding of the
+// products): flushUnder's threshold.
+func squareFloor[T numeric.Float](c T) uint64 {
+	if unsafe.Sizeof(c) == 4 {
+		return uint64(math.Float32bits(float32(math.Sqrt(2 * 0x1p-126 / float64(c)))))
+	}
+	return math.Float64bits(math.Sqrt(2 * 0x1p-1022 / float64(c)))
+}
+
+// flushUnder returns x, or a zero of its sign where |x| is below the
+// positive number whose bits are t, without a branch, as ftz does.
+func flushUnder[T numeric.Float](x T, t uint64) T {
+	if unsafe.Sizeof(x) == 4 {
+		return T(flushUnder32(float32(x), uint32(t)))
+	}
+	return T(flushUnder64(float64(x), t))
+}
+
+// flushUnder32 and flushUnder64: |x| − t on the bits is negative exactly
+// when |x| < t, so its arithmetic shift right fills the mask with ones then.
+func flushUnder32(x float32, t uint32) float32 {
+	b := math.Float32bits(x)
+	return math.Float32frombits(b &^ (uint32(int32((b&0x7fffffff)-t)>>31) & 0x7fffffff))
+}
+
+func flushUnder64(x float64, t uint64) float64 {
+	b := math.Float64bits(x)
+	return math.Float64frombits(b &^ (uint64(int64((b&0x7fffffffffffffff)-t)>>63) & 0x7fffffffffffffff))
 }
 
 // ftz32 and ftz64: e is the exponent field; -e is negative exactly when e
