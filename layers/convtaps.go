@@ -46,85 +46,53 @@ func (g convGeom) taps() taps {
 // offset is the shift of tap number k (row-major over KH×KW).
 func (t taps) offset(g convGeom, k int) int { return k/g.kw*t.wp + k%g.kw }
 
-// packInput writes x (N×C×H×W) into xp (C rows of l) in the padded layout,
-// every element: the padding zero.
-func packInput[T float](g convGeom, t taps, x, xp []T) {
-	plane, block := g.h*g.w, t.rows*t.wp
-	for c := range g.c {
+// pack writes n images of ch channels of h×w (image-major, as x of shape
+// (N, C, H, W)) into xp, ch rows of l, in the padded layout with image 0 at
+// base: every element of the rows, the padding zero. The input is packed at
+// t.base, the output's gradient at 0 (its extra columns, x ≥ OW or y ≥ OH,
+// are then zero).
+func pack[T float](t taps, n, ch, h, w, base int, x, xp []T) {
+	plane, block := h*w, t.rows*t.wp
+	for c := range ch {
 		row := xp[c*t.l : (c+1)*t.l]
-		clear(row[:t.base])
-		for n := range g.n {
-			img := row[t.base+n*block : t.base+(n+1)*block]
-			src := x[(n*g.c+c)*plane : (n*g.c+c+1)*plane]
-			for y := range g.h {
+		clear(row[:base])
+		for i := range n {
+			img := row[base+i*block : base+(i+1)*block]
+			src := x[(i*ch+c)*plane : (i*ch+c+1)*plane]
+			for y := range h {
 				r := img[y*t.wp : (y+1)*t.wp]
-				copy(r, src[y*g.w:(y+1)*g.w])
-				clear(r[g.w:])
+				copy(r, src[y*w:(y+1)*w])
+				clear(r[w:])
 			}
-			clear(img[g.h*t.wp:])
+			clear(img[h*t.wp:])
 		}
-		clear(row[t.base+g.n*block:])
+		clear(row[base+n*block:])
 	}
 }
 
-// unpackInput reads the input's gradient out of its padded layout dxp into
-// dx (N×C×H×W).
-func unpackInput[T float](g convGeom, t taps, dxp, dx []T) {
-	plane, block := g.h*g.w, t.rows*t.wp
-	for c := range g.c {
-		row := dxp[c*t.l+t.base : (c+1)*t.l]
-		for n := range g.n {
-			img := row[n*block:]
-			dst := dx[(n*g.c+c)*plane : (n*g.c+c+1)*plane]
-			for y := range g.h {
-				copy(dst[y*g.w:(y+1)*g.w], img[y*t.wp:y*t.wp+g.w])
-			}
-		}
-	}
-}
-
-// packOutput writes dz (N×F×OH×OW) into dzp (F rows of l) in the output's
-// layout, zero in the columns thrown away, through column N·rows·wp.
-func packOutput[T float](g convGeom, t taps, dz, dzp []T) {
-	plane, block := g.ohw(), t.rows*t.wp
-	for f := range g.f {
-		row := dzp[f*t.l : f*t.l+g.n*block]
-		for n := range g.n {
-			img := row[n*block : (n+1)*block]
-			src := dz[(n*g.f+f)*plane : (n*g.f+f+1)*plane]
-			for y := range g.oh {
-				r := img[y*t.wp : (y+1)*t.wp]
-				copy(r, src[y*g.ow:(y+1)*g.ow])
-				clear(r[g.ow:])
-			}
-			clear(img[g.oh*t.wp:])
-		}
-	}
-}
-
-// unpackOutput writes act(yp + bias) from the output's layout into out
-// (N×F×OH×OW); b is the bias or nil.
-func unpackOutput[T float](g convGeom, t taps, yp, b, out []T, relu bool) {
-	plane, block := g.ohw(), t.rows*t.wp
-	for f := range g.f {
-		var bf T
+// unpack is pack's inverse: it writes act(xp + bias) of the n images of ch
+// channels of h×w at base in xp into out (N×C×H×W); b is the bias or nil.
+func unpack[T float](t taps, n, ch, h, w, base int, xp, b, out []T, relu bool) {
+	plane, block := h*w, t.rows*t.wp
+	for c := range ch {
+		var bc T
 		if b != nil {
-			bf = b[f]
+			bc = b[c]
 		}
-		row := yp[f*t.l:]
-		for n := range g.n {
-			img := row[n*block:]
-			dst := out[(n*g.f+f)*plane : (n*g.f+f+1)*plane]
-			for y := range g.oh {
-				d, s := dst[y*g.ow:(y+1)*g.ow], img[y*t.wp:y*t.wp+g.ow]
+		row := xp[c*t.l+base:]
+		for i := range n {
+			img := row[i*block:]
+			dst := out[(i*ch+c)*plane : (i*ch+c+1)*plane]
+			for y := range h {
+				d, s := dst[y*w:(y+1)*w], img[y*t.wp:y*t.wp+w]
 				switch {
 				case relu:
-					for i, v := range s {
-						d[i] = max(v+bf, 0)
+					for k, v := range s {
+						d[k] = max(v+bc, 0)
 					}
 				case b != nil:
-					for i, v := range s {
-						d[i] = v + bf
+					for k, v := range s {
+						d[k] = v + bc
 					}
 				default:
 					copy(d, s)
@@ -176,83 +144,82 @@ func (g convGeom) chunk(size int) int {
 // 1 MiB, and 29% slower with the whole batch at once (README, Performance).
 const chunkBytes = 128 << 10
 
-// chunks calls do for each chunk of images: its first image, and the
-// geometry and layout of the chunk.
-func (g convGeom) chunks(size int, do func(n0 int, gc convGeom, t taps)) {
+// chunks calls do for each chunk of images: the chunk's geometry and
+// layout, and the offsets of its first image in the input batch and in the
+// output batch.
+func (g convGeom) chunks(size int, do func(gc convGeom, t taps, in, out int)) {
 	per := g.chunk(size)
 	for n0 := 0; n0 < g.n; n0 += per {
 		gc := g
 		gc.n = min(per, g.n-n0)
-		do(n0, gc, gc.taps())
+		do(gc, gc.taps(), n0*g.c*g.h*g.w, n0*g.f*g.ohw())
 	}
 }
 
-// buffers returns the lengths of a chunk's padded buffers of the input
-// (C rows) and of the output (F rows).
-func (g convGeom) buffers(size int) (in, out int) {
+// tapBuffers is what a stride-1 convolution borrows: the kernel as one F×C
+// matrix per tap (w), and a chunk's padded input (C rows) and output (F
+// rows).
+type tapBuffers[T float] struct{ w, in, out []T }
+
+func borrowTaps[T float](g convGeom) tapBuffers[T] {
 	gc := g
-	gc.n = g.chunk(size)
+	gc.n = g.chunk(sizeOf[T]())
 	t := gc.taps()
-	return g.c * t.l, g.f * t.l
+	return tapBuffers[T]{borrow[T](g.kh * g.kw * g.f * g.c), borrow[T](g.c * t.l), borrow[T](g.f * t.l)}
 }
+
+func (b tapBuffers[T]) giveBack() { giveBack(b.w, b.in, b.out) }
+
+func sizeOf[T float]() int { return int(unsafe.Sizeof(T(0))) }
 
 // convTaps sets out = act(x ⋆ k + b) for a stride-1 convolution.
 func convTaps[T float](g convGeom, x, k, b, out []T, relu bool) {
-	kk, size := g.kh*g.kw, int(unsafe.Sizeof(T(0)))
-	li, lo := g.buffers(size)
-	w, xp, yp := borrow[T](kk*g.f*g.c), borrow[T](li), borrow[T](lo)
-	defer giveBack(w, xp, yp)
-	tapWeights(g, k, w)
-	in, o := g.c*g.h*g.w, g.f*g.ohw()
-	g.chunks(size, func(n0 int, g convGeom, t taps) {
-		packInput(g, t, x[n0*in:], xp)
-		for tap := range kk {
+	buf := borrowTaps[T](g)
+	defer buf.giveBack()
+	tapWeights(g, k, buf.w)
+	g.chunks(sizeOf[T](), func(g convGeom, t taps, in, o int) {
+		pack(t, g.n, g.c, g.h, g.w, t.base, x[in:], buf.in)
+		for tap := range g.kh * g.kw {
 			var beta T
 			if tap > 0 {
 				beta = 1
 			}
-			gemmLD(false, false, g.f, t.nq, g.c, w[tap*g.f*g.c:], g.c, xp[t.offset(g, tap):], t.l, beta, yp, t.l)
+			gemmLD(false, false, g.f, t.nq, g.c, buf.w[tap*g.f*g.c:], g.c, buf.in[t.offset(g, tap):], t.l, beta, buf.out, t.l)
 		}
-		unpackOutput(g, t, yp, b, out[n0*o:], relu)
+		unpack(t, g.n, g.f, g.oh, g.ow, 0, buf.out, b, out[o:], relu)
 	})
 }
 
 // convTapsKernelGrad sets dk to the kernel's gradient Σ dz ⋆ x.
 func convTapsKernelGrad[T float](g convGeom, x, dz, dk []T) {
-	kk, size := g.kh*g.kw, int(unsafe.Sizeof(T(0)))
-	li, lo := g.buffers(size)
-	w, xp, dzp := borrow[T](kk*g.f*g.c), borrow[T](li), borrow[T](lo)
-	defer giveBack(w, xp, dzp)
-	in, o := g.c*g.h*g.w, g.f*g.ohw()
-	g.chunks(size, func(n0 int, g convGeom, t taps) {
-		packInput(g, t, x[n0*in:], xp)
-		packOutput(g, t, dz[n0*o:], dzp)
+	buf := borrowTaps[T](g)
+	defer buf.giveBack()
+	g.chunks(sizeOf[T](), func(g convGeom, t taps, in, o int) {
+		pack(t, g.n, g.c, g.h, g.w, t.base, x[in:], buf.in)
+		pack(t, g.n, g.f, g.oh, g.ow, 0, dz[o:], buf.out)
 		var beta T
-		if n0 > 0 {
+		if in > 0 { // the chunks' gradients add up
 			beta = 1
 		}
-		for tap := range kk {
-			gemmLD(false, true, g.f, g.c, t.nq, dzp, t.l, xp[t.offset(g, tap):], t.l, beta, w[tap*g.f*g.c:], g.c)
+		for tap := range g.kh * g.kw {
+			gemmLD(false, true, g.f, g.c, t.nq, buf.out, t.l, buf.in[t.offset(g, tap):], t.l, beta, buf.w[tap*g.f*g.c:], g.c)
 		}
 	})
-	tapGrads(g, w, dk)
+	tapGrads(g, buf.w, dk)
 }
 
 // convTapsInputGrad sets dx to the input's gradient, the convolution's
 // adjoint applied to dz.
 func convTapsInputGrad[T float](g convGeom, k, dz, dx []T) {
-	kk, size := g.kh*g.kw, int(unsafe.Sizeof(T(0)))
-	li, lo := g.buffers(size)
-	w, dxp, dzp := borrow[T](kk*g.f*g.c), borrow[T](li), borrow[T](lo)
-	defer giveBack(w, dxp, dzp)
-	tapWeights(g, k, w)
-	in, o := g.c*g.h*g.w, g.f*g.ohw()
-	g.chunks(size, func(n0 int, g convGeom, t taps) {
-		packOutput(g, t, dz[n0*o:], dzp)
-		clear(dxp[:g.c*t.l])
-		for tap := range kk {
-			gemmLD(true, false, g.c, t.nq, g.f, w[tap*g.f*g.c:], g.c, dzp, t.l, 1, dxp[t.offset(g, tap):], t.l)
+	buf := borrowTaps[T](g)
+	defer buf.giveBack()
+	tapWeights(g, k, buf.w)
+	g.chunks(sizeOf[T](), func(g convGeom, t taps, in, o int) {
+		pack(t, g.n, g.f, g.oh, g.ow, 0, dz[o:], buf.out)
+		clear(buf.in[:g.c*t.l])
+		for tap := range g.kh * g.kw {
+			gemmLD(true, false, g.c, t.nq, g.f, buf.w[tap*g.f*g.c:], g.c, buf.out, t.l, 1, buf.in[t.offset(g, tap):], t.l)
 		}
-		unpackInput(g, t, dxp, dx[n0*in:])
+		unpack(t, g.n, g.c, g.h, g.w, t.base, buf.in, nil, dx[in:], false)
 	})
 }
