@@ -146,8 +146,9 @@ func applyBatchNorm(op string, s *towers.Scope, name string, x *G.Node, vars [4]
 }
 
 // batchNorm is the state one normalization's ops share within a tower: the
-// forward op writes the statistics and the normalized input, which the
-// moving-statistics and gradient ops of the same run read.
+// forward op writes the statistics, which the moving-statistics and
+// gradient ops of the same run read (the gradient takes x̂ = (x − mean)·σ⁻¹
+// again from the input, which it gets as an input of its own).
 type batchNorm struct {
 	name     string
 	training bool
@@ -346,8 +347,8 @@ const (
 )
 
 // batchNormGradOp is one gradient of a normalization: x's from the
-// forward's output and state, the incoming gradient and γ; γ's and β's
-// (inputs x's gradient and γ) the sums x's op computed.
+// forward's output and state, the incoming gradient, γ and x itself; γ's
+// and β's (inputs x's gradient and γ) the sums x's op computed.
 type batchNormGradOp struct {
 	gradOp
 	bn    *batchNorm

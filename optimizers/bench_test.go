@@ -14,9 +14,10 @@ import (
 // numbers; in the subnormal cases a constant tiny gradient would keep a slot
 // in the subnormal range (below 2^-126) step after step: Momentum's
 // accumulator with g = 1e-39, Adam's and RMSProp's second moment with
-// g = 1e-20, whose square 1e-40 is subnormal (the kernels take such a
-// gradient's square as zero: computing it made an Adam step five times as
-// slow). Run with -cpu 1 to time the kernel alone.
+// g = 1e-20, whose square 1e-40 is subnormal (with the slot at zero the
+// kernels flush such a gradient before squaring it: computing the square
+// made an Adam step five times as slow). Run with -cpu 1 to time the
+// kernel alone.
 //
 // BenchmarkUpdateOverSubnormalSlots is the case of a model whose units stop
 // getting gradients late in training: every slot full of subnormal values

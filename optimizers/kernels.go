@@ -18,12 +18,16 @@ type step struct {
 // variable's slots in slotNames order. Every slot value that comes out
 // subnormal is flushed to zero (ftz), so that a slot decaying towards zero
 // does not sit for thousands of steps in the range where arithmetic is slow
-// on many processors; and a gradient so small that c·g·g, its square's
-// term in a second-moment slot, would be subnormal is taken as zero there
-// (flushUnder below squareFloor(c)): the product itself is the slow
-// operation (five times as slow a step with Adam, BenchmarkUpdate), and its
-// subnormal result was flushed anyway. The weight decay factor multiplies w in the same
-// loop; with no decay it is 1, which leaves w bit for bit as it is.
+// on many processors. A second-moment slot that is zero and a gradient so
+// small that c·g·g, its square's term, comes out subnormal give a zero slot
+// (the sum is flushed); computing that product is itself the slow operation
+// (it made an Adam step five times as slow, BenchmarkUpdate), so in that
+// case alone the gradient is taken as zero before it is squared
+// (flushUnder below squareFloor(c)): the slot comes out the same zero, bit
+// for bit. A slot that is not zero still gets every term, however small.
+// Which case holds is a branch, not a mask: a zero slot is rare and stays
+// zero for many steps, and the mask cost every element 40–75% more time. The weight decay factor multiplies w in the same loop; with no
+// decay it is 1, which leaves w bit for bit as it is.
 func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 	lr := T(s.lr)
 	decay := T(1 - s.lr*c.wd)
@@ -64,8 +68,11 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 		floor := squareFloor(omb2)
 		for i, gi := range g {
 			mi := ftz(b1*ftz(m[i]) + omb1*gi)
-			gs := flushUnder(gi, floor)
-			vi := ftz(b2*ftz(v[i]) + omb2*gs*gs)
+			v0, gs := ftz(v[i]), gi
+			if v0 == 0 {
+				gs = flushUnder(gi, floor)
+			}
+			vi := ftz(b2*v0 + omb2*gs*gs)
 			m[i], v[i] = mi, vi
 			mhat := mi / corr1
 			vhat := vi / corr2
@@ -78,8 +85,11 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 		w = w[:len(g)]
 		floor := squareFloor(omr)
 		for i, gi := range g {
-			gs := flushUnder(gi, floor)
-			a := ftz(rho*ftz(ms[i]) + omr*gs*gs)
+			m0, gs := ftz(ms[i]), gi
+			if m0 == 0 {
+				gs = flushUnder(gi, floor)
+			}
+			a := ftz(rho*m0 + omr*gs*gs)
 			ms[i] = a
 			w[i] = w[i]*decay - lr*gi/(sqrt(a)+eps)
 		}
@@ -89,7 +99,10 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 		w = w[:len(g)]
 		floor := squareFloor(T(1))
 		for i, gi := range g {
-			gs := flushUnder(gi, floor)
+			gs := gi
+			if acc[i] == 0 {
+				gs = flushUnder(gi, floor)
+			}
 			a := ftz(acc[i] + gs*gs)
 			acc[i] = a
 			w[i] = w[i]*decay - lr*gi/(sqrt(a)+eps)
@@ -112,14 +125,16 @@ func ftz[T numeric.Float](x T) T {
 	return T(ftz64(float64(x)))
 }
 
-// squareFloor returns the bits of the smallest |g| for which c·g·g is a
-// normal number in T (with a factor of 2 to spare for the rounding of the
-// products): flushUnder's threshold.
+// squareFloor returns the bits of a bound below which |g| makes c·g·g,
+// computed in T, subnormal or zero: √(smallest normal / c), less 2^-20 of
+// it for the rounding of the two products (each off by at most 2^-24 of
+// the result in float32).
 func squareFloor[T numeric.Float](c T) uint64 {
+	const margin = 1 - 0x1p-20
 	if unsafe.Sizeof(c) == 4 {
-		return uint64(math.Float32bits(float32(math.Sqrt(2 * 0x1p-126 / float64(c)))))
+		return uint64(math.Float32bits(float32(math.Sqrt(0x1p-126/float64(c)) * margin)))
 	}
-	return math.Float64bits(math.Sqrt(2 * 0x1p-1022 / float64(c)))
+	return math.Float64bits(math.Sqrt(0x1p-1022/float64(c)) * margin)
 }
 
 // flushUnder returns x, or a zero of its sign where |x| is below the
