@@ -40,25 +40,18 @@ func sumAndDotAbout[T float](d, x []T, m T) (s, sx T) {
 	return (s0 + s1) + (s2 + s3), (p0 + p1) + (p2 + p3)
 }
 
-// normalize sets o = act((x − m)·(g·s) + b). The backward pass takes x − m
+// normalize sets o = act(g·(x − m)·s + b). The backward pass takes x − m
 // again from x, rather than the forward pass writing (x − m)·s out for it.
-// (A negative y is set to 0 by a test, not by max, which spends a NaN check
-// and a sign fix-up for −0 on every element: 1.3 times as fast.)
 func normalize[T float](x, o []T, m, s, g, b T, relu bool) {
 	o = o[:len(x)]
-	k := g * s
 	if relu {
 		for j, v := range x {
-			y := (v-m)*k + b
-			if y < 0 {
-				y = 0
-			}
-			o[j] = y
+			o[j] = max(g*((v-m)*s)+b, 0)
 		}
 		return
 	}
 	for j, v := range x {
-		o[j] = (v-m)*k + b
+		o[j] = g*((v-m)*s) + b
 	}
 }
 
