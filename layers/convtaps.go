@@ -48,9 +48,10 @@ func (t taps) offset(g convGeom, k int) int { return k/g.kw*t.wp + k%g.kw }
 
 // pack writes n images of ch channels of h×w (image-major, as x of shape
 // (N, C, H, W)) into xp, ch rows of l, in the padded layout with image 0 at
-// base: every element of the rows, the padding zero. The input is packed at
-// t.base, the output's gradient at 0 (its extra columns, x ≥ OW or y ≥ OH,
-// are then zero).
+// base: every element through the last image's rows, the padding zero (no
+// product reads further: the last output's taps end in its image's padding).
+// The input is packed at t.base, the output's gradient at 0 (its extra
+// columns, x ≥ OW or y ≥ OH, are then zero).
 func pack[T float](t taps, n, ch, h, w, base int, x, xp []T) {
 	plane, block := h*w, t.rows*t.wp
 	for c := range ch {
@@ -66,7 +67,6 @@ func pack[T float](t taps, n, ch, h, w, base int, x, xp []T) {
 			}
 			clear(img[h*t.wp:])
 		}
-		clear(row[base+n*block:])
 	}
 }
 
