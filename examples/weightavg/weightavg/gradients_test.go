@@ -56,14 +56,7 @@ func TestGradientsIterationIsATrainStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := task.NewModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	est, err := estimator.New(m, estimator.RunConfig{Seed: seed, LogEvery: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	est := taskEstimator(t, task, seed)
 	defer est.Close()
 	x, y := linreg.Data(batch, seed)
 	in, _ := estimator.FromTensors(x, y, estimator.TensorInput{BatchSize: batch})

@@ -116,14 +116,7 @@ func (r *recorder) rounds() map[int][]int {
 // would have at the end of the round without the others.
 func alone(t *testing.T, task weightavg.Task, seed uint64, round, worker, workers int, steps int64) map[string][]float64 {
 	t.Helper()
-	m, err := task.NewModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	est, err := estimator.New(m, estimator.RunConfig{Seed: seed, LogEvery: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	est := taskEstimator(t, task, seed)
 	defer est.Close()
 	in, err := task.Input(weightavg.RoundSeed(seed, round), worker, workers)
 	if err != nil {
@@ -133,6 +126,21 @@ func alone(t *testing.T, task weightavg.Task, seed uint64, round, worker, worker
 		t.Fatal(err)
 	}
 	return modelValues(t, est.Store())
+}
+
+// taskEstimator returns an Estimator of the task's model, as a worker
+// makes one; the caller closes it.
+func taskEstimator(t *testing.T, task weightavg.Task, seed uint64) *estimator.Estimator {
+	t.Helper()
+	m, err := task.NewModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	est, err := estimator.New(m, estimator.RunConfig{Seed: seed, LogEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return est
 }
 
 // mean is the elementwise mean of the values, name by name.
@@ -206,14 +214,7 @@ func TestK1SGDIsSynchronous(t *testing.T) {
 		t.Fatal(err)
 	}
 	one := mlpTask(t, 16, workers*batch, "sgd")
-	m, err := one.NewModel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	est, err := estimator.New(m, estimator.RunConfig{Seed: seed, LogEvery: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	est := taskEstimator(t, one, seed)
 	defer est.Close()
 	for round := 1; round <= rounds; round++ {
 		in, err := one.Input(weightavg.RoundSeed(seed, round), 0, 1)
