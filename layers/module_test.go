@@ -246,6 +246,36 @@ func TestLayerNames(t *testing.T) {
 			}
 			return nil
 		}, nil},
+		{"unknown activation, dense", func(s *towers.Scope) error {
+			_, err := layers.NewDense(layers.NewModule(s, "enc"), "d", layers.DenseConfig{In: 3, Units: 4, Activation: layers.Activation(9)})
+			return err
+		}, []string{`"enc/d"`, "unknown activation"}},
+		{"unknown activation, conv", func(s *towers.Scope) error {
+			_, err := layers.NewConv2D(layers.NewModule(s, "enc"), "c", layers.Conv2DConfig{In: 3, Filters: 4, Size: [2]int{3, 3}, Conv: layers.Conv{Activation: layers.Activation(9)}})
+			return err
+		}, []string{`"enc/c"`, "unknown activation"}},
+		{"biases of units and filters, none with NoBias", func(s *towers.Scope) error {
+			m := layers.NewModule(s, "")
+			d, err := layers.NewDense(m, "d", layers.DenseConfig{In: 3, Units: 5})
+			if err != nil {
+				return err
+			}
+			c, err := layers.NewConv2D(m, "c", layers.Conv2DConfig{In: 3, Filters: 4, Size: [2]int{3, 2}})
+			if err != nil {
+				return err
+			}
+			n, err := layers.NewConv2D(m, "n", layers.Conv2DConfig{In: 3, Filters: 4, Size: [2]int{1, 1}, NoBias: true})
+			if err != nil {
+				return err
+			}
+			if got := [][]int{d.Bias().Shape(), c.Bias().Shape(), c.Kernel().Shape()}; !cmp.Equal(got, [][]int{{5}, {4}, {4, 3, 3, 2}}) {
+				return fmt.Errorf("dense bias, conv bias and conv kernel shapes %v, want [5] [4] [4 3 3 2]", got)
+			}
+			if n.Bias() != nil {
+				return fmt.Errorf("NoBias conv has bias %v", n.Bias())
+			}
+			return nil
+		}, nil},
 		{"empty name", func(s *towers.Scope) error { return dense(layers.NewModule(s, "encoder"), "", 3, 4, tensor.Float32) },
 			[]string{`"encoder//kernel"`, "empty path element"}},
 		{"batch norm in training twice", func(s *towers.Scope) error {

@@ -50,18 +50,31 @@ func NewDense(m *Module, name string, cfg DenseConfig) (*DenseLayer, error) {
 	if cfg.In <= 0 || cfg.Units <= 0 {
 		return nil, fmt.Errorf("%s(%q): %d inputs, %d units: want both positive", op, l.name, cfg.In, cfg.Units)
 	}
-	if cfg.Activation != Linear && cfg.Activation != ReLU {
-		return nil, fmt.Errorf("%s(%q): unknown activation %v", op, l.name, cfg.Activation)
-	}
-	if l.kernel, err = m.Variable(name+"/kernel", dt, tensor.Shape{cfg.In, cfg.Units}, orInit(cfg.KernelInit, towers.GlorotUniform())); err != nil {
-		return nil, fmt.Errorf("%s(%q): %w", op, l.name, err)
-	}
-	if !cfg.NoBias {
-		if l.bias, err = m.Variable(name+"/bias", dt, tensor.Shape{cfg.Units}, orInit(cfg.BiasInit, towers.Zeros())); err != nil {
-			return nil, fmt.Errorf("%s(%q): %w", op, l.name, err)
-		}
+	if l.kernel, l.bias, err = kernelAndBias(m, op, name, dt, tensor.Shape{cfg.In, cfg.Units}, cfg.Units, cfg.Activation, cfg.NoBias,
+		orInit(cfg.KernelInit, towers.GlorotUniform()), cfg.BiasInit); err != nil {
+		return nil, err
 	}
 	return l, nil
+}
+
+// kernelAndBias checks a layer's activation and gets or creates its
+// variables name/kernel of kshape and, unless noBias, name/bias of units
+// elements (binit nil meaning zeros).
+func kernelAndBias(m *Module, op, name string, dt tensor.Dtype, kshape tensor.Shape, units int, act Activation, noBias bool, kinit, binit towers.Initializer) (kernel, bias *G.Node, err error) {
+	full := m.Name(name)
+	if act != Linear && act != ReLU {
+		return nil, nil, fmt.Errorf("%s(%q): unknown activation %v", op, full, act)
+	}
+	if kernel, err = m.Variable(name+"/kernel", dt, kshape, kinit); err != nil {
+		return nil, nil, fmt.Errorf("%s(%q): %w", op, full, err)
+	}
+	if noBias {
+		return kernel, nil, nil
+	}
+	if bias, err = m.Variable(name+"/bias", dt, tensor.Shape{units}, orInit(binit, towers.Zeros())); err != nil {
+		return nil, nil, fmt.Errorf("%s(%q): %w", op, full, err)
+	}
+	return kernel, bias, nil
 }
 
 // Apply returns act(x·kernel + bias) for x of shape (rows, In), a node of
@@ -132,17 +145,10 @@ func NewConv2D(m *Module, name string, cfg Conv2DConfig) (*Conv2DLayer, error) {
 	if cfg.In <= 0 || cfg.Filters <= 0 || cfg.Size[0] <= 0 || cfg.Size[1] <= 0 {
 		return nil, fmt.Errorf("%s(%q): %d inputs, %d filters of size %v: want all positive", op, l.name, cfg.In, cfg.Filters, cfg.Size)
 	}
-	if cfg.Activation != Linear && cfg.Activation != ReLU {
-		return nil, fmt.Errorf("%s(%q): unknown activation %v", op, l.name, cfg.Activation)
-	}
 	shape := tensor.Shape{cfg.Filters, cfg.In, cfg.Size[0], cfg.Size[1]}
-	if l.kernel, err = m.Variable(name+"/kernel", dt, shape, orInit(cfg.KernelInit, towers.HeNormal())); err != nil {
-		return nil, fmt.Errorf("%s(%q): %w", op, l.name, err)
-	}
-	if !cfg.NoBias {
-		if l.bias, err = m.Variable(name+"/bias", dt, tensor.Shape{cfg.Filters}, orInit(cfg.BiasInit, towers.Zeros())); err != nil {
-			return nil, fmt.Errorf("%s(%q): %w", op, l.name, err)
-		}
+	if l.kernel, l.bias, err = kernelAndBias(m, op, name, dt, shape, cfg.Filters, cfg.Activation, cfg.NoBias,
+		orInit(cfg.KernelInit, towers.HeNormal()), cfg.BiasInit); err != nil {
+		return nil, err
 	}
 	return l, nil
 }
