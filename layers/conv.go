@@ -26,9 +26,9 @@ type Conv struct {
 // With stride 1, the batch is copied into a zero-padded layout a few images
 // at a time and multiplied by the kernel one tap at a time, KH·KW BLAS calls
 // reading the padded images in place (convtaps.go); with a larger stride,
-// each image is unfolded (im2col) into a buffer the op keeps and multiplied
-// by the kernel in one BLAS call. Nothing is allocated per run (the padded
-// copies are scratch shared by every convolution), where G.Conv2d allocates
+// each image is unfolded (im2col) and multiplied by the kernel in one BLAS
+// call. Nothing is allocated per run (the padded copies and the unfolded
+// images are scratch shared by every convolution), where G.Conv2d allocates
 // the unfolded batch, the product and a transposed copy every run.
 func Conv2D(x, kernel, bias *G.Node, c Conv) (*G.Node, error) {
 	const op = "layers.Conv2D"
@@ -171,8 +171,7 @@ func col2im[T float](g convGeom, cols, x []T) {
 // convOp is act(x ⋆ kernel + bias).
 type convOp struct {
 	layer
-	geo  convGeom
-	cols buffer
+	geo convGeom
 }
 
 func (op *convOp) Type() hm.Type { return op.layerType(4) }
@@ -221,7 +220,8 @@ func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 		convTaps(g, x, k, b, o, op.act == ReLU)
 		return out, nil
 	}
-	cols := data[T](op.cols.get(in[0].Dtype(), tensor.Shape{g.ckk(), g.ohw()}))
+	cols := borrow[T](g.ckk() * g.ohw())
+	defer giveBack(cols)
 	inSize, outSize, ohw := g.c*g.h*g.w, g.f*g.ohw(), g.ohw()
 	for n := range g.n {
 		im2col(g, x[n*inSize:(n+1)*inSize], cols)
@@ -265,7 +265,6 @@ type convGradOp struct {
 	geo   convGeom
 	input bool
 	out   buffer
-	cols  buffer
 }
 
 func (op *convGradOp) Arity() int { return 2 }
@@ -322,7 +321,8 @@ func convGradDo[T float](op *convGradOp, in []G.Value) (G.Value, error) {
 		return out, nil
 	}
 	clear(o)
-	cols := data[T](op.cols.get(in[0].Dtype(), tensor.Shape{g.ckk(), g.ohw()}))
+	cols := borrow[T](g.ckk() * g.ohw())
+	defer giveBack(cols)
 	inSize, outSize := g.c*g.h*g.w, g.f*g.ohw()
 	for n := range g.n {
 		dzn := dz[n*outSize : (n+1)*outSize]

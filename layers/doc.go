@@ -21,10 +21,10 @@
 // they are built for a tower's loop, where one graph runs thousands of times
 // with the same shapes:
 //
-//   - each op keeps its output (and its scratch: a strided convolution's
-//     unfolded image, a pooling's argmax) from run to run instead of
-//     allocating it again; what a stride-1 convolution needs only while it
-//     runs (its padded copies) is scratch every op shares. gorgonia's ops
+//   - each op keeps its output (and a pooling its argmax) from run to run
+//     instead of allocating it again; what a convolution needs only while
+//     it runs (its padded copies, or its unfolded image) is scratch every
+//     op shares. gorgonia's ops
 //     allocate their result afresh on each run:
 //     megabytes a step for a 512×512 layer, over a hundred for a
 //     small convolutional network, and with several towers in one process,

@@ -3,9 +3,9 @@ package layers
 import "sync"
 
 // scratch lends the buffers an op needs only while it runs (a convolution's
-// padded copies of its input and gradient): one set serves every op of
-// every tower, so memory grows with the towers running at once, not with
-// the layers of the model.
+// padded copies of its input and gradient, or its unfolded image): one set
+// serves every op of every tower, so memory grows with the towers running
+// at once, not with the layers of the model.
 type scratch[T float] struct {
 	mu   sync.Mutex
 	free [][]T
