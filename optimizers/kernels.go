@@ -22,12 +22,13 @@ type step struct {
 // small that c·g·g, its square's term, comes out subnormal give a zero slot
 // (the sum is flushed); computing that product is itself the slow operation
 // (it made an Adam step five times as slow, BenchmarkUpdate), so in that
-// case alone the gradient is taken as zero before it is squared
-// (flushUnder below squareFloor(c)): the slot comes out the same zero, bit
-// for bit. A slot that is not zero still gets every term, however small.
-// Which case holds is a branch, not a mask: a zero slot is rare and stays
-// zero for many steps, and the mask cost every element 40–75% more time. The weight decay factor multiplies w in the same loop; with no
-// decay it is 1, which leaves w bit for bit as it is.
+// case alone the gradient is taken as zero before it is squared (tiny,
+// below squareFloor(c)): the slot comes out the same zero, bit for bit. A
+// slot that is not zero still gets every term, however small. Which case
+// holds is a branch, not a mask: a zero slot is rare and stays zero for
+// many steps, and a branch-free mask cost every element 40–75% more time.
+// The weight decay factor multiplies w in the same loop; with no decay it
+// is 1, which leaves w bit for bit as it is.
 func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 	lr := T(s.lr)
 	decay := T(1 - s.lr*c.wd)
@@ -69,8 +70,8 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 		for i, gi := range g {
 			mi := ftz(b1*ftz(m[i]) + omb1*gi)
 			v0, gs := ftz(v[i]), gi
-			if v0 == 0 {
-				gs = flushUnder(gi, floor)
+			if v0 == 0 && tiny(gi, floor) {
+				gs = 0
 			}
 			vi := ftz(b2*v0 + omb2*gs*gs)
 			m[i], v[i] = mi, vi
@@ -86,8 +87,8 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 		floor := squareFloor(omr)
 		for i, gi := range g {
 			m0, gs := ftz(ms[i]), gi
-			if m0 == 0 {
-				gs = flushUnder(gi, floor)
+			if m0 == 0 && tiny(gi, floor) {
+				gs = 0
 			}
 			a := ftz(rho*m0 + omr*gs*gs)
 			ms[i] = a
@@ -100,8 +101,8 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 		floor := squareFloor(T(1))
 		for i, gi := range g {
 			gs := gi
-			if acc[i] == 0 {
-				gs = flushUnder(gi, floor)
+			if acc[i] == 0 && tiny(gi, floor) {
+				gs = 0
 			}
 			a := ftz(acc[i] + gs*gs)
 			acc[i] = a
@@ -125,38 +126,21 @@ func ftz[T numeric.Float](x T) T {
 	return T(ftz64(float64(x)))
 }
 
-// squareFloor returns the bits of a bound below which |g| makes c·g·g,
-// computed in T, subnormal or zero: √(smallest normal / c), less 2^-20 of
-// it for the rounding of the two products (each off by at most 2^-24 of
-// the result in float32).
-func squareFloor[T numeric.Float](c T) uint64 {
+// squareFloor returns a bound below which |g| makes c·g·g, computed in T,
+// subnormal or zero: √(smallest normal / c), less 2^-20 of it for the
+// rounding of the two products (each off by at most 2^-24 of the result in
+// float32).
+func squareFloor[T numeric.Float](c T) T {
 	const margin = 1 - 0x1p-20
+	tiny := 0x1p-1022
 	if unsafe.Sizeof(c) == 4 {
-		return uint64(math.Float32bits(float32(math.Sqrt(0x1p-126/float64(c)) * margin)))
+		tiny = 0x1p-126
 	}
-	return math.Float64bits(math.Sqrt(0x1p-1022/float64(c)) * margin)
+	return T(math.Sqrt(tiny/float64(c)) * margin)
 }
 
-// flushUnder returns x, or a zero of its sign where |x| is below the
-// positive number whose bits are t, without a branch, as ftz does.
-func flushUnder[T numeric.Float](x T, t uint64) T {
-	if unsafe.Sizeof(x) == 4 {
-		return T(flushUnder32(float32(x), uint32(t)))
-	}
-	return T(flushUnder64(float64(x), t))
-}
-
-// flushUnder32 and flushUnder64: |x| − t on the bits is negative exactly
-// when |x| < t, so its arithmetic shift right fills the mask with ones then.
-func flushUnder32(x float32, t uint32) float32 {
-	b := math.Float32bits(x)
-	return math.Float32frombits(b &^ (uint32(int32((b&0x7fffffff)-t)>>31) & 0x7fffffff))
-}
-
-func flushUnder64(x float64, t uint64) float64 {
-	b := math.Float64bits(x)
-	return math.Float64frombits(b &^ (uint64(int64((b&0x7fffffffffffffff)-t)>>63) & 0x7fffffffffffffff))
-}
+// tiny reports whether |g| < floor.
+func tiny[T numeric.Float](g, floor T) bool { return g < floor && g > -floor }
 
 // ftz32 and ftz64: e is the exponent field; -e is negative exactly when e
 // is not zero, so its arithmetic shift right fills the mask with ones then.

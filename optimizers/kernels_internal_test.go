@@ -10,9 +10,9 @@ import (
 	"github.com/towerflow/towerflow/internal/numeric"
 )
 
-// TestFlushes: ftz zeroes subnormals and flushUnder everything below its
-// bound, keeping the sign, and both leave other values (infinities and NaNs
-// included) as they are.
+// TestFlushes: ftz zeroes subnormals, keeping the sign, and leaves other
+// values (infinities and NaNs included) as they are; tiny holds strictly
+// inside its bound, and not for NaN.
 func TestFlushes(t *testing.T) {
 	type row struct {
 		name string
@@ -31,10 +31,10 @@ func TestFlushes(t *testing.T) {
 	t.Run("float32", func(t *testing.T) {
 		const bound = float32(1e-20)
 		under := float64(math.Nextafter32(bound, 0))
-		check(t, "flushUnder", func(x float64) float64 { return float64(flushUnder(float32(x), uint64(math.Float32bits(bound)))) }, []row{
-			{"bound", float64(bound), float64(bound)}, {"-bound", -float64(bound), -float64(bound)},
-			{"under", under, 0}, {"-under", -under, negZero},
-			{"one", 1, 1}, {"+Inf", math.Inf(1), math.Inf(1)}, {"-Inf", math.Inf(-1), math.Inf(-1)}, {"NaN", math.NaN(), math.NaN()},
+		check(t, "tiny", func(x float64) float64 { return b2f(tiny(float32(x), bound)) }, []row{
+			{"bound", float64(bound), 0}, {"-bound", -float64(bound), 0},
+			{"under", under, 1}, {"-under", -under, 1}, {"zero", 0, 1},
+			{"one", 1, 0}, {"+Inf", math.Inf(1), 0}, {"-Inf", math.Inf(-1), 0}, {"NaN", math.NaN(), 0},
 		})
 		check(t, "ftz", func(x float64) float64 { return float64(ftz(float32(x))) }, []row{
 			{"smallest normal", 0x1p-126, 0x1p-126},
@@ -45,10 +45,10 @@ func TestFlushes(t *testing.T) {
 	t.Run("float64", func(t *testing.T) {
 		const bound = 1e-200
 		under := math.Nextafter(bound, 0)
-		check(t, "flushUnder", func(x float64) float64 { return flushUnder(x, math.Float64bits(bound)) }, []row{
-			{"bound", bound, bound}, {"-bound", -bound, -bound},
-			{"under", under, 0}, {"-under", -under, negZero},
-			{"one", 1, 1}, {"+Inf", math.Inf(1), math.Inf(1)}, {"-Inf", math.Inf(-1), math.Inf(-1)}, {"NaN", math.NaN(), math.NaN()},
+		check(t, "tiny", func(x float64) float64 { return b2f(tiny(x, bound)) }, []row{
+			{"bound", bound, 0}, {"-bound", -bound, 0},
+			{"under", under, 1}, {"-under", -under, 1}, {"zero", 0, 1},
+			{"one", 1, 0}, {"+Inf", math.Inf(1), 0}, {"-Inf", math.Inf(-1), 0}, {"NaN", math.NaN(), 0},
 		})
 		check(t, "ftz", func(x float64) float64 { return ftz(x) }, []row{
 			{"smallest normal", 0x1p-1022, 0x1p-1022},
@@ -77,13 +77,7 @@ func TestSquareFloorKeepsSlotsExact(t *testing.T) {
 
 func slotsExact[T numeric.Float](t *testing.T, c config, small T) {
 	cs := map[kind]T{kindAdam: T(1 - c.beta2), kindRMSProp: T(1 - c.rho), kindAdagrad: 1}[c.kind]
-	floor := squareFloor(cs)
-	var bound T
-	if _, ok := any(bound).(float32); ok {
-		bound = T(math.Float32frombits(uint32(floor)))
-	} else {
-		bound = T(math.Float64frombits(floor))
-	}
+	bound := squareFloor(cs)
 	var g []T
 	for k := -2048; k < 2048; k++ {
 		g = append(g, bound*T(math.Exp2(float64(k)/256)), nextAfter(bound, k))
@@ -139,6 +133,14 @@ func nextAfter[T numeric.Float](x T, k int) T {
 		return T(math.Float32frombits(uint32(int64(math.Float32bits(f)) + int64(k))))
 	}
 	return T(math.Float64frombits(uint64(int64(math.Float64bits(float64(x))) + int64(k))))
+}
+
+// b2f is 1 for true, 0 for false.
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // sameFloat: equal bits, so that the zeros' signs count, or both NaN.
