@@ -7,6 +7,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/dnnl"
 )
 
 // Conv configures Conv2D: the stride and the zero padding along height and
@@ -216,6 +218,12 @@ func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 	if g.n == 0 {
 		return out, nil
 	}
+	if done, err := convOneDNN(g, dnnl.Forward, op.bias, op.act == ReLU, x, k, b, o); done {
+		if err != nil {
+			return nil, fmt.Errorf("%v: %w", op, err)
+		}
+		return out, nil
+	}
 	if g.strideOne() {
 		convTaps(g, x, k, b, o, op.act == ReLU)
 		return out, nil
@@ -313,6 +321,18 @@ func convGradDo[T float](op *convGradOp, in []G.Value) (G.Value, error) {
 	case g.n == 0:
 		clear(o)
 		return out, nil
+	}
+	pass, in0, in1 := dnnl.KernelGrad, a, dz // (x, dz)
+	if op.input {
+		pass, in0, in1 = dnnl.InputGrad, dz, a // (dz, kernel)
+	}
+	if done, err := convOneDNN(g, pass, false, false, in0, in1, nil, o); done {
+		if err != nil {
+			return nil, fmt.Errorf("%v: %w", op, err)
+		}
+		return out, nil
+	}
+	switch {
 	case g.strideOne() && op.input:
 		convTapsInputGrad(g, a, dz, o)
 		return out, nil

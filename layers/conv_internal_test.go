@@ -131,7 +131,7 @@ func poisonScratch(g convGeom) {
 }
 
 // directConv returns y = x ⋆ k, the kernel's gradient Σ dz·x and the
-// input's Σ dz·k, each as the sum over its terms.
+// input's Σ dz·k, each as the sum over its terms, for any stride.
 func directConv(g convGeom, x, k, dz []float64) (y, dk, dx []float64) {
 	y, dk, dx = make([]float64, g.n*g.f*g.ohw()), make([]float64, len(k)), make([]float64, len(x))
 	for n := range g.n {
@@ -142,7 +142,7 @@ func directConv(g convGeom, x, k, dz []float64) (y, dk, dx []float64) {
 					for c := range g.c {
 						for i := range g.kh {
 							for j := range g.kw {
-								iy, ix := oy-g.ph+i, ox-g.pw+j
+								iy, ix := oy*g.sh-g.ph+i, ox*g.sw-g.pw+j
 								if iy < 0 || iy >= g.h || ix < 0 || ix >= g.w {
 									continue
 								}

@@ -34,7 +34,9 @@
 //     per element in the rectifier's gradient or the pooling;
 //   - matrix products go to the BLAS gorgonia uses (gonum's, or OpenBLAS
 //     with the openblas build tag), with transposes as BLAS flags rather
-//     than copies.
+//     than copies;
+//   - with the dnnl build tag, float32 convolutions and their gradients
+//     run in oneDNN (internal/dnnl; UseOneDNN, ConvBackend).
 //
 // Gradients are symbolic, like gorgonia's: G.Grad (and so a tower's
 // Gradients) differentiates through these ops, and a tower leaves out of

@@ -4,6 +4,7 @@
 //	go run ./cmd/towerbench -model mlp -towers 1,2
 //	go run -tags openblas ./cmd/towerbench -model cnn   # OpenBLAS, see towers/blas_openblas.go
 //	go run -tags openblas ./cmd/towerbench -towers 1 -blas-threads 2
+//	go run -tags openblas,dnnl ./cmd/towerbench -model resnet20   # convolutions in oneDNN, see internal/dnnl
 //
 // Models (float32, synthetic data from a seeded generator, SGD on the mean
 // squared error against random targets), written with towerflow's layers
@@ -62,6 +63,7 @@ import (
 	"time"
 
 	"github.com/towerflow/towerflow/collective"
+	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -91,6 +93,7 @@ func main() {
 	flag.StringVar(&cfg.ops, "ops", "layers", "what the models are written with: layers (towerflow's layers package) or gorgonia (gorgonia's own ops)")
 	flag.IntVar(&cfg.blasThreads, "blas-threads", 0, "threads one BLAS call may use (OpenBLAS only, -tags openblas; 0 leaves the default, 1)")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the data and the initial variables")
+	ownConv := flag.Bool("own-conv", false, "compute convolutions with layers' own code, also in a build with oneDNN (-tags dnnl)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file (go tool pprof)")
 	traceFile := flag.String("trace", "", "write a runtime execution trace of the runs to this file (go tool trace)")
 	flag.Parse()
@@ -108,8 +111,14 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	if *ownConv {
+		if err := layers.UseOneDNN(false); err != nil {
+			fmt.Fprintln(os.Stderr, "towerbench: -own-conv:", err)
+			os.Exit(2)
+		}
+	}
 	blas, threads := towers.BLAS()
-	fmt.Fprintf(os.Stderr, "towerbench: BLAS %s (%d threads a call), GOMAXPROCS %d, ops %s\n", blas, threads, runtime.GOMAXPROCS(0), cfg.ops)
+	fmt.Fprintf(os.Stderr, "towerbench: BLAS %s (%d threads a call), convolutions %s, GOMAXPROCS %d, ops %s\n", blas, threads, layers.ConvBackend(), runtime.GOMAXPROCS(0), cfg.ops)
 	stopProfile, err := record(*cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "towerbench: -cpuprofile:", err)

@@ -1,0 +1,330 @@
+//go:build dnnl
+
+#include "conv.h"
+
+#include <dnnl.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// One engine serves every convolution; oneDNN primitives may run on many
+// threads at once when, as here, each run brings its own scratchpad.
+static dnnl_engine_t engine;
+
+// arg is one argument of a pass: its plain layout, the layout the
+// primitive wants, and the reorder between them (plain to inner for an
+// input, inner to plain for the output; NULL where they agree). The
+// kernel gradient's output also has accumulate, which adds the inner
+// layout into the plain one: the chunks' gradients add up.
+typedef struct {
+	int which;   // DNNL_ARG_*
+	int batch;   // 1: per image, taken a chunk at a time; 0: the kernel
+	dnnl_memory_desc_t plain, inner;
+	dnnl_primitive_t reorder, accumulate;
+	size_t off;  // of inner in the workspace
+} arg;
+
+// pass is one pass of a convolution of a chunk of images.
+typedef struct {
+	dnnl_primitive_desc_t pd;
+	dnnl_primitive_t prim;
+	arg a[3]; // in0, in1, out
+	dnnl_memory_desc_t scratch;
+	size_t scratch_off, size;
+} pass;
+
+// A convolution runs its batch in chunks of g.chunk images (sub[0]) and
+// a last, smaller chunk of the rest (sub[1], when there is a rest).
+struct tf_conv {
+	tf_geom g;
+	dnnl_memory_desc_t bias;
+	long per[2];   // elements per image of the input and the output
+	pass sub[2][TF_PASSES];
+	int subs;
+};
+
+#define TRY(what, f) do { dnnl_status_t s_ = (f); if (s_ != dnnl_success) { *step = what; return s_; } } while (0)
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+// The threads oneDNN uses are the calling thread alone: towerflow runs one
+// tower per core, and a team of threads under every tower would
+// oversubscribe the cores (as OpenBLAS, which towers holds to one thread).
+// The count is a property of the calling OS thread, so every entry sets it.
+static void one_thread(void) { omp_set_num_threads(1); }
+
+// attr returns attributes with a user scratchpad, and with an added sum
+// post-op when sum is set.
+static dnnl_status_t attr(dnnl_primitive_attr_t *a, int sum) {
+	dnnl_status_t s = dnnl_primitive_attr_create(a);
+	if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(*a, dnnl_scratchpad_mode_user);
+	if (s != dnnl_success || !sum) return s;
+	dnnl_post_ops_t ops;
+	if ((s = dnnl_post_ops_create(&ops)) != dnnl_success) return s;
+	if ((s = dnnl_post_ops_append_sum(ops, 1.0f)) == dnnl_success) s = dnnl_primitive_attr_set_post_ops(*a, ops);
+	dnnl_post_ops_destroy(ops);
+	return s;
+}
+
+static size_t scratch_size(dnnl_primitive_desc_t pd) {
+	const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+	return md ? dnnl_memory_desc_get_size(md) : 0;
+}
+
+// reorder_pd makes the reorder from one layout to another, adding to what
+// is there when sum is set; it grows *scratch to the reorder's scratchpad.
+static int reorder_pd(dnnl_primitive_t *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, int sum, size_t *scratch, const char **step) {
+	dnnl_primitive_attr_t a;
+	TRY("reorder attributes", attr(&a, sum));
+	dnnl_primitive_desc_t pd;
+	dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, a);
+	dnnl_primitive_attr_destroy(a);
+	TRY("reorder", s);
+	size_t n = scratch_size(pd);
+	if (n > *scratch) *scratch = n;
+	s = dnnl_primitive_create(r, pd);
+	dnnl_primitive_desc_destroy(pd);
+	TRY("reorder primitive", s);
+	return dnnl_success;
+}
+
+// set_arg fills a from the primitive's layout for argument which; out says
+// a is the output. It grows the pass's workspace and scratchpad.
+static int set_arg(pass *p, arg *a, int which, int batch, dnnl_query_t q, const dnnl_memory_desc_t *plain, int out, size_t *scratch, const char **step) {
+	a->which = which;
+	a->batch = batch;
+	a->plain = *plain;
+	a->inner = *dnnl_primitive_desc_query_md(p->pd, q, 0);
+	// The kernel's gradient always goes through the workspace: the chunks'
+	// gradients are added up on the way out.
+	int acc = out && !batch;
+	if (!acc && dnnl_memory_desc_equal(&a->plain, &a->inner)) return dnnl_success;
+	a->off = p->size;
+	p->size += align64(dnnl_memory_desc_get_size(&a->inner));
+	int r;
+	if (!out) return reorder_pd(&a->reorder, &a->plain, &a->inner, 0, scratch, step);
+	if ((r = reorder_pd(&a->reorder, &a->inner, &a->plain, 0, scratch, step))) return r;
+	if (acc) return reorder_pd(&a->accumulate, &a->inner, &a->plain, 1, scratch, step);
+	return dnnl_success;
+}
+
+// finish creates the pass's primitive and sizes its scratchpad, the
+// largest of its own and its reorders'.
+static int finish(pass *p, size_t scratch, const char **step) {
+	size_t n = scratch_size(p->pd);
+	if (n > scratch) scratch = n;
+	dnnl_dims_t d = {(dnnl_dim_t)(scratch ? scratch : 1)};
+	TRY("scratchpad", dnnl_memory_desc_init_by_tag(&p->scratch, 1, d, dnnl_u8, dnnl_a));
+	p->scratch_off = p->size;
+	p->size += align64(scratch);
+	TRY("primitive", dnnl_primitive_create(&p->prim, p->pd));
+	return dnnl_success;
+}
+
+// spec is an argument of a pass: which, whether per image, the query of
+// the primitive's layout, and the plain layout.
+typedef struct {
+	int which, batch;
+	dnnl_query_t q;
+	const dnnl_memory_desc_t *plain;
+} spec;
+
+// make_pass makes pass p from its operation descriptor and attributes
+// (which it destroys), with the forward pass as hint for a gradient; the
+// third argument is the output.
+static int make_pass(pass *p, const void *desc, dnnl_primitive_attr_t a, dnnl_primitive_desc_t hint, const char *what, const spec sp[3], const char **step) {
+	dnnl_status_t s = dnnl_primitive_desc_create(&p->pd, desc, a, engine, hint);
+	dnnl_primitive_attr_destroy(a);
+	TRY(what, s);
+	size_t scratch = 0;
+	int r;
+	for (int i = 0; i < 3; i++) {
+		if ((r = set_arg(p, &p->a[i], sp[i].which, sp[i].batch, sp[i].q, sp[i].plain, i == 2, &scratch, step))) return r;
+	}
+	return finish(p, scratch, step);
+}
+
+// make creates the three passes of the convolution of n images.
+static int make(const tf_geom *g, long n, dnnl_memory_desc_t *bias, pass *ps, const char **step) {
+	dnnl_dims_t sd = {n, g->c, g->h, g->w}, wd = {g->f, g->c, g->kh, g->kw}, dd = {n, g->f, g->oh, g->ow};
+	dnnl_dims_t strides = {g->sh, g->sw}, pad = {g->ph, g->pw};
+	dnnl_memory_desc_t src, wei, dst, any_src, any_wei, any_dst;
+	TRY("input layout", dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_nchw));
+	TRY("kernel layout", dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_oihw));
+	TRY("output layout", dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_nchw));
+	TRY("input layout", dnnl_memory_desc_init_by_tag(&any_src, 4, sd, dnnl_f32, dnnl_format_tag_any));
+	TRY("kernel layout", dnnl_memory_desc_init_by_tag(&any_wei, 4, wd, dnnl_f32, dnnl_format_tag_any));
+	TRY("output layout", dnnl_memory_desc_init_by_tag(&any_dst, 4, dd, dnnl_f32, dnnl_format_tag_any));
+
+	dnnl_primitive_attr_t a;
+	dnnl_status_t s;
+	int r;
+
+	// Forward.
+	dnnl_convolution_desc_t fd;
+	TRY("forward", dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
+		&any_src, &any_wei, g->bias ? bias : NULL, &any_dst, strides, pad, pad));
+	TRY("forward attributes", attr(&a, 0));
+	if (g->relu) {
+		dnnl_post_ops_t ops;
+		TRY("ReLU", dnnl_post_ops_create(&ops));
+		s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+		if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(a, ops);
+		dnnl_post_ops_destroy(ops);
+		if (s != dnnl_success) { dnnl_primitive_attr_destroy(a); *step = "ReLU"; return s; }
+	}
+	spec fs[3] = {{DNNL_ARG_SRC, 1, dnnl_query_src_md, &src}, {DNNL_ARG_WEIGHTS, 0, dnnl_query_weights_md, &wei}, {DNNL_ARG_DST, 1, dnnl_query_dst_md, &dst}};
+	if ((r = make_pass(&ps[TF_FORWARD], &fd, a, NULL, "forward implementation", fs, step))) return r;
+
+	// The input's gradient.
+	dnnl_convolution_desc_t bd;
+	TRY("input gradient", dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct,
+		&any_src, &any_wei, &any_dst, strides, pad, pad));
+	TRY("input gradient attributes", attr(&a, 0));
+	spec bs[3] = {{DNNL_ARG_DIFF_DST, 1, dnnl_query_diff_dst_md, &dst}, {DNNL_ARG_WEIGHTS, 0, dnnl_query_weights_md, &wei}, {DNNL_ARG_DIFF_SRC, 1, dnnl_query_diff_src_md, &src}};
+	if ((r = make_pass(&ps[TF_INPUT_GRAD], &bd, a, ps[TF_FORWARD].pd, "input gradient implementation", bs, step))) return r;
+
+	// The kernel's gradient.
+	dnnl_convolution_desc_t wd_;
+	TRY("kernel gradient", dnnl_convolution_backward_weights_desc_init(&wd_, dnnl_convolution_direct,
+		&any_src, &any_wei, NULL, &any_dst, strides, pad, pad));
+	TRY("kernel gradient attributes", attr(&a, 0));
+	spec ws[3] = {{DNNL_ARG_SRC, 1, dnnl_query_src_md, &src}, {DNNL_ARG_DIFF_DST, 1, dnnl_query_diff_dst_md, &dst}, {DNNL_ARG_DIFF_WEIGHTS, 0, dnnl_query_diff_weights_md, &wei}};
+	return make_pass(&ps[TF_KERNEL_GRAD], &wd_, a, ps[TF_FORWARD].pd, "kernel gradient implementation", ws, step);
+}
+
+int tf_conv_create(const tf_geom *g, tf_conv **out, const char **step) {
+	one_thread();
+	*out = NULL;
+	if (!engine) TRY("engine", dnnl_engine_create(&engine, dnnl_cpu, 0));
+	if (g->n <= 0 || g->chunk <= 0) { *step = "batch"; return dnnl_invalid_arguments; }
+	tf_conv *c = calloc(1, sizeof *c);
+	if (!c) { *step = "memory"; return dnnl_out_of_memory; }
+	c->g = *g;
+	if (c->g.chunk > g->n) c->g.chunk = g->n;
+	c->per[0] = g->c * g->h * g->w;
+	c->per[1] = g->f * g->oh * g->ow;
+	dnnl_dims_t bd = {g->f};
+	int r = dnnl_memory_desc_init_by_tag(&c->bias, 1, bd, dnnl_f32, dnnl_a);
+	if (r) *step = "bias layout";
+	long rest = g->n % c->g.chunk;
+	c->subs = rest ? 2 : 1;
+	if (!r) r = make(&c->g, c->g.chunk, &c->bias, c->sub[0], step);
+	if (!r && rest) r = make(&c->g, rest, &c->bias, c->sub[1], step);
+	if (r) { tf_conv_destroy(c); return r; }
+	*out = c;
+	return dnnl_success;
+}
+
+void tf_conv_destroy(tf_conv *c) {
+	if (!c) return;
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < TF_PASSES; i++) {
+			pass *p = &c->sub[k][i];
+			for (int j = 0; j < 3; j++) {
+				if (p->a[j].reorder) dnnl_primitive_destroy(p->a[j].reorder);
+				if (p->a[j].accumulate) dnnl_primitive_destroy(p->a[j].accumulate);
+			}
+			if (p->prim) dnnl_primitive_destroy(p->prim);
+			if (p->pd) dnnl_primitive_desc_destroy(p->pd);
+		}
+	}
+	free(c);
+}
+
+size_t tf_conv_workspace(const tf_conv *c, int p) {
+	size_t n = c->sub[0][p].size;
+	if (c->subs > 1 && c->sub[1][p].size > n) n = c->sub[1][p].size;
+	return n + 64;
+}
+
+const char *tf_conv_impl(const tf_conv *c, int p) {
+	const char *impl = "";
+	dnnl_primitive_desc_query(c->sub[0][p].pd, dnnl_query_impl_info_str, 0, &impl);
+	return impl;
+}
+
+static dnnl_status_t reorder(dnnl_stream_t st, dnnl_primitive_t r, dnnl_memory_t from, dnnl_memory_t to, dnnl_memory_t scratch) {
+	dnnl_exec_arg_t a[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratch}};
+	return dnnl_primitive_execute(r, st, 3, a);
+}
+
+// run_sub runs pass p on images [first, first+count) of the batch; kernel
+// says the kernel's layouts must be (re)made: the sub's first chunk.
+static dnnl_status_t run_sub(const tf_conv *c, const pass *p, int which, dnnl_stream_t st, long first, const void *user[3], const float *bias, char *base, int kernel, const char **step) {
+	dnnl_memory_t plain[3] = {0}, inner[3] = {0}, scratch = NULL, b = NULL;
+	dnnl_status_t s;
+	// Which of in0, in1, out is the input's images and which the output's.
+	long per[3] = {c->per[0], 0, c->per[1]};
+	if (which == TF_INPUT_GRAD) { per[0] = c->per[1]; per[2] = c->per[0]; }
+	if (which == TF_KERNEL_GRAD) { per[1] = c->per[1]; per[2] = 0; }
+	*step = "memory";
+	if ((s = dnnl_memory_create(&scratch, &p->scratch, engine, base + p->scratch_off)) != dnnl_success) goto done;
+	for (int i = 0; i < 3; i++) {
+		const float *u = (const float *)user[i] + first * per[i];
+		if ((s = dnnl_memory_create(&plain[i], &p->a[i].plain, engine, (void *)u)) != dnnl_success) goto done;
+		if (p->a[i].reorder && (s = dnnl_memory_create(&inner[i], &p->a[i].inner, engine, base + p->a[i].off)) != dnnl_success) goto done;
+	}
+	*step = "reorder in";
+	for (int i = 0; i < 2; i++) {
+		if (p->a[i].reorder && (p->a[i].batch || kernel) && (s = reorder(st, p->a[i].reorder, plain[i], inner[i], scratch)) != dnnl_success) goto done;
+	}
+	dnnl_exec_arg_t a[5];
+	int n = 0;
+	for (int i = 0; i < 3; i++) {
+		a[n].arg = p->a[i].which;
+		a[n++].memory = p->a[i].reorder ? inner[i] : plain[i];
+	}
+	a[n].arg = DNNL_ARG_SCRATCHPAD;
+	a[n++].memory = scratch;
+	if (which == TF_FORWARD && c->g.bias) {
+		*step = "memory";
+		if ((s = dnnl_memory_create(&b, &c->bias, engine, (void *)bias)) != dnnl_success) goto done;
+		a[n].arg = DNNL_ARG_BIAS;
+		a[n++].memory = b;
+	}
+	*step = "convolution";
+	if ((s = dnnl_primitive_execute(p->prim, st, n, a)) != dnnl_success) goto done;
+	*step = "reorder out";
+	const arg *o = &p->a[2];
+	dnnl_primitive_t r = o->accumulate && first > 0 ? o->accumulate : o->reorder;
+	if (r && (s = reorder(st, r, inner[2], plain[2], scratch)) != dnnl_success) goto done;
+done:
+	for (int i = 0; i < 3; i++) {
+		if (plain[i]) dnnl_memory_destroy(plain[i]);
+		if (inner[i]) dnnl_memory_destroy(inner[i]);
+	}
+	if (scratch) dnnl_memory_destroy(scratch);
+	if (b) dnnl_memory_destroy(b);
+	return s;
+}
+
+int tf_conv_run(const tf_conv *c, int which, const float *in0, const float *in1, const float *bias, float *out, void *ws, const char **step) {
+	one_thread();
+	char *base = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+	const void *user[3] = {in0, in1, out};
+	dnnl_stream_t st = NULL;
+	dnnl_status_t s = dnnl_stream_create(&st, engine, dnnl_stream_default_flags);
+	if (s != dnnl_success) { *step = "stream"; return s; }
+	long m = c->g.chunk;
+	for (long first = 0; first < c->g.n && s == dnnl_success; first += m) {
+		int k = c->g.n - first < m; // the rest
+		s = run_sub(c, &c->sub[k][which], which, st, first, user, bias, base, first == 0 || k, step);
+	}
+	if (s == dnnl_success) {
+		*step = "wait";
+		s = dnnl_stream_wait(st);
+	}
+	dnnl_stream_destroy(st);
+	return s;
+}
+
+const char *tf_version(void) {
+	static char buf[64];
+	const dnnl_version_t *v = dnnl_version();
+	const char *rt = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : v->cpu_runtime == DNNL_RUNTIME_SEQ ? "sequential" : "other";
+	snprintf(buf, sizeof buf, "oneDNN %d.%d.%d (%s)", v->major, v->minor, v->patch, rt);
+	return buf;
+}

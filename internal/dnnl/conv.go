@@ -1,0 +1,119 @@
+//go:build dnnl
+
+package dnnl
+
+/*
+#cgo LDFLAGS: -ldnnl -lgomp
+#include "conv.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// Built says whether towerflow was built with oneDNN.
+const Built = true
+
+var version = sync.OnceValue(func() string { return C.GoString(C.tf_version()) })
+
+// Version names the oneDNN library and its CPU runtime.
+func Version() string { return version() }
+
+// Conv is a convolution's oneDNN primitives, made once per geometry and
+// kept for the life of the process (a model has a handful of geometries).
+type Conv struct {
+	g Geom
+	c *C.tf_conv
+}
+
+var cache struct {
+	sync.Mutex
+	convs map[Geom]made
+}
+
+// made is what Lookup made of a geometry: its primitives, or why none.
+type made struct {
+	c   *Conv
+	err error
+}
+
+// Lookup returns the primitives of geometry g, making them on first use;
+// a geometry oneDNN has no implementation for is an error, every time.
+func Lookup(g Geom) (*Conv, error) {
+	cache.Lock()
+	defer cache.Unlock()
+	if m, ok := cache.convs[g]; ok {
+		return m.c, m.err
+	}
+	if cache.convs == nil {
+		cache.convs = map[Geom]made{}
+	}
+	c, err := create(g)
+	cache.convs[g] = made{c, err}
+	return c, err
+}
+
+func create(g Geom) (*Conv, error) {
+	cg := C.tf_geom{
+		n: C.long(g.N), c: C.long(g.C), h: C.long(g.H), w: C.long(g.W),
+		f: C.long(g.F), kh: C.long(g.KH), kw: C.long(g.KW),
+		sh: C.long(g.SH), sw: C.long(g.SW), ph: C.long(g.PH), pw: C.long(g.PW),
+		oh: C.long(g.OH), ow: C.long(g.OW), chunk: C.long(g.Chunk),
+	}
+	if g.Bias {
+		cg.bias = 1
+	}
+	if g.ReLU {
+		cg.relu = 1
+	}
+	var c *C.tf_conv
+	var step *C.char
+	if s := C.tf_conv_create(&cg, &c, &step); s != 0 {
+		return nil, fmt.Errorf("oneDNN convolution %+v: %s: %s", g, C.GoString(step), status(s))
+	}
+	return &Conv{g: g, c: c}, nil
+}
+
+// Workspace returns the float32 elements Run needs in its workspace for
+// pass p.
+func (c *Conv) Workspace(p Pass) int {
+	return int((C.tf_conv_workspace(c.c, C.int(p)) + 3) / 4)
+}
+
+// Impl names the oneDNN implementation that runs pass p, e.g.
+// "jit:avx512_core".
+func (c *Conv) Impl(p Pass) string { return C.GoString(C.tf_conv_impl(c.c, C.int(p))) }
+
+// Run runs pass p (see Pass) with the workspace ws, at least Workspace(p)
+// elements; bias is read by the forward pass of a geometry with a bias.
+func (c *Conv) Run(p Pass, in0, in1, bias, out, ws []float32) error {
+	if err := c.check(p, in0, in1, bias, out, ws); err != nil {
+		return err
+	}
+	var b *C.float
+	if p == Forward && c.g.Bias {
+		b = (*C.float)(unsafe.Pointer(&bias[0]))
+	}
+	var step *C.char
+	if s := C.tf_conv_run(c.c, C.int(p), ptr(in0), ptr(in1), b, ptr(out), unsafe.Pointer(&ws[0]), &step); s != 0 {
+		return fmt.Errorf("oneDNN convolution %+v, %v: %s: %s", c.g, p, C.GoString(step), status(s))
+	}
+	return nil
+}
+
+func ptr(s []float32) *C.float { return (*C.float)(unsafe.Pointer(&s[0])) }
+
+// status names a dnnl_status_t.
+func status(s C.int) string {
+	names := map[C.int]string{
+		1: "out of memory", 2: "invalid arguments", 3: "unimplemented",
+		4: "iterator ends", 5: "runtime error", 6: "not required",
+	}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("status %d", int(s))
+}

@@ -1,0 +1,35 @@
+// The C side of package dnnl (build tag dnnl): oneDNN convolutions over
+// plain NCHW/OIHW float32 arrays, each run reordering into and out of the
+// layouts oneDNN's fastest implementation picks.
+
+#include <stddef.h>
+
+typedef struct tf_conv tf_conv;
+
+// tf_geom is a convolution: the input's N, C, H, W; the kernel's F, KH, KW;
+// stride, padding, output height and width; a bias and a fused ReLU (0, 1);
+// and how many images each primitive run takes (the batch runs a chunk at
+// a time, so that a chunk's copies stay in cache).
+typedef struct {
+	long n, c, h, w, f, kh, kw, sh, sw, ph, pw, oh, ow;
+	int bias, relu;
+	long chunk;
+} tf_geom;
+
+enum { TF_FORWARD, TF_INPUT_GRAD, TF_KERNEL_GRAD, TF_PASSES };
+
+// tf_conv_create makes the three passes of a convolution; on failure it
+// returns oneDNN's status and sets *step to what failed.
+int tf_conv_create(const tf_geom *g, tf_conv **out, const char **step);
+void tf_conv_destroy(tf_conv *c);
+// tf_conv_workspace is the bytes pass needs besides its arguments.
+size_t tf_conv_workspace(const tf_conv *c, int pass);
+// tf_conv_impl names the oneDNN implementation that runs pass (on a full
+// chunk).
+const char *tf_conv_impl(const tf_conv *c, int pass);
+// tf_conv_run runs pass: forward y = conv(x, k) (+ bias, ReLU) from
+// (in0, in1, bias) = (x, k, b); the input's gradient from (dy, k); the
+// kernel's from (x, dy). ws holds tf_conv_workspace bytes, any alignment.
+int tf_conv_run(const tf_conv *c, int pass, const float *in0, const float *in1, const float *bias, float *out, void *ws, const char **step);
+// tf_version is oneDNN's version and CPU runtime.
+const char *tf_version(void);

@@ -1,0 +1,86 @@
+//go:build dnnl
+
+package dnnl
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestRunChecksItsArguments: slices of the wrong size, a missing bias and
+// a short workspace are errors naming the argument, before oneDNN sees
+// them; a batch of no images or chunks of none cannot be made.
+func TestRunChecksItsArguments(t *testing.T) {
+	g := Geom{N: 2, C: 3, H: 5, W: 5, F: 4, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, OH: 5, OW: 5, Bias: true, Chunk: 1}
+	c, err := Lookup(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, k, y, b := make([]float32, 2*3*25), make([]float32, 4*3*9), make([]float32, 2*4*25), make([]float32, 4)
+	ws := make([]float32, c.Workspace(Forward))
+	for _, tc := range []struct {
+		name             string
+		p                Pass
+		in0, in1, b, out []float32
+		ws               []float32
+		want             string // in the error; "" for none
+	}{
+		{"forward", Forward, x, k, b, y, ws, ""},
+		{"input gradient", InputGrad, y, k, nil, x, make([]float32, c.Workspace(InputGrad)), ""},
+		{"kernel gradient", KernelGrad, x, y, nil, k, make([]float32, c.Workspace(KernelGrad)), ""},
+		{"short input", Forward, x[1:], k, b, y, ws, "argument 0 has 149 elements, want 150"},
+		{"kernel for input", Forward, x, x, b, y, ws, "argument 1 has 150 elements, want 108"},
+		{"output", InputGrad, y, k, nil, y, ws, "argument 2 has 200 elements, want 150"},
+		{"no bias", Forward, x, k, nil, y, ws, "bias has 0 elements, want 4"},
+		{"short workspace", Forward, x, k, b, y, ws[:len(ws)-1], "workspace has"},
+		{"no pass", Pass(7), x, k, b, y, ws, "no pass 7"},
+	} {
+		err := c.Run(tc.p, tc.in0, tc.in1, tc.b, tc.out, tc.ws)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if tc.want == "" && err != nil || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("%s: error %q, want one containing %q", tc.name, got, tc.want)
+		}
+	}
+	for _, bad := range []Geom{{N: 0, C: 1, H: 1, W: 1, F: 1, KH: 1, KW: 1, SH: 1, SW: 1, OH: 1, OW: 1, Chunk: 1}, {N: 1, C: 1, H: 1, W: 1, F: 1, KH: 1, KW: 1, SH: 1, SW: 1, OH: 1, OW: 1}} {
+		if _, err := Lookup(bad); err == nil || !strings.Contains(err.Error(), "batch") {
+			t.Errorf("Lookup(%+v): error %v, want one about the batch", bad, err)
+		}
+	}
+}
+
+// TestKernelGradientAddsUpChunks: the kernel's gradient over a batch run
+// one image at a time equals the one over the whole batch at once (the
+// chunks' gradients are added on the way out, not the last one kept).
+func TestKernelGradientAddsUpChunks(t *testing.T) {
+	g := Geom{N: 5, C: 2, H: 4, W: 4, F: 3, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, OH: 4, OW: 4, Chunk: 5}
+	x, dy := make([]float32, 5*2*16), make([]float32, 5*3*16)
+	for i := range x {
+		x[i] = float32(i%7) - 3
+	}
+	for i := range dy {
+		dy[i] = float32(i%5) - 2
+	}
+	var grads [][]float32
+	for _, chunk := range []int{5, 1, 2} {
+		g.Chunk = chunk
+		c, err := Lookup(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dk := make([]float32, 3*2*9)
+		if err := c.Run(KernelGrad, x, dy, nil, dk, make([]float32, c.Workspace(KernelGrad))); err != nil {
+			t.Fatal(err)
+		}
+		grads = append(grads, dk)
+	}
+	for i, chunk := range []int{1, 2} {
+		if diff := cmp.Diff(grads[0], grads[i+1]); diff != "" {
+			t.Errorf("%d images a chunk (-whole batch +chunks):\n%s", chunk, diff)
+		}
+	}
+}

@@ -1,0 +1,49 @@
+// Package dnnl runs towerflow's float32 convolutions in oneDNN (Intel's
+// deep-learning kernels, Debian's libdnnl-dev) when towerflow is built with
+// -tags dnnl; without the tag it is a stub that says so, and package layers
+// computes every convolution itself.
+//
+// A convolution's three passes (forward, the input's gradient, the
+// kernel's gradient) take and return the plain row-major layouts the rest
+// of towerflow uses (NCHW batches, OIHW kernels). Each run reorders its
+// inputs into the blocked layouts oneDNN's fastest kernels want (nChw16c
+// on AVX-512) and its result back, in a workspace the caller lends, so
+// primitives are shared by every tower and hold no memory of their own
+// between runs. oneDNN runs each pass on the calling thread alone: towers
+// are what use the cores.
+package dnnl
+
+// Geom is one convolution: the input's N, C, H, W; the kernel's F, KH, KW;
+// stride and zero padding; the output's OH, OW; whether the forward pass
+// adds a bias (shape F) and applies a ReLU; and how many images oneDNN
+// takes at a time (Chunk, at least 1): the batch goes through a chunk at a
+// time, so that a chunk's reordered copies stay in cache.
+type Geom struct {
+	N, C, H, W, F, KH, KW, SH, SW, PH, PW, OH, OW int
+	Bias, ReLU                                    bool
+	Chunk                                         int
+}
+
+// Pass is one of a convolution's passes.
+type Pass int
+
+// The passes: with (in0, in1) = (x, kernel) Forward sets out to the
+// convolution of x (plus bias, ReLU); with (dy, kernel) InputGrad sets out
+// to the gradient of x; with (x, dy) KernelGrad sets out to the kernel's.
+const (
+	Forward Pass = iota
+	InputGrad
+	KernelGrad
+)
+
+func (p Pass) String() string {
+	switch p {
+	case Forward:
+		return "forward"
+	case InputGrad:
+		return "input gradient"
+	case KernelGrad:
+		return "kernel gradient"
+	}
+	return "pass?"
+}

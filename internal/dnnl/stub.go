@@ -1,0 +1,30 @@
+//go:build !dnnl
+
+package dnnl
+
+import "errors"
+
+// Built says whether towerflow was built with oneDNN.
+const Built = false
+
+var errNotBuilt = errors.New("towerflow was built without oneDNN (build with -tags dnnl; Debian: apt-get install libdnnl-dev)")
+
+// Version names the oneDNN library; here, none.
+func Version() string { return "" }
+
+// Conv is a convolution's oneDNN primitives; without oneDNN there are none.
+type Conv struct{}
+
+// Lookup says towerflow was built without oneDNN.
+func Lookup(Geom) (*Conv, error) { return nil, errNotBuilt }
+
+// Workspace is zero without oneDNN.
+func (*Conv) Workspace(Pass) int { return 0 }
+
+// Impl is empty without oneDNN.
+func (*Conv) Impl(Pass) string { return "" }
+
+// Run says towerflow was built without oneDNN.
+func (*Conv) Run(Pass, []float32, []float32, []float32, []float32, []float32) error {
+	return errNotBuilt
+}
