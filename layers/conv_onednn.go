@@ -1,7 +1,7 @@
 package layers
 
 import (
-	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/towerflow/towerflow/internal/dnnl"
@@ -38,7 +38,7 @@ func dnnlChunk(g convGeom) int {
 // float32 rounding (the order of the sums differs).
 func UseOneDNN(on bool) error {
 	if on && !dnnl.Built {
-		return errors.New("layers.UseOneDNN: towerflow was built without oneDNN (build with -tags dnnl; Debian: apt-get install libdnnl-dev)")
+		return fmt.Errorf("layers.UseOneDNN: %w", dnnl.ErrNotBuilt)
 	}
 	oneDNN.Store(on)
 	return nil

@@ -7,7 +7,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 // One engine serves every convolution; oneDNN primitives may run on many
 // threads at once when, as here, each run brings its own scratchpad.

@@ -13,6 +13,11 @@
 // are what use the cores.
 package dnnl
 
+import "errors"
+
+// ErrNotBuilt is the error of asking for oneDNN in a build without it.
+var ErrNotBuilt = errors.New("towerflow was built without oneDNN (build with -tags dnnl; Debian: apt-get install libdnnl-dev)")
+
 // Geom is one convolution: the input's N, C, H, W; the kernel's F, KH, KW;
 // stride and zero padding; the output's OH, OW; whether the forward pass
 // adds a bias (shape F) and applies a ReLU; and how many images oneDNN

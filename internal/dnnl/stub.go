@@ -2,12 +2,8 @@
 
 package dnnl
 
-import "errors"
-
 // Built says whether towerflow was built with oneDNN.
 const Built = false
-
-var errNotBuilt = errors.New("towerflow was built without oneDNN (build with -tags dnnl; Debian: apt-get install libdnnl-dev)")
 
 // Version names the oneDNN library; here, none.
 func Version() string { return "" }
@@ -16,7 +12,7 @@ func Version() string { return "" }
 type Conv struct{}
 
 // Lookup says towerflow was built without oneDNN.
-func Lookup(Geom) (*Conv, error) { return nil, errNotBuilt }
+func Lookup(Geom) (*Conv, error) { return nil, ErrNotBuilt }
 
 // Workspace is zero without oneDNN.
 func (*Conv) Workspace(Pass) int { return 0 }
@@ -26,5 +22,5 @@ func (*Conv) Impl(Pass) string { return "" }
 
 // Run says towerflow was built without oneDNN.
 func (*Conv) Run(Pass, []float32, []float32, []float32, []float32, []float32) error {
-	return errNotBuilt
+	return ErrNotBuilt
 }
