@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/chewxy/hm v1.0.0
 	github.com/google/go-cmp v0.7.0
+	golang.org/x/sys v0.29.0
 	golang.org/x/term v0.28.0
 	gonum.org/v1/gonum v0.14.0
 	gonum.org/v1/netlib v0.0.0-20220323200511-14de99971b2d
@@ -25,7 +26,6 @@ require (
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/stretchr/testify v1.9.0 // indirect
 	golang.org/x/image v0.11.0 // indirect
-	golang.org/x/sys v0.29.0 // indirect
 	golang.org/x/text v0.12.0 // indirect
 )
 

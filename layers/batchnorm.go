@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/internal/vec"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -194,7 +195,7 @@ func moments[T float](b *batchNorm, x, shift []T, n, c, hw int) error {
 	for i := range n {
 		for ch := range c {
 			// In T within a row of positions, in float64 across them.
-			s, ss := sumsAbout(x[(i*c+ch)*hw:(i*c+ch+1)*hw], shift[ch])
+			s, ss := vec.SumsAbout(x[(i*c+ch)*hw:(i*c+ch+1)*hw], shift[ch])
 			p[ch] += float64(s)
 			p[c+ch] += float64(ss)
 		}
@@ -305,7 +306,7 @@ func batchNormDo[T float](op *batchNormOp, in []G.Value) (G.Value, error) {
 			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
 			m, s := T(b.mean[ch]), T(b.invStd[ch])
 			g, be := gamma[ch], beta[ch]
-			normalize(x[lo:hi], o[lo:hi], m, s, g, be, relu)
+			vec.Affine(o[lo:hi], x[lo:hi], m, s, g, be, relu)
 		}
 	}
 	return out, nil
@@ -444,11 +445,11 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
 			ds := o[lo:hi]
 			if relu {
-				mask(ds, y[lo:hi], g[lo:hi])
+				vec.Mask(ds, y[lo:hi], g[lo:hi])
 			} else {
 				copy(ds, g[lo:hi])
 			}
-			s, sx := sumAndDotAbout(ds, x[lo:hi], T(b.mean[ch]))
+			s, sx := vec.SumAndDotAbout(ds, x[lo:hi], T(b.mean[ch]))
 			b.dSums[ch] += float64(s)
 			b.dSums[c+ch] += float64(sx) * b.invStd[ch]
 		}
@@ -488,7 +489,7 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 			// x̂·Σ dz·x̂/M = (x − mean)·mx with mx = σ⁻¹·Σ dz·x̂/M.
 			ms, mx := T(scale*sums[ch]/b.count), T(b.invStd[ch]*scale*sums[c+ch]/b.count)
 			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
-			project(o[lo:hi], x[lo:hi], T(k), ms, T(b.mean[ch]), mx)
+			vec.Project(o[lo:hi], x[lo:hi], T(k), ms, T(b.mean[ch]), mx)
 		}
 	}
 	return out, nil

@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/dnnl"
+	"github.com/towerflow/towerflow/internal/vec"
 )
 
 // Conv configures Conv2D: the stride and the zero padding along height and
@@ -241,7 +242,7 @@ func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 				addBias(on[f*ohw:(f+1)*ohw], b[f:f+1], op.act == ReLU)
 			}
 		case op.act == ReLU:
-			rectify(on, on)
+			vec.ReLU(on, on)
 		}
 	}
 	return out, nil

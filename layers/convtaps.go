@@ -1,6 +1,10 @@
 package layers
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/towerflow/towerflow/internal/vec"
+)
 
 // A convolution with stride 1 is computed here without unfolding the input
 // (im2col), as one matrix product per kernel tap over the whole batch.
@@ -85,16 +89,9 @@ func unpack[T float](t taps, n, ch, h, w, base int, xp, b, out []T, relu bool) {
 			dst := out[(i*ch+c)*plane : (i*ch+c+1)*plane]
 			for y := range h {
 				d, s := dst[y*w:(y+1)*w], img[y*t.wp:y*t.wp+w]
-				switch {
-				case relu:
-					for k, v := range s {
-						d[k] = max(v+bc, 0)
-					}
-				case b != nil:
-					for k, v := range s {
-						d[k] = v + bc
-					}
-				default:
+				if b != nil || relu {
+					vec.Affine(d, s, 0, 1, 1, bc, relu) // 1·((v − 0)·1) + bc is v + bc, bit for bit
+				} else {
 					copy(d, s)
 				}
 			}

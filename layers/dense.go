@@ -7,6 +7,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/vec"
 )
 
 // Activation is the function a Dense layer applies to x·kernel + bias.
@@ -165,7 +167,7 @@ func denseDo[T float](op *denseOp, in []G.Value) (G.Value, error) {
 		}
 		addBias(o, b, op.act == ReLU)
 	case op.act == ReLU:
-		rectify(o, o)
+		vec.ReLU(o, o)
 	}
 	return out, nil
 }
@@ -176,15 +178,7 @@ func denseDo[T float](op *denseOp, in []G.Value) (G.Value, error) {
 func addBias[T float](o, b []T, relu bool) {
 	for r := 0; r+len(b) <= len(o); r += len(b) {
 		row := o[r : r+len(b)]
-		if relu {
-			for j, v := range row {
-				row[j] = max(v+b[j], 0)
-			}
-			continue
-		}
-		for j, v := range row {
-			row[j] = v + b[j]
-		}
+		vec.Add(row, row, b, relu)
 	}
 }
 

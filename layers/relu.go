@@ -3,11 +3,12 @@ package layers
 import (
 	"fmt"
 	"hash"
-	"unsafe"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/vec"
 )
 
 // Rectify returns max(x, 0) elementwise, for x of any shape, as one op
@@ -26,13 +27,6 @@ func Rectify(x *G.Node) (*G.Node, error) {
 		return nil, fmt.Errorf("%s(%s): %w", op, x.Name(), err)
 	}
 	return out, nil
-}
-
-// rectify sets dst[i] = max(src[i], 0). NaN stays NaN.
-func rectify[T float](dst, src []T) {
-	for i, v := range src[:len(dst)] {
-		dst[i] = max(v, 0)
-	}
 }
 
 // reluOp is max(x, 0).
@@ -75,7 +69,7 @@ func reluDo[T float](op *reluOp, in G.Value) (G.Value, error) {
 		return newScalar(max(x[0], 0)), nil
 	}
 	out := op.out.get(in.Dtype(), in.Shape())
-	rectify(data[T](out), x)
+	vec.ReLU(data[T](out), x)
 	return out, nil
 }
 
@@ -141,42 +135,12 @@ func reluGradDo[T float](op *reluGradOp, in []G.Value) (G.Value, error) {
 	}
 	if s.IsScalar() {
 		o := []T{0}
-		mask(o, y, g)
+		vec.Mask(o, y, g)
 		return newScalar(o[0]), nil
 	}
 	out := op.out.get(in[0].Dtype(), s)
-	mask(data[T](out), y, g)
+	vec.Mask(data[T](out), y, g)
 	return out, nil
-}
-
-// mask sets o[i] = g[i] where y[i] > 0, else 0. It selects on the bits,
-// without a branch (a comparison of floats would be one, mispredicted on
-// half the elements): a float is above zero exactly when its bits v, read
-// as a signed integer, are (a NaN with the sign bit clear passes too), and
-// for such v alone both −v and ^v have the sign bit set (v = minInt is
-// −0.0: −v is negative but ^v is not). The slices are read as integers
-// throughout, which keeps the floats out of the vector registers: twice as
-// fast as moving every element between the two.
-func mask[T float](o, y, g []T) {
-	switch o := any(o).(type) {
-	case []float32:
-		maskBits(asBits[int32](o), asBits[int32](any(y).([]float32)[:len(o)]), asBits[int32](any(g).([]float32)[:len(o)]))
-	case []float64:
-		maskBits(asBits[int64](o), asBits[int64](any(y).([]float64)[:len(o)]), asBits[int64](any(g).([]float64)[:len(o)]))
-	}
-}
-
-func maskBits[I int32 | int64](o, y, g []I) {
-	y, g = y[:len(o)], g[:len(o)]
-	sign := int(unsafe.Sizeof(I(0)))*8 - 1
-	for i, b := range y {
-		o[i] = g[i] & ((-b & ^b) >> sign)
-	}
-}
-
-// asBits reads a float slice as the signed integers of its bits.
-func asBits[I int32 | int64, F float32 | float64](f []F) []I {
-	return unsafe.Slice((*I)(unsafe.Pointer(unsafe.SliceData(f))), len(f))
 }
 
 func (op *reluGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }

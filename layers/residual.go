@@ -7,6 +7,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/vec"
 )
 
 // Add returns act(a + b) for a and b of one shape, as one op: a residual
@@ -79,16 +81,7 @@ func addDo[T float](op *addOp, in []G.Value) (G.Value, error) {
 		return newScalar(v), nil
 	}
 	out := op.out.get(in[0].Dtype(), s)
-	o := data[T](out)
-	if op.act == ReLU {
-		for i, v := range a {
-			o[i] = max(v+b[i], 0)
-		}
-		return out, nil
-	}
-	for i, v := range a {
-		o[i] = v + b[i]
-	}
+	vec.Add(data[T](out), a, b, op.act == ReLU)
 	return out, nil
 }
 

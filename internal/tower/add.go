@@ -5,6 +5,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/internal/vec"
 )
 
 // isTensorAdd reports whether n is gorgonia's elementwise addition of two
@@ -38,9 +39,9 @@ func (a *adder) Do(in ...G.Value) (G.Value, error) {
 	}
 	switch x := x.(type) {
 	case []float32:
-		addInto(a.out.Data().([]float32), x, y.([]float32))
+		vec.Add(a.out.Data().([]float32), x, y.([]float32), false)
 	case []float64:
-		addInto(a.out.Data().([]float64), x, y.([]float64))
+		vec.Add(a.out.Data().([]float64), x, y.([]float64), false)
 	}
 	return a.out, nil
 }
@@ -62,10 +63,4 @@ func floatPair(in []G.Value) (x, y any, ok bool) {
 		return a, b, ok1 && ok2 && len(a) == len(b)
 	}
 	return nil, nil, false
-}
-
-func addInto[T float32 | float64](dst, a, b []T) {
-	for i, v := range a {
-		dst[i] = v + b[i]
-	}
 }
