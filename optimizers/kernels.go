@@ -47,7 +47,7 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 			var buf [maxSlots][]float32
 			s32 := buf[:len(slots)]
 			for i, slot := range slots {
-				s32[i] = any(slot).([]float32)
+				s32[i] = any(slot).([]float32)[:n]
 			}
 			updateAVX2(c, &k32, any(w).([]float32)[:n], any(g).([]float32)[:n], s32)
 			var rest [maxSlots][]T
@@ -57,39 +57,42 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 			w, g, slots = w[n:], g[n:], rest[:len(slots)]
 		}
 	}
+	// Every product is rounded by a conversion, T(…), before it is added:
+	// without it Go may fuse the two into one multiply-add (GOAMD64=v3),
+	// which neither the assembly nor a v1 build does.
 	switch c.kind {
 	case kindSGD:
 		for i, gi := range g {
-			w[i] = w[i]*k.decay - k.lr*gi
+			w[i] = T(w[i]*k.decay) - T(k.lr*gi)
 		}
 	case kindMomentum:
 		acc := slots[0][:len(g)]
 		if c.nesterov {
 			for i, gi := range g {
-				a := ftz(k.mom*ftz(acc[i]) + gi)
+				a := ftz(T(k.mom*ftz(acc[i])) + gi)
 				acc[i] = a
-				w[i] = w[i]*k.decay - k.lr*(gi+k.mom*a)
+				w[i] = T(w[i]*k.decay) - T(k.lr*(gi+T(k.mom*a)))
 			}
 			return
 		}
 		for i, gi := range g {
-			a := ftz(k.mom*ftz(acc[i]) + gi)
+			a := ftz(T(k.mom*ftz(acc[i])) + gi)
 			acc[i] = a
-			w[i] = w[i]*k.decay - k.lr*a
+			w[i] = T(w[i]*k.decay) - T(k.lr*a)
 		}
 	case kindAdam:
 		m, v := slots[0][:len(g)], slots[1][:len(g)]
 		for i, gi := range g {
-			mi := ftz(k.b1*ftz(m[i]) + k.omb1*gi)
+			mi := ftz(T(k.b1*ftz(m[i])) + T(k.omb1*gi))
 			v0, gs := ftz(v[i]), gi
 			if v0 == 0 && tiny(gi, k.floor) {
 				gs = 0
 			}
-			vi := ftz(k.b2*v0 + k.omb2*gs*gs)
+			vi := ftz(T(k.b2*v0) + T(T(k.omb2*gs)*gs))
 			m[i], v[i] = mi, vi
 			mhat := mi / k.corr1
 			vhat := vi / k.corr2
-			w[i] = w[i]*k.decay - k.lr*mhat/(sqrt(vhat)+k.eps)
+			w[i] = T(w[i]*k.decay) - T(k.lr*mhat)/(sqrt(vhat)+k.eps)
 		}
 	case kindRMSProp:
 		ms := slots[0][:len(g)]
@@ -98,9 +101,9 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 			if m0 == 0 && tiny(gi, k.floor) {
 				gs = 0
 			}
-			a := ftz(k.b2*m0 + k.omb2*gs*gs)
+			a := ftz(T(k.b2*m0) + T(T(k.omb2*gs)*gs))
 			ms[i] = a
-			w[i] = w[i]*k.decay - k.lr*gi/(sqrt(a)+k.eps)
+			w[i] = T(w[i]*k.decay) - T(k.lr*gi)/(sqrt(a)+k.eps)
 		}
 	case kindAdagrad:
 		acc := slots[0][:len(g)]
@@ -109,9 +112,9 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 			if acc[i] == 0 && tiny(gi, k.floor) {
 				gs = 0
 			}
-			a := ftz(acc[i] + gs*gs)
+			a := ftz(acc[i] + T(gs*gs))
 			acc[i] = a
-			w[i] = w[i]*k.decay - k.lr*gi/(sqrt(a)+k.eps)
+			w[i] = T(w[i]*k.decay) - T(k.lr*gi)/(sqrt(a)+k.eps)
 		}
 	}
 }

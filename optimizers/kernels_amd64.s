@@ -19,13 +19,12 @@
 // CONSTS sets Y15 to zeros, Y14 to the exponent field's mask and Y13 to
 // the mask of all but the sign bit.
 #define CONSTS \
-	VXORPS       Y15, Y15, Y15; \
-	MOVL         $0x7f800000, R11; \
-	MOVQ         R11, X14; \
-	VPBROADCASTD X14, Y14; \
-	MOVL         $0x7fffffff, R11; \
-	MOVQ         R11, X13; \
-	VPBROADCASTD X13, Y13
+	VXORPS   Y15, Y15, Y15; \
+	VPCMPEQD Y13, Y13, Y13; \
+	VPSRLD   $1, Y13, Y13; \
+	VPCMPEQD Y14, Y14, Y14; \
+	VPSRLD   $24, Y14, Y14; \
+	VPSLLD   $23, Y14, Y14
 
 // FTZ flushes the subnormal lanes of x to zeros of their sign, as ftz: t
 // is all ones but the sign bit where x's exponent field is zero, and x
@@ -51,6 +50,24 @@
 	VMULPS  DECAY(R8), Y6, Y6; \
 	VSUBPS  u, Y6, Y6; \
 	VMOVUPS Y6, (DI)(AX*4)
+
+// SECOND sets Y3 = ftz(b2·ftz(s) + omb2·gs·gs) from a second-moment slot s
+// in Y3 and g in Y0, as Adam's and RMSProp's loops; Y2, Y4, Y5 are scratch.
+#define SECOND \
+	FTZ(Y3, Y2); \
+	SQUARED(Y0, Y3, Y4, Y2); \
+	VMULPS OMB2(R8), Y4, Y5; \
+	VMULPS Y4, Y5, Y5; \
+	VMULPS B2(R8), Y3, Y3; \
+	VADDPS Y5, Y3, Y3; \
+	FTZ(Y3, Y2)
+
+// ADAPT sets w = w·decay − u/(√v + eps) for v in Y3.
+#define ADAPT(u) \
+	VSQRTPS Y3, Y3; \
+	VADDPS  EPS(R8), Y3, Y3; \
+	VDIVPS  Y3, u, u; \
+	STEPW(u)
 
 #define NEXT(label) \
 	ADDQ $8, AX; \
@@ -141,23 +158,14 @@ adamLoop:
 
 	// vi = ftz(b2·v0 + omb2·gs·gs), v0 = ftz(v)
 	VMOVUPS (R9)(AX*4), Y3
-	FTZ(Y3, Y2)
-	SQUARED(Y0, Y3, Y4, Y2)
-	VMULPS  OMB2(R8), Y4, Y5
-	VMULPS  Y4, Y5, Y5
-	VMULPS  B2(R8), Y3, Y3
-	VADDPS  Y5, Y3, Y3
-	FTZ(Y3, Y2)
+	SECOND
 	VMOVUPS Y3, (R9)(AX*4)
 
 	// w = w·decay − lr·(mi/corr1)/(√(vi/corr2) + eps)
-	VDIVPS  CORR1(R8), Y1, Y1
-	VDIVPS  CORR2(R8), Y3, Y3
-	VSQRTPS Y3, Y3
-	VADDPS  EPS(R8), Y3, Y3
-	VMULPS  LR(R8), Y1, Y1
-	VDIVPS  Y3, Y1, Y1
-	STEPW(Y1)
+	VDIVPS CORR1(R8), Y1, Y1
+	VDIVPS CORR2(R8), Y3, Y3
+	VMULPS LR(R8), Y1, Y1
+	ADAPT(Y1)
 	NEXT(adamLoop)
 	VZEROUPPER
 	RET
@@ -176,19 +184,10 @@ rmspropLoop:
 	// a = ftz(ρ·m0 + (1−ρ)·gs·gs), m0 = ftz(ms); w = w·decay − lr·g/(√a + eps)
 	VMOVUPS (SI)(AX*4), Y0
 	VMOVUPS (DX)(AX*4), Y3
-	FTZ(Y3, Y2)
-	SQUARED(Y0, Y3, Y4, Y2)
-	VMULPS  OMB2(R8), Y4, Y5
-	VMULPS  Y4, Y5, Y5
-	VMULPS  B2(R8), Y3, Y3
-	VADDPS  Y5, Y3, Y3
-	FTZ(Y3, Y2)
+	SECOND
 	VMOVUPS Y3, (DX)(AX*4)
-	VSQRTPS Y3, Y3
-	VADDPS  EPS(R8), Y3, Y3
 	VMULPS  LR(R8), Y0, Y1
-	VDIVPS  Y3, Y1, Y1
-	STEPW(Y1)
+	ADAPT(Y1)
 	NEXT(rmspropLoop)
 	VZEROUPPER
 	RET
@@ -212,11 +211,8 @@ adagradLoop:
 	VADDPS  Y5, Y3, Y3
 	FTZ(Y3, Y2)
 	VMOVUPS Y3, (DX)(AX*4)
-	VSQRTPS Y3, Y3
-	VADDPS  EPS(R8), Y3, Y3
 	VMULPS  LR(R8), Y0, Y1
-	VDIVPS  Y3, Y1, Y1
-	STEPW(Y1)
+	ADAPT(Y1)
 	NEXT(adagradLoop)
 	VZEROUPPER
 	RET

@@ -104,25 +104,26 @@ func slotsExact[T numeric.Float](t *testing.T, c config, small T) {
 }
 
 // squareAll is update's Adam, RMSProp and Adagrad without the flush of tiny
-// gradients before squaring (the slots are flushed after, as in update).
+// gradients before squaring (the slots are flushed after, as in update),
+// its products rounded before they are added, as update's.
 func squareAll[T numeric.Float](c config, w, g []T, slots [][]T, s step) {
 	lr, eps := T(s.lr), T(c.eps)
 	for i, gi := range g {
 		switch c.kind {
 		case kindAdam:
 			b1, b2 := T(c.beta1), T(c.beta2)
-			m := ftz(b1*ftz(slots[0][i]) + (1-b1)*gi)
-			v := ftz(b2*ftz(slots[1][i]) + (1-b2)*gi*gi)
+			m := ftz(T(b1*ftz(slots[0][i])) + T((1-b1)*gi))
+			v := ftz(T(b2*ftz(slots[1][i])) + T((1-b2)*gi*gi))
 			slots[0][i], slots[1][i] = m, v
 			corr1, corr2 := T(1-math.Pow(c.beta1, float64(s.t))), T(1-math.Pow(c.beta2, float64(s.t)))
 			w[i] -= lr * (m / corr1) / (sqrt(v/corr2) + eps)
 		case kindRMSProp:
 			rho := T(c.rho)
-			a := ftz(rho*ftz(slots[0][i]) + (1-rho)*gi*gi)
+			a := ftz(T(rho*ftz(slots[0][i])) + T((1-rho)*gi*gi))
 			slots[0][i] = a
 			w[i] -= lr * gi / (sqrt(a) + eps)
 		case kindAdagrad:
-			a := ftz(slots[0][i] + gi*gi)
+			a := ftz(slots[0][i] + T(gi*gi))
 			slots[0][i] = a
 			w[i] -= lr * gi / (sqrt(a) + eps)
 		}

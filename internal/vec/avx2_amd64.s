@@ -1,5 +1,19 @@
 #include "textflag.h"
 
+// RELU sets v = max(v, 0) as Go's max(v, 0) on amd64 gives it: VMAXPS
+// keeps v where 0 > v is false, a NaN included; clearing the sign bit
+// (Y6 holds 0x7fffffff) then makes −0 +0 and a NaN positive, as Go's
+// max does, without quieting it. Y5 holds zeros.
+#define RELU(v) \
+	VMAXPS v, Y5, v; \
+	VANDPS Y6, v, v
+
+// ZEROABS sets Y5 to zeros and Y6 to 0x7fffffff in every lane.
+#define ZEROABS \
+	VXORPS   Y5, Y5, Y5; \
+	VPCMPEQD Y6, Y6, Y6; \
+	VPSRLD   $1, Y6, Y6
+
 // Each loop takes n, a positive multiple of 8 (16 for the sums), and keeps
 // the Go loops' operations and their order; the sums keep two vector
 // accumulators each and store their lanes for the caller to add up.
@@ -13,7 +27,7 @@ TEXT ·affineAVX2(SB), NOSPLIT, $0-41
 	VBROADCASTSS s+28(FP), Y2
 	VBROADCASTSS gain+32(FP), Y3
 	VBROADCASTSS b+36(FP), Y4
-	VXORPS       Y5, Y5, Y5
+	ZEROABS
 	XORQ         AX, AX
 	CMPB         relu+40(FP), $0
 	JNE          affineReLU
@@ -37,11 +51,7 @@ affineReLU:
 	VMULPS  Y2, Y0, Y0
 	VMULPS  Y0, Y3, Y0
 	VADDPS  Y4, Y0, Y0
-
-	// max(0, v) keeps v where it is a NaN, as Go's max does; adding +0
-	// turns −0 into +0, as Go's max(−0, 0) gives.
-	VMAXPS  Y0, Y5, Y0
-	VADDPS  Y5, Y0, Y0
+	RELU(Y0)
 	VMOVUPS Y0, (DI)(AX*4)
 	ADDQ    $8, AX
 	CMPQ    AX, CX
@@ -172,7 +182,7 @@ TEXT ·addAVX2(SB), NOSPLIT, $0-33
 	MOVQ   a+8(FP), SI
 	MOVQ   b+16(FP), DX
 	MOVQ   n+24(FP), CX
-	VXORPS Y5, Y5, Y5
+	ZEROABS
 	XORQ   AX, AX
 	CMPB   relu+32(FP), $0
 	JNE    addReLU
@@ -190,8 +200,7 @@ addPlain:
 addReLU:
 	VMOVUPS (SI)(AX*4), Y0
 	VADDPS  (DX)(AX*4), Y0, Y0
-	VMAXPS  Y0, Y5, Y0
-	VADDPS  Y5, Y0, Y0
+	RELU(Y0)
 	VMOVUPS Y0, (DI)(AX*4)
 	ADDQ    $8, AX
 	CMPQ    AX, CX
@@ -204,13 +213,12 @@ TEXT ·reluAVX2(SB), NOSPLIT, $0-24
 	MOVQ   o+0(FP), DI
 	MOVQ   x+8(FP), SI
 	MOVQ   n+16(FP), CX
-	VXORPS Y5, Y5, Y5
+	ZEROABS
 	XORQ   AX, AX
 
 reluLoop:
 	VMOVUPS (SI)(AX*4), Y0
-	VMAXPS  Y0, Y5, Y0
-	VADDPS  Y5, Y0, Y0
+	RELU(Y0)
 	VMOVUPS Y0, (DI)(AX*4)
 	ADDQ    $8, AX
 	CMPQ    AX, CX

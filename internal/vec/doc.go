@@ -6,7 +6,9 @@
 // Each function takes float32 or float64 slices. On amd64 machines with
 // AVX2 the float32 loops run in assembly, eight lanes at a time, and give
 // the same bits as the Go loops for the elementwise functions (the same
-// operations in the same order, no fused multiply-adds); the reductions add
+// operations in the same order, no fused multiply-adds: the Go loops round
+// each product with a conversion, so that a GOAMD64=v3 build does not fuse
+// them either); the reductions add
 // in a different order than the Go loops, the same order on every call. The
 // Go loops run everything else: float64, other architectures, machines
 // without AVX2, and the few elements past the last whole vector.

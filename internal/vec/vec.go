@@ -3,7 +3,7 @@ package vec
 import "unsafe"
 
 // Float is the element type of the slices the functions work on.
-type Float interface{ ~float32 | ~float64 }
+type Float interface{ float32 | float64 }
 
 // Affine sets o[i] = g·((x[i] − m)·s) + b, then max(o[i], 0) when relu is
 // set: batch normalization's output from its input. o must be at least as
@@ -17,14 +17,17 @@ func Affine[T Float](o, x []T, m, s, g, b T, relu bool) {
 		}
 		o, x = o[n:], x[n:]
 	}
+	// T(…) rounds the product before the addition: without it Go may fuse
+	// the two into one multiply-add (GOAMD64=v3), which the assembly does
+	// not.
 	if relu {
 		for j, v := range x {
-			o[j] = max(g*((v-m)*s)+b, 0)
+			o[j] = max(T(g*((v-m)*s))+b, 0)
 		}
 		return
 	}
 	for j, v := range x {
-		o[j] = g*((v-m)*s) + b
+		o[j] = T(g*((v-m)*s)) + b
 	}
 }
 
@@ -117,7 +120,7 @@ func Project[T Float](d, x []T, k, ms, m, mx T) {
 		d, x = d[n:], x[n:]
 	}
 	for j, v := range d {
-		d[j] = k * (v - ms - (x[j]-m)*mx)
+		d[j] = k * (v - ms - T((x[j]-m)*mx)) // T(…): no fused multiply-add, as in Affine
 	}
 }
 

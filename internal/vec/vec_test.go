@@ -9,13 +9,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// sameBits compares floats bit for bit (−0 and +0 differ), except that any
-// two NaNs are equal: the assembly quiets a signalling NaN's payload.
-var sameBits = cmp.Options{
-	cmp.Comparer(func(a, b float32) bool {
-		return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
-	}),
-}
+// sameBits compares floats bit for bit: −0 and +0 differ, and so do NaNs
+// of other signs or payloads.
+var sameBits = cmp.Comparer(func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) })
+
+// nanAlike is sameBits except that any two NaNs are equal: where both
+// operands of an addition can be NaNs, x86 returns the first operand's,
+// and which is first in the Go loop is the register allocator's choice.
+var nanAlike = cmp.Comparer(func(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
+})
 
 // withGo runs f with the assembly turned off.
 func withGo(f func()) {
@@ -31,6 +34,7 @@ var negZero = float32(math.Copysign(0, -1))
 var specials = []float32{
 	0, negZero, 1, -1, math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32,
 	float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), -float32(math.NaN()),
+	math.Float32frombits(0x7f800001), math.Float32frombits(0xff812345), // signalling NaNs
 	math.MaxFloat32, -math.MaxFloat32, 0.5, 1e-30, -1e-30,
 }
 
@@ -58,21 +62,26 @@ func TestElementwiseMatchesGo(t *testing.T) {
 	if !useAVX2 {
 		t.Log("no AVX2 on this machine: the Go loops are compared with themselves")
 	}
+	// same is sameBits where one input alone can be a NaN, nanAlike where
+	// two can meet in one operation.
 	funcs := []struct {
 		name string
 		run  func(o, x, y []float32)
+		same cmp.Option
 	}{
-		{"Affine", func(o, x, _ []float32) { Affine(o, x, 0.25, 1.5, -0.75, 0.125, false) }},
-		{"Affine relu", func(o, x, _ []float32) { Affine(o, x, 0.25, 1.5, -0.75, 0.125, true) }},
+		{"Affine", func(o, x, _ []float32) { Affine(o, x, 0.25, 1.5, -0.75, 0.125, false) }, sameBits},
+		{"Affine relu", func(o, x, _ []float32) { Affine(o, x, 0.25, 1.5, -0.75, 0.125, true) }, sameBits},
 		// −0 out of the arithmetic, which ReLU makes +0.
-		{"Affine relu -0", func(o, x, _ []float32) { Affine(o, fill(len(x), negZero), 0, 1, 1, negZero, true) }},
-		{"Project", func(o, x, y []float32) { copy(o, y); Project(o[:len(x)], x, 1.5, 0.25, -0.5, 0.75) }},
-		{"Mask", func(o, x, y []float32) { Mask(o[:len(x)], x, y) }},
-		{"Add", func(o, x, y []float32) { Add(o, x, y, false) }},
-		{"Add relu", func(o, x, y []float32) { Add(o, x, y, true) }},
-		{"ReLU", func(o, x, _ []float32) { ReLU(o, x) }},
-		{"ReLU -0", func(o, x, _ []float32) { ReLU(o, fill(len(x), negZero)) }},
-		{"Add relu -0", func(o, x, _ []float32) { Add(o, fill(len(x), negZero), fill(len(x), negZero), true) }},
+		{"Affine relu -0", func(o, x, _ []float32) { Affine(o, fill(len(x), negZero), 0, 1, 1, negZero, true) }, sameBits},
+		{"Project", func(o, x, y []float32) { copy(o, y); Project(o[:len(x)], x, 1.5, 0.25, -0.5, 0.75) }, nanAlike},
+		{"Mask", func(o, x, y []float32) { Mask(o[:len(x)], x, y) }, sameBits},
+		{"Add", func(o, x, y []float32) { Add(o, x, y, false) }, nanAlike},
+		{"Add relu", func(o, x, y []float32) { Add(o, x, y, true) }, nanAlike},
+		{"ReLU", func(o, x, _ []float32) { ReLU(o, x) }, sameBits},
+		{"ReLU -0", func(o, x, _ []float32) { ReLU(o, fill(len(x), negZero)) }, sameBits},
+		{"Add relu -0", func(o, x, _ []float32) { Add(o, fill(len(x), negZero), fill(len(x), negZero), true) }, sameBits},
+		// A NaN from one operand alone keeps its payload; ReLU clears its sign.
+		{"Add relu NaN", func(o, x, _ []float32) { Add(o, x, fill(len(x), float32(1)), true) }, sameBits},
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, f := range funcs {
@@ -87,7 +96,7 @@ func TestElementwiseMatchesGo(t *testing.T) {
 					}
 					f.run(got[1:], x, y)
 					withGo(func() { f.run(want[1:], x, y) })
-					if diff := cmp.Diff(want, got, sameBits); diff != "" {
+					if diff := cmp.Diff(want, got, f.same); diff != "" {
 						t.Errorf("(-go +assembly)\n%s", diff)
 					}
 				})
@@ -156,11 +165,11 @@ func TestSums(t *testing.T) {
 				var gs, gq float32
 				s, q = f.run(x, y, 3)
 				withGo(func() { gs, gq = f.run(x, y, 3) })
-				if diff := cmp.Diff([2]float32{gs, gq}, [2]float32{s, q}, sameBits); diff != "" {
+				if diff := cmp.Diff([2]float32{gs, gq}, [2]float32{s, q}); diff != "" {
 					t.Errorf("integers: (-go +assembly)\n%s", diff)
 				}
 				want, _ = ref(x, y, 3)
-				if diff := cmp.Diff([2]float32{float32(want.S), float32(want.Q)}, [2]float32{s, q}, sameBits); diff != "" {
+				if diff := cmp.Diff([2]float32{float32(want.S), float32(want.Q)}, [2]float32{s, q}); diff != "" {
 					t.Errorf("integers: (-float64 +float32)\n%s", diff)
 				}
 			})
