@@ -239,7 +239,8 @@ func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 		switch {
 		case op.bias:
 			for f := range g.f {
-				addBias(on[f*ohw:(f+1)*ohw], b[f:f+1], op.act == ReLU)
+				plane := on[f*ohw : (f+1)*ohw]
+				addConst(plane, plane, b[f], op.act == ReLU)
 			}
 		case op.act == ReLU:
 			vec.ReLU(on, on)
@@ -365,4 +366,12 @@ func (op *convGradOp) String() string {
 		return fmt.Sprintf("Conv2DInputGrad{%v}", op.geo)
 	}
 	return fmt.Sprintf("Conv2DKernelGrad{%v}", op.geo)
+}
+
+// addConst sets d[i] = s[i] + c, then max(d[i], 0) when relu: a channel's
+// bias over one plane (or row) of a convolution's output, in one call where
+// addBias would take each element as a row. vec.Affine with m = 0 and s =
+// g = 1 computes 1·((v − 0)·1) + c, which is v + c bit for bit.
+func addConst[T float](d, s []T, c T, relu bool) {
+	vec.Affine(d, s, 0, 1, 1, c, relu)
 }

@@ -2,8 +2,6 @@ package layers
 
 import (
 	"unsafe"
-
-	"github.com/towerflow/towerflow/internal/vec"
 )
 
 // A convolution with stride 1 is computed here without unfolding the input
@@ -90,7 +88,7 @@ func unpack[T float](t taps, n, ch, h, w, base int, xp, b, out []T, relu bool) {
 			for y := range h {
 				d, s := dst[y*w:(y+1)*w], img[y*t.wp:y*t.wp+w]
 				if b != nil || relu {
-					vec.Affine(d, s, 0, 1, 1, bc, relu) // 1·((v − 0)·1) + bc is v + bc, bit for bit
+					addConst(d, s, bc, relu)
 				} else {
 					copy(d, s)
 				}
