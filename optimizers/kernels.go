@@ -44,16 +44,12 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 	if n := len(g) &^ 7; n > 0 && useAVX2 {
 		if k32, ok := any(k).(coeffs[float32]); ok {
 			// The assembly takes whole vectors, the loops below the rest.
-			var buf [maxSlots][]float32
-			s32 := buf[:len(slots)]
-			for i, slot := range slots {
-				s32[i] = any(slot).([]float32)[:n]
-			}
-			updateAVX2(c, &k32, any(w).([]float32)[:n], any(g).([]float32)[:n], s32)
+			var head [maxSlots][]float32
 			var rest [maxSlots][]T
 			for i, slot := range slots {
-				rest[i] = slot[n:]
+				head[i], rest[i] = any(slot[:n]).([]float32), slot[n:]
 			}
+			updateAVX2(c, &k32, any(w[:n]).([]float32), any(g[:n]).([]float32), head[:len(slots)])
 			w, g, slots = w[n:], g[n:], rest[:len(slots)]
 		}
 	}
