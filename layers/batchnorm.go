@@ -497,6 +497,11 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 
 func (op *batchNormGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
 func (op *batchNormGradOp) Hashcode() uint32      { return hashOf(op) }
+
+// Movable: the input's gradient meets the other towers (towers.Group);
+// γ's and β's copy out the sums it left.
+func (op *batchNormGradOp) Movable() bool { return op.which != gradX }
+
 func (op *batchNormGradOp) String() string {
 	return fmt.Sprintf("%vGrad%d", op.bn, op.which)
 }

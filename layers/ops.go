@@ -222,6 +222,10 @@ type gradOp struct{ opBase }
 
 func (gradOp) DiffWRT(n int) []bool { return make([]bool, n) }
 
+// Movable: a gradient op computes its value from its arguments and what
+// ops before it left (towers.Movable), unless it says otherwise.
+func (gradOp) Movable() bool { return true }
+
 func (gradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
 	return nil, fmt.Errorf("layers: second derivatives are not supported")
 }

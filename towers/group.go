@@ -37,6 +37,7 @@ type Group struct {
 	sum     []float64
 	err     error
 	weights []float64
+	idle    []func() bool // idle[i]: tower i's work for its waits; nil: none
 }
 
 // Group returns the build's group called key: the same *Group on every
@@ -54,7 +55,7 @@ func (s *Scope) Group(key string) *Group {
 			return g
 		}
 	}
-	g := &Group{key: key, n: s.count, parts: make([][]float64, s.count)}
+	g := &Group{key: key, n: s.count, parts: make([][]float64, s.count), idle: make([]func() bool, s.count)}
 	g.cond = sync.NewCond(&g.mu)
 	first.groups = append(first.groups, g)
 	return g
@@ -97,6 +98,7 @@ func (g *Group) AllSum(tower int, part []float64) ([]float64, error) {
 		return nil, fmt.Errorf("towers: group %q: tower %d handed in twice in one round", g.key, tower)
 	}
 	round := g.round.Load()
+	idle := g.idle[tower]
 	g.parts[tower] = part
 	g.arrived++
 	if g.arrived == g.n {
@@ -111,18 +113,11 @@ func (g *Group) AllSum(tower int, part []float64) ([]float64, error) {
 		return g.sum, nil
 	}
 	// The others are computing the same op on their shards and arrive
-	// within microseconds: spin for them before parking, since a parked
-	// goroutine waits for the Go scheduler, behind BLAS calls holding the
-	// cores, for up to milliseconds.
-	g.mu.Unlock()
-	start := time.Now()
-	for i := 0; g.round.Load() == round && !g.aborted.Load(); i++ {
-		if i%64 == 63 && time.Since(start) > spinFor {
-			break
-		}
-		runtime.Gosched()
-	}
-	g.mu.Lock()
+	// within microseconds: do this tower's idle work while there is some,
+	// then spin for them before parking, since a parked goroutine waits
+	// for the Go scheduler, behind BLAS calls holding the cores, for up to
+	// milliseconds.
+	g.spin(round, idle)
 	for g.round.Load() == round && g.err == nil {
 		g.cond.Wait()
 	}
@@ -130,6 +125,29 @@ func (g *Group) AllSum(tower int, part []float64) ([]float64, error) {
 		return nil, g.err
 	}
 	return g.sum, nil
+}
+
+// spin runs idle until it reports no more work, then spins for up to
+// spinFor, while the round has not ended. It is called and returns with
+// g.mu held and releases it meanwhile, taking it back however it returns
+// (a panic in idle leaves AllSum's deferred unlock a held mutex).
+func (g *Group) spin(round uint64, idle func() bool) {
+	g.mu.Unlock()
+	defer g.mu.Lock()
+	start := time.Now()
+	for i := 0; g.round.Load() == round && !g.aborted.Load(); i++ {
+		if idle != nil {
+			if idle() {
+				start, i = time.Now(), 0
+				continue
+			}
+			idle = nil // nothing more for this wait
+		}
+		if i%64 == 63 && time.Since(start) > spinFor {
+			return
+		}
+		runtime.Gosched()
+	}
 }
 
 // spinFor is how long AllSum spins for the other towers before parking.
@@ -182,6 +200,36 @@ func (g *Group) Reset() {
 	g.err = nil
 	g.aborted.Store(false)
 	g.round.Add(1)
+}
+
+// Movable is implemented by ops (gorgonia.Op) that a tower may run later
+// in a step than their place in its graph's order, when Movable reports
+// true: ops whose value depends on their arguments alone (and on state
+// that ops run before them left, unchanged until the next step), that
+// change nothing another op reads, and that do not meet the other towers
+// in a Group. A tower waiting in a group runs the movable ops whose values
+// nothing but movable ops read (a convolution's kernel gradient, say)
+// instead of waiting (Group.SetIdle). An op that does not implement it
+// runs in graph order.
+type Movable interface {
+	Movable() bool
+}
+
+// SetIdle gives tower's waits work: while the tower waits in AllSum for
+// the others, AllSum calls fn, on the tower's goroutine and holding no
+// lock, until the round completes or fn reports that it had nothing to
+// run. fn runs one piece of the tower's own work that needs nothing from
+// the group (the engine hands it the tower's gradient ops that no other
+// op reads, so a tower that arrives first computes them instead of
+// waiting); it must not panic. nil removes it.
+func (g *Group) SetIdle(tower int, fn func() bool) error {
+	if tower < 0 || tower >= g.n {
+		return fmt.Errorf("towers: group %q: tower %d of %d", g.key, tower, g.n)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.idle[tower] = fn
+	return nil
 }
 
 // SetWeights sets the loss weight of every tower for the following runs:

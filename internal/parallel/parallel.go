@@ -1,5 +1,5 @@
 // Package parallel spreads work over the cores: the towers of a step
-// (Gang) and independent per-variable work (For, ForChunks: summing tower
+// (Gang) and independent per-variable work (ForChunks: summing tower
 // gradients, applying an optimizer) when there is enough of it to pay for
 // the hand-off.
 //
@@ -52,61 +52,117 @@ func Gang(n int, fn func(i int)) {
 // spreading the work.
 const MinWork = 1 << 16
 
-// For calls fn(0..n-1), on up to GOMAXPROCS goroutines when work (the
-// elements touched in all) is at least MinWork, else in order on this one.
-// The calls must be independent. It returns the error of the lowest index
-// that failed.
-func For(n, work int, fn func(int) error) error {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 || work < MinWork {
-		for j := range n {
-			if err := fn(j); err != nil {
+// Align is the granularity of ForChunks' cuts in elements: a 64-byte cache
+// line of float32s, so that two goroutines write one line only where an
+// item does not start on a line.
+const Align = 16
+
+// Chunk is the size of the ranges ForChunks cuts a share into: small
+// enough that a goroutine done with its own share takes over the rest of a
+// late one's in useful pieces, large enough that a call costs little next
+// to its loop. The last range of a share takes the rest, up to twice that.
+const Chunk = 1 << 14
+
+// ForChunks calls fn(i, lo, hi) for ranges [lo, hi) that together cover
+// every item i of sizes[i] elements; an empty range gets no call. When the
+// items hold MinWork elements or more in all, each item is cut into one
+// share per processor (GOMAXPROCS, the goroutines of a Gang) at multiples
+// of Align, or, when it holds fewer than Chunk elements a processor, is
+// one share, item i going to goroutine i mod GOMAXPROCS. Each goroutine
+// runs its shares in item order, in ranges of Chunk (see Chunk). On the
+// shared team (see Gang) the same sizes give the same goroutine the same
+// shares on every call, so passes over the same items one after another
+// (a step's gradient sums, then its update, then the next step's) find
+// what each goroutine last wrote in its own core's cache. A goroutine done
+// with its shares takes the ranges of the others that have not started on
+// them yet, so one that starts late (its processor busy elsewhere) delays
+// the call by no more than a range. Fewer elements than MinWork get one
+// call per item, in order, on this goroutine. Calls on one item touch
+// disjoint ranges; elementwise work on an item's elements may run in them
+// concurrently. A goroutine stops at its first error; ForChunks returns
+// the error of the lowest item that failed.
+func ForChunks(sizes []int, fn func(i, lo, hi int) error) error {
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if workers <= 1 || total < MinWork {
+		for i, n := range sizes {
+			if n == 0 {
+				continue
+			}
+			if err := fn(i, 0, n); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	// The error of the lowest index that failed, without a slot per index.
+	// first[k][i] is the number of share k's first range in item i (ranges
+	// numbered per share); next[k] the next range of share k to claim.
+	first := make([][]int, workers)
+	next := make([]atomic.Int64, workers)
+	for k := range first {
+		first[k] = make([]int, len(sizes)+1)
+		for i, n := range sizes {
+			lo, hi := share(i, n, k, workers)
+			first[k][i+1] = first[k][i] + pieces(hi-lo)
+		}
+	}
 	var mu sync.Mutex
-	lowest, lowestErr := n, error(nil)
-	var next atomic.Int64
-	Gang(workers, func(int) {
-		for j := int(next.Add(1) - 1); j < n; j = int(next.Add(1) - 1) {
-			if err := fn(j); err != nil {
-				mu.Lock()
-				if j < lowest {
-					lowest, lowestErr = j, err
+	lowest, lowestErr := len(sizes), error(nil)
+	Gang(workers, func(me int) {
+		for d := range workers {
+			k := (me + d) % workers
+			starts := first[k]
+			for r := int(next[k].Add(1) - 1); r < starts[len(sizes)]; r = int(next[k].Add(1) - 1) {
+				i := sort.Search(len(sizes), func(i int) bool { return starts[i+1] > r })
+				lo, hi := share(i, sizes[i], k, workers)
+				if j := r - starts[i]; j < starts[i+1]-starts[i]-1 {
+					lo, hi = lo+j*Chunk, lo+(j+1)*Chunk
+				} else {
+					lo += j * Chunk // the last range takes the rest
 				}
-				mu.Unlock()
+				if err := fn(i, lo, hi); err != nil {
+					mu.Lock()
+					if i < lowest {
+						lowest, lowestErr = i, err
+					}
+					mu.Unlock()
+					return
+				}
 			}
 		}
 	})
 	return lowestErr
 }
 
-// Chunk is the most elements ForChunks hands one call: small enough that
-// one large variable is spread over the cores, large enough that a call
-// costs little next to its loop.
-const Chunk = 1 << 14
-
-// ForChunks calls fn(i, lo, hi) for consecutive ranges [lo, hi) of at most
-// Chunk elements covering every item i of sizes[i] elements (an empty item
-// gets no call), spread as For spreads its calls. Calls on one item touch
-// disjoint ranges; elementwise work on an item's elements may run in them
-// concurrently.
-func ForChunks(sizes []int, fn func(i, lo, hi int) error) error {
-	// first[i] is the number of item i's first chunk; chunk k is chunk
-	// k-first[i] of the item whose range holds k. Nothing is allocated per
-	// chunk: the work per step stays the same however large the items.
-	first := make([]int, len(sizes)+1)
-	total := 0
-	for i, n := range sizes {
-		total += n
-		first[i+1] = first[i] + (n+Chunk-1)/Chunk
+// pieces is the number of ranges ForChunks cuts n elements of one share
+// into: ranges of Chunk, the last one up to twice that.
+func pieces(n int) int {
+	if n == 0 {
+		return 0
 	}
-	return For(first[len(sizes)], total, func(k int) error {
-		i := sort.Search(len(sizes), func(i int) bool { return first[i+1] > k })
-		lo := (k - first[i]) * Chunk
-		return fn(i, lo, min(lo+Chunk, sizes[i]))
-	})
+	return max(1, n/Chunk)
+}
+
+// share is the range [lo, hi) of item i, of n elements, that goes to the
+// k-th of parts goroutines: the whole item for goroutine i mod parts when
+// it holds fewer than Chunk elements a goroutine; else the k-th of parts
+// ranges of about n/parts elements cut at multiples of Align (the last
+// ends at n).
+func share(i, n, k, parts int) (lo, hi int) {
+	if n < parts*Chunk {
+		if i%parts == k {
+			return 0, n
+		}
+		return 0, 0
+	}
+	at := func(k int) int {
+		if k == parts {
+			return n
+		}
+		return n * k / parts / Align * Align
+	}
+	return at(k), at(k + 1)
 }

@@ -28,7 +28,7 @@ type team struct {
 	workers []*worker  // grown under busy
 
 	gen     atomic.Uint64 // job number; a change means a new job
-	job     func()        // the current job: every worker calls it once
+	job     func(i int)   // the current job: every worker calls it once, with its index
 	pending atomic.Int64  // workers yet to return from job
 	done    chan struct{} // receives when pending reaches 0 while the owner parks
 	waiting atomic.Bool   // the owner is parked on done
@@ -37,6 +37,7 @@ type team struct {
 }
 
 type worker struct {
+	index  int           // the index of fn this worker runs: its place in workers, plus 1
 	wake   chan struct{} // cap 1
 	parked atomic.Bool
 }
@@ -46,7 +47,7 @@ var shared = &team{done: make(chan struct{}, 1)}
 // grow starts workers until there are n. The caller holds busy.
 func (t *team) grow(n int) {
 	for len(t.workers) < n {
-		w := &worker{wake: make(chan struct{}, 1)}
+		w := &worker{index: len(t.workers) + 1, wake: make(chan struct{}, 1)}
 		t.workers = append(t.workers, w)
 		go t.loop(w, t.gen.Load())
 	}
@@ -56,7 +57,7 @@ func (t *team) grow(n int) {
 func (t *team) loop(w *worker, seen uint64) {
 	for {
 		seen = t.await(w, seen)
-		t.job()
+		t.job(w.index)
 		if t.pending.Add(-1) == 0 && t.waiting.Load() {
 			select {
 			case t.done <- struct{}{}:
@@ -89,7 +90,10 @@ func (t *team) await(w *worker, seen uint64) uint64 {
 }
 
 // run calls fn(0) on this goroutine and fn(1..n-1) on n-1 workers, all
-// at once, and returns when every call has returned. It reports false,
+// at once, and returns when every call has returned. Index i always runs
+// on the same worker (the i-th), so that work handed out by index each
+// job, a tower or a share of the elements, stays on one goroutine, and
+// mostly on one core, from job to job. It reports false,
 // having called nothing, when the team is running another job (a nested or
 // concurrent call) or n < 2.
 func (t *team) run(n int, fn func(i int)) bool {
@@ -107,9 +111,8 @@ func (t *team) run(n int, fn func(i int)) bool {
 	t.grow(n - 1)
 	// Every worker sees the job; those beyond n-1 (the team grew for an
 	// earlier, larger job) return at once.
-	var next atomic.Int64
-	t.job = func() {
-		if i := int(next.Add(1)); i < n {
+	t.job = func(i int) {
+		if i < n {
 			fn(i)
 		}
 	}

@@ -3,10 +3,13 @@ package tower
 import (
 	"fmt"
 	"reflect"
+	"runtime/debug"
 	"slices"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/towers"
 )
 
 // program runs a tower's graph on the calling goroutine: each op node's Do
@@ -40,7 +43,30 @@ type program struct {
 	ops map[int]interface {
 		Do(...G.Value) (G.Value, error)
 	}
+
+	// Deferred sinks (see deferSinks): queue holds the sinks reached and
+	// not yet run, in program order; head is the next to run. idleIn is
+	// the arguments' scratch of a sink run from idle, which runs inside
+	// another op (p.in holds that op's arguments); inIdle keeps idle from
+	// running one inside another sink; failed is the first failure of a
+	// sink run from idle, which run returns.
+	sinks  []bool // sinks[i]: node i is deferred
+	queue  []int
+	head   int
+	idleIn []G.Value
+	inIdle bool
+	failed error
 }
+
+// sinkPanic is a panic in a sink run from idle, recovered there (idle must
+// not panic: it runs inside another op's wait) and returned by run, which
+// Tower.Run turns into a *PanicError naming the tower.
+type sinkPanic struct {
+	value any
+	stack []byte
+}
+
+func (e *sinkPanic) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 
 // newProgram orders the ancestors of roots and watched, children first.
 // It returns an error naming the node when the graph holds what only
@@ -129,9 +155,58 @@ func (p *program) add(n *G.Node, kids []*G.Node) error {
 	return nil
 }
 
+// deferSinks makes run put off the program's sinks from where they fall
+// in program order to the first time idle is called after, or else to the
+// end of the run. A sink is a movable op (see movable) that no node reads
+// (the gradients the engine reads) or that only sinks read (a
+// convolution's kernel gradient, read only by the addition of its weight
+// decay's). A
+// tower whose ops meet the other towers' in a group (a synchronized batch
+// normalization) calls idle while it waits there, so that what would be
+// spent waiting goes into work needed only at the end of the step. Every
+// op still runs once per run, on the same arguments, so the values are
+// the same; a movable op meets no group, so every group's rounds come in
+// the same order on every tower.
+func (p *program) deferSinks() {
+	readers := make([][]int, len(p.nodes))
+	for i, args := range p.args {
+		for _, a := range args {
+			readers[a] = append(readers[a], i)
+		}
+	}
+	p.sinks = make([]bool, len(p.nodes))
+	for i := len(p.nodes) - 1; i >= 0; i-- { // readers come after what they read
+		if !p.movable(i) {
+			continue
+		}
+		p.sinks[i] = true
+		for _, r := range readers[i] {
+			if !p.sinks[r] {
+				p.sinks[i] = false
+				break
+			}
+		}
+	}
+}
+
+// movable reports whether node i is an op a run may move (towers.Movable),
+// or an addition the program runs itself (an adder).
+func (p *program) movable(i int) bool {
+	op := p.nodes[i].Op()
+	if op == nil {
+		return false
+	}
+	if _, ok := p.ops[i].(*adder); ok {
+		return true
+	}
+	m, ok := op.(towers.Movable)
+	return ok && m.Movable()
+}
+
 // run computes every node once.
 func (p *program) run() error {
 	clear(p.vals)
+	p.queue, p.head, p.failed = p.queue[:0], 0, nil
 	for i, n := range p.nodes {
 		if n.Op() == nil {
 			if p.vals[i] = n.Value(); p.vals[i] == nil {
@@ -139,36 +214,90 @@ func (p *program) run() error {
 			}
 			continue
 		}
-		in := p.in[:0]
-		for _, a := range p.args[i] {
-			in = append(in, p.vals[a])
+		if p.sinks != nil && p.sinks[i] {
+			p.queue = append(p.queue, i)
+			continue
 		}
-		p.in = in
-		var v G.Value
-		var err error
-		if op, ok := p.ops[i]; ok {
-			v, err = op.Do(in...)
-		} else {
-			v, err = n.Op().Do(in...)
+		err := p.runNode(i, &p.in)
+		if p.failed != nil { // a sink that failed in the op's wait comes first
+			err = p.failed
 		}
-		clear(in)
 		if err != nil {
-			return fmt.Errorf("node %v (%v): %w", n.Name(), n.Op(), err)
+			return err
 		}
-		if v == nil {
-			return fmt.Errorf("node %v (%v): the op returned no value", n.Name(), n.Op())
+	}
+	// What is left of the queue runs here, with idle off: a sink that
+	// waits in a group must not run the next one inside itself.
+	p.inIdle = true
+	defer func() { p.inIdle = false }()
+	for p.head < len(p.queue) {
+		i := p.queue[p.head]
+		p.head++
+		if err := p.runNode(i, &p.in); err != nil {
+			return err
 		}
-		// UnsafeLet checks the value's shape and dtype against the node's.
-		// An op that keeps its output (package layers) returns the value
-		// already bound, of the shape already checked.
-		if !sameDense(n.Value(), v) {
-			if err := G.UnsafeLet(n, v); err != nil {
-				return fmt.Errorf("node %v (%v): %w", n.Name(), n.Op(), err)
-			}
-		}
-		p.vals[i] = v
 	}
 	return p.ownWatched()
+}
+
+// runNode runs node i's op on its arguments' values, gathered in *in, and
+// binds the result.
+func (p *program) runNode(i int, in *[]G.Value) error {
+	n := p.nodes[i]
+	args := (*in)[:0]
+	for _, a := range p.args[i] {
+		args = append(args, p.vals[a])
+	}
+	*in = args
+	var v G.Value
+	var err error
+	if op, ok := p.ops[i]; ok {
+		v, err = op.Do(args...)
+	} else {
+		v, err = n.Op().Do(args...)
+	}
+	clear(args)
+	if err != nil {
+		return fmt.Errorf("node %v (%v): %w", n.Name(), n.Op(), err)
+	}
+	if v == nil {
+		return fmt.Errorf("node %v (%v): the op returned no value", n.Name(), n.Op())
+	}
+	// UnsafeLet checks the value's shape and dtype against the node's.
+	// An op that keeps its output (package layers) returns the value
+	// already bound, of the shape already checked.
+	if !sameDense(n.Value(), v) {
+		if err := G.UnsafeLet(n, v); err != nil {
+			return fmt.Errorf("node %v (%v): %w", n.Name(), n.Op(), err)
+		}
+	}
+	p.vals[i] = v
+	return nil
+}
+
+// idle runs the next deferred sink, if there is one and nothing has failed,
+// and reports whether it ran one. It is a group's idle work
+// (towers.Group.SetIdle): it runs on the tower's goroutine inside the op
+// that waits, so it keeps its own arguments' scratch, runs nothing from
+// inside a sink it runs (a sink that itself waits in a group), and never
+// panics: a failure, a panic as a *sinkPanic, is kept for run, which
+// returns it after the op that waited.
+func (p *program) idle() bool {
+	if p.inIdle || p.failed != nil || p.head >= len(p.queue) {
+		return false
+	}
+	i := p.queue[p.head]
+	p.head++
+	p.inIdle = true
+	defer func() {
+		p.inIdle = false
+		if r := recover(); r != nil {
+			clear(p.idleIn)
+			p.failed = &sinkPanic{value: r, stack: debug.Stack()}
+		}
+	}()
+	p.failed = p.runNode(i, &p.idleIn)
+	return true
 }
 
 // ownWatched copies each watched value that shares memory with a leaf or

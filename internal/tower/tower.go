@@ -234,7 +234,7 @@ func (t *Tower) Compile() (err error) {
 		p, perr := newProgram(t.g, roots, t.watchOrder)
 		if perr == nil {
 			t.prog = p
-			return nil
+			return t.fillWaits()
 		}
 		t.log.Debug("tower: running the graph on gorgonia's tape machine", "tower", t.String(), "reason", perr)
 	}
@@ -246,6 +246,23 @@ func (t *Tower) Compile() (err error) {
 		g = t.g.SubgraphRoots(roots...)
 	}
 	t.vm = G.NewTapeMachine(g)
+	return nil
+}
+
+// fillWaits has the tower's program defer its sinks and run them while the
+// tower waits in one of its build's groups (see program.deferSinks), when
+// there are groups and other towers to wait for.
+func (t *Tower) fillWaits() error {
+	groups := t.Groups()
+	if len(groups) == 0 || groups[0].Towers() < 2 {
+		return nil
+	}
+	t.prog.deferSinks()
+	for _, g := range groups {
+		if err := g.SetIdle(t.Index(), t.prog.idle); err != nil {
+			return fmt.Errorf("%v: %w", t, err)
+		}
+	}
 	return nil
 }
 
@@ -288,6 +305,9 @@ func (t *Tower) Run() (err error) {
 		err = t.prog.run()
 	} else {
 		err = t.vm.RunAll()
+	}
+	if sp := (*sinkPanic)(nil); errors.As(err, &sp) {
+		return &PanicError{Tower: t.String(), What: "run", Value: sp.value, Stack: sp.stack}
 	}
 	if err != nil {
 		return fmt.Errorf("%v: run: %w", t, err)
