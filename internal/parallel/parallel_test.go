@@ -6,10 +6,13 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/towerflow/towerflow/internal/testwait"
 )
 
 // withProcs runs the test with GOMAXPROCS set to n, so that the parallel
@@ -152,6 +155,38 @@ func TestForChunksSameGoroutine(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestForChunksTakesOverLateShares: a goroutine held up on the first range
+// of its share does not hold up the rest of it: the other goroutine, done
+// with its own share, runs the held one's remaining ranges.
+func TestForChunksTakesOverLateShares(t *testing.T) {
+	withProcs(t, 2)
+	guard := testwait.Guard(t)
+	var done atomic.Int64
+	var released string
+	err := ForChunks([]int{6 * Chunk}, func(i, lo, hi int) error { // shares of 3 ranges
+		if lo == 3*Chunk { // share 1's first range
+			released = "the other five ranges done"
+			for done.Load() < 5 {
+				select {
+				case <-guard:
+					released = "the test's deadline"
+					return nil
+				default:
+					runtime.Gosched()
+				}
+			}
+		}
+		done.Add(1)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff("the other five ranges done", released); diff != "" {
+		t.Errorf("the held range went on after (-want +got):\n%s", diff)
+	}
 }
 
 // TestForChunksError: the error of the lowest item that failed comes

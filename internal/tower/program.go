@@ -13,8 +13,10 @@ import (
 )
 
 // program runs a tower's graph on the calling goroutine: each op node's Do
-// in dependency order, its result bound to the node (so Node.Value reads
-// it, as after a gorgonia VM run) and kept until the next run.
+// in dependency order (the sinks, in a tower that meets others in groups,
+// put off into its waits: see deferSinks), its result bound to the node
+// (so Node.Value reads it, as after a gorgonia VM run) and kept until the
+// next run.
 //
 // gorgonia's tape machine does the same work, but every RunAll starts a
 // goroutine and locks the caller's OS thread. With one tower per core and
