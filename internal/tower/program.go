@@ -51,7 +51,7 @@ type program struct {
 	// the arguments' scratch of a sink run from idle, which runs inside
 	// another op (p.in holds that op's arguments); inIdle keeps idle from
 	// running one inside another sink; failed is the first failure of a
-	// sink run from idle, which run returns.
+	// sink, which run returns.
 	sinks  []bool // sinks[i]: node i is deferred
 	queue  []int
 	head   int
@@ -162,10 +162,10 @@ func (p *program) add(n *G.Node, kids []*G.Node) error {
 // end of the run. A sink is a movable op (see movable) that no node reads
 // (the gradients the engine reads) or that only sinks read (a
 // convolution's kernel gradient, read only by the addition of its weight
-// decay's). A
-// tower whose ops meet the other towers' in a group (a synchronized batch
-// normalization) calls idle while it waits there, so that what would be
-// spent waiting goes into work needed only at the end of the step. Every
+// decay's). A tower whose ops meet the other towers' in a group (a
+// synchronized batch normalization) calls idle while it waits there, so
+// that what would be spent waiting goes into work needed only at the end
+// of the step. Every
 // op still runs once per run, on the same arguments, so the values are
 // the same; a movable op meets no group, so every group's rounds come in
 // the same order on every tower.
@@ -228,16 +228,12 @@ func (p *program) run() error {
 			return err
 		}
 	}
-	// What is left of the queue runs here, with idle off: a sink that
-	// waits in a group must not run the next one inside itself.
-	p.inIdle = true
-	defer func() { p.inIdle = false }()
-	for p.head < len(p.queue) {
-		i := p.queue[p.head]
-		p.head++
-		if err := p.runNode(i, &p.in); err != nil {
-			return err
-		}
+	// What is left of the queue runs here, a sink at a time as in a wait
+	// (so a sink that waits in a group runs no other inside itself).
+	for p.idle() {
+	}
+	if p.failed != nil {
+		return p.failed
 	}
 	return p.ownWatched()
 }
@@ -279,11 +275,11 @@ func (p *program) runNode(i int, in *[]G.Value) error {
 
 // idle runs the next deferred sink, if there is one and nothing has failed,
 // and reports whether it ran one. It is a group's idle work
-// (towers.Group.SetIdle): it runs on the tower's goroutine inside the op
-// that waits, so it keeps its own arguments' scratch, runs nothing from
-// inside a sink it runs (a sink that itself waits in a group), and never
-// panics: a failure, a panic as a *sinkPanic, is kept for run, which
-// returns it after the op that waited.
+// (towers.Group.SetIdle), and run's at the end: in a wait it runs on the
+// tower's goroutine inside the op that waits, so it keeps its own
+// arguments' scratch, runs nothing from inside a sink it runs (a sink that
+// itself waits in a group), and never panics: a failure, a panic as a
+// *sinkPanic, is kept for run, which returns it after the op that waited.
 func (p *program) idle() bool {
 	if p.inIdle || p.failed != nil || p.head >= len(p.queue) {
 		return false

@@ -254,7 +254,7 @@ func (t *Tower) Compile() (err error) {
 // there are groups and other towers to wait for.
 func (t *Tower) fillWaits() error {
 	groups := t.Groups()
-	if len(groups) == 0 || groups[0].Towers() < 2 {
+	if len(groups) == 0 || t.Towers() < 2 {
 		return nil
 	}
 	t.prog.deferSinks()
