@@ -17,16 +17,24 @@ import (
 type TrainOption func(*trainOptions)
 
 type trainOptions struct {
-	steps, maxSteps int64
-	hooks           []Hook
+	steps, maxSteps       int64
+	hasSteps, hasMaxSteps bool
+	hooks                 []Hook
 }
 
-// Steps trains for n more steps (or until the input ends).
-func Steps(n int64) TrainOption { return func(o *trainOptions) { o.steps = n } }
+// Steps trains for n more steps (or until the input ends); n must be at
+// least 1.
+func Steps(n int64) TrainOption {
+	return func(o *trainOptions) { o.steps, o.hasSteps = n, true }
+}
 
-// MaxSteps trains until the global step reaches n (or the input ends); a
-// model already at n does nothing.
-func MaxSteps(n int64) TrainOption { return func(o *trainOptions) { o.maxSteps = n } }
+// MaxSteps trains until the global step reaches n (or the input ends); n
+// must not be negative. A model already at step n or beyond trains
+// nothing: Train logs that it skips training and returns nil, as
+// TensorFlow's max_steps.
+func MaxSteps(n int64) TrainOption {
+	return func(o *trainOptions) { o.maxSteps, o.hasMaxSteps = n, true }
+}
 
 // Hooks adds hooks to the run, after the Estimator's own (NaN guard,
 // logging, checkpoint saving).
@@ -53,8 +61,11 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.steps < 0 || o.maxSteps < 0 {
-		return fmt.Errorf("train: negative step limit")
+	if o.hasSteps && o.steps < 1 {
+		return fmt.Errorf("train: Steps(%d): want at least 1 step", o.steps)
+	}
+	if o.hasMaxSteps && o.maxSteps < 0 {
+		return fmt.Errorf("train: MaxSteps(%d): want a global step of 0 or more", o.maxSteps)
 	}
 	if input == nil {
 		return fmt.Errorf("train: nil input function")
@@ -128,14 +139,15 @@ func (e *Estimator) beginTrain(ctx context.Context, input InputFn, o trainOption
 	}
 	start := e.eng.Step()
 	limit := int64(-1)
-	if o.steps > 0 {
+	if o.hasSteps {
 		limit = start + o.steps
 	}
-	if o.maxSteps > 0 && (limit < 0 || o.maxSteps < limit) {
-		limit = o.maxSteps
-	}
-	if limit >= 0 && start >= limit {
+	if o.hasMaxSteps && start >= o.maxSteps {
+		e.log.Info("train: skipping training: the global step has already reached max steps", "global_step", start, "max_steps", o.maxSteps)
 		return nil, nil
+	}
+	if o.hasMaxSteps && (limit < 0 || o.maxSteps < limit) {
+		limit = o.maxSteps
 	}
 	r := &trainRun{e: e, limit: limit, hooks: append(e.defaultHooks(), o.hooks...)}
 	if e.cfg.ModelDir != "" {
