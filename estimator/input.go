@@ -23,7 +23,10 @@ type Batch = sharding.Batch
 
 // InputFn yields batches until the end of its data, or until ctx is done.
 // A yielded error ends the call that consumes it. Train and Evaluate run the
-// sequence on a goroutine of its own, one batch ahead of the towers.
+// sequence on a goroutine of its own, one batch ahead of the towers. A panic
+// in the function or its sequence, a nil sequence, or a sequence that yields
+// again after yield returned false fails the call with an error naming the
+// input function (a *PanicError for a panic).
 type InputFn func(ctx context.Context) iter.Seq2[Batch, error]
 
 // Forever as TensorInput.Epochs repeats the data without end.

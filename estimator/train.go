@@ -116,6 +116,7 @@ type trainRun struct {
 
 	next      func() (Batch, error, bool)
 	stopInput func()
+	lateInput func() error // the input's failure after stopInput
 	started   func()
 	first     Batch
 	firstErr  error
@@ -157,8 +158,9 @@ func (e *Estimator) beginTrain(ctx context.Context, input InputFn, o trainOption
 		})
 	}
 	r.info = RunInfo{Store: e.store(), ModelDir: e.cfg.ModelDir, Logger: e.log, StartStep: start, LastStep: limit}
-	var batches iter.Seq2[Batch, error]
-	batches, r.started = prefetch(ctx, input(ctx), true)
+	var src, batches iter.Seq2[Batch, error]
+	src, r.lateInput = readInput(ctx, input)
+	batches, r.started = prefetch(ctx, src, true)
 	r.next, r.stopInput = iter.Pull2(batches)
 	r.first, r.firstErr, r.haveFirst = r.next()
 	if r.haveFirst && r.firstErr == nil {
@@ -174,7 +176,7 @@ func (e *Estimator) beginTrain(ctx context.Context, input InputFn, o trainOption
 		}
 	}
 	for _, h := range r.hooks {
-		if err := h.Begin(ctx, r.info); err != nil {
+		if err := callHook(h, "Begin", func() error { return h.Begin(ctx, r.info) }); err != nil {
 			return nil, r.end(ctx, fmt.Errorf("train: begin hook: %w", err))
 		}
 		r.begun++
@@ -198,7 +200,7 @@ func (r *trainRun) nextBatch(ctx context.Context) (Batch, error, bool) {
 // update.
 func (r *trainRun) checkLoss(loss float64) error {
 	for _, c := range r.checkers {
-		if err := c.CheckLoss(r.e.eng.Step(), loss); err != nil {
+		if err := callHook(c, "CheckLoss", func() error { return c.CheckLoss(r.e.eng.Step(), loss) }); err != nil {
 			return err
 		}
 	}
@@ -215,7 +217,11 @@ func (r *trainRun) step(ctx context.Context, batch Batch) (stop bool, err error)
 	}
 	var fetch []string
 	for i, h := range r.hooks {
-		req, err := h.BeforeStep(ctx, e.eng.Step())
+		var req StepRequest
+		err := callHook(h, "BeforeStep", func() (err error) {
+			req, err = h.BeforeStep(ctx, e.eng.Step())
+			return err
+		})
 		if err != nil {
 			return false, fmt.Errorf("train: before step %d: %w", e.eng.Step(), err)
 		}
@@ -243,7 +249,11 @@ func (r *trainRun) step(ctx context.Context, batch Batch) (stop bool, err error)
 				res.Values[name] = values[name]
 			}
 		}
-		s, err := h.AfterStep(ctx, res)
+		var s bool
+		err := callHook(h, "AfterStep", func() (err error) {
+			s, err = h.AfterStep(ctx, res)
+			return err
+		})
 		if err != nil {
 			return false, fmt.Errorf("train: after step %d: %w", res.Step, err)
 		}
@@ -256,12 +266,15 @@ func (r *trainRun) step(ctx context.Context, batch Batch) (stop bool, err error)
 }
 
 // end stops reading the input and runs End on every hook that began,
-// however the run ended; the first End error becomes the run's error when
-// it had none.
+// however the run ended; a failure of the input after it was stopped, or
+// else the first End error, becomes the run's error when it had none.
 func (r *trainRun) end(ctx context.Context, err error) error {
 	r.stopInput()
+	if lerr := r.lateInput(); lerr != nil && err == nil {
+		err = fmt.Errorf("train: input at step %d: %w", r.e.eng.Step(), lerr)
+	}
 	for _, h := range r.hooks[:r.begun] {
-		if herr := h.End(ctx, r.info, err); herr != nil && err == nil {
+		if herr := callHook(h, "End", func() error { return h.End(ctx, r.info, err) }); herr != nil && err == nil {
 			err = fmt.Errorf("train: end hook: %w", herr)
 		}
 	}
