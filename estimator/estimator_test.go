@@ -347,7 +347,8 @@ func TestTowersMatchOneDevice(t *testing.T) {
 	run := func(t *testing.T, mdl *replicate.Model) result {
 		est := newEstimator(t, mdl)
 		ctx := context.Background()
-		train, err := estimator.FromTensors(map[string]*tensor.Dense{"x": column(xs(6)...)}, map[string]*tensor.Dense{"y": column(xs(6)...)},
+		// 7 rows in batches of 3: 3, 3 and 1, 3, 3.
+		train, err := estimator.FromTensors(map[string]*tensor.Dense{"x": column(xs(7)...)}, map[string]*tensor.Dense{"y": column(xs(7)...)},
 			estimator.TensorInput{BatchSize: 3, Epochs: estimator.Forever, Shuffle: true, Seed: 2})
 		if err != nil {
 			t.Fatal(err)

@@ -39,7 +39,8 @@ type TensorInput struct {
 	BatchSize int
 	// DropRemainder drops the last batch of an epoch when it is smaller
 	// than BatchSize, as tf.data's batch(drop_remainder=True): every batch
-	// then splits alike across the towers (training needs a row per tower).
+	// then splits alike across the towers (a batch with fewer rows than
+	// towers runs on fewer of them).
 	DropRemainder bool
 	// Epochs is how many passes over the data to make: 0 means 1, Forever
 	// repeats without end.
