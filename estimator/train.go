@@ -197,15 +197,30 @@ func (r *trainRun) nextBatch(ctx context.Context) (Batch, error, bool) {
 }
 
 // checkLoss asks every LossChecker hook about a step's loss before the
-// update.
+// update. A loss a checker rejects is a lossRejected error.
 func (r *trainRun) checkLoss(loss float64) error {
 	for _, c := range r.checkers {
-		if err := callHook(c, "CheckLoss", func() error { return c.CheckLoss(r.e.eng.Step(), loss) }); err != nil {
+		var rejected error
+		err := callHook(c, "CheckLoss", func() error {
+			rejected = c.CheckLoss(r.e.eng.Step(), loss)
+			return rejected
+		})
+		if rejected != nil {
+			return &lossRejected{rejected}
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// lossRejected is the error of a run whose loss a LossChecker rejected
+// (NaNGuard: a diverging run).
+type lossRejected struct{ err error }
+
+func (e *lossRejected) Error() string { return e.err.Error() }
+func (e *lossRejected) Unwrap() error { return e.err }
 
 // step runs one training step with its hooks: BeforeStep, the engine's
 // step, the fetches, AfterStep; then the batch is released. It reports
