@@ -11,6 +11,7 @@ import (
 
 	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -81,9 +82,10 @@ func (e *Estimator) logSkipped(r *checkpoint.Reader) {
 // CheckpointSaver saves the store to a model directory every EverySteps
 // steps and/or every Every, keeping the last Keep checkpoints (0 keeps all).
 // It also saves at the start of a run when the directory has no checkpoint,
-// and at the end of a run that ends cleanly or by cancellation — not one
-// that ends in an error, so a NaN loss leaves the last good checkpoint the
-// latest.
+// and at the end of a run the last completed step, however the run ended
+// (cleanly, cancelled, on an input, model function or hook error) — except
+// a run that diverged or broke off a step's update (see End), so that a NaN
+// loss leaves the last good checkpoint the latest.
 type CheckpointSaver struct {
 	BaseHook
 	Dir        string
@@ -145,9 +147,16 @@ func (h *CheckpointSaver) AfterStep(_ context.Context, r StepResult) (bool, erro
 	return false, nil
 }
 
-// End saves the final state of a run that ended cleanly or was cancelled.
+// End saves the state of the run's last completed step, unless the run
+// ended on a loss a LossChecker rejected (NaNGuard's ErrNonFiniteLoss: the
+// run diverged, and the last good checkpoint stays the latest) or in the
+// middle of a step's update (replicate.ErrIncompleteUpdate). Any other
+// error — the input's, the model function's, a hook's, cancellation —
+// came before a step's update or after it, and leaves the variables as
+// the last completed step left them.
 func (h *CheckpointSaver) End(_ context.Context, _ RunInfo, cause error) error {
-	if cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+	var rejected *lossRejected
+	if errors.As(cause, &rejected) || errors.Is(cause, ErrNonFiniteLoss) || errors.Is(cause, replicate.ErrIncompleteUpdate) {
 		return nil
 	}
 	if s := h.step(); s != h.last {

@@ -68,7 +68,8 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, o evalOptions) 
 	var lossSum float64
 	var batches int64
 	var lossRows, examples float64 // across processes
-	readAhead, _ := prefetch(ctx, input(ctx), false)
+	src, late := readInput(ctx, input)
+	readAhead, _ := prefetch(ctx, src, false)
 	for batch, err := range readAhead {
 		if err != nil {
 			return nil, fmt.Errorf("evaluate: input at batch %d: %w", batches, err)
@@ -94,6 +95,9 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, o evalOptions) 
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
+	}
+	if err := late(); err != nil {
+		return nil, fmt.Errorf("evaluate: input at batch %d: %w", batches, err)
 	}
 	if batches == 0 {
 		return nil, fmt.Errorf("evaluate: input yielded no batches")

@@ -48,7 +48,8 @@ type StepResult struct {
 // Hook watches and steers a training run, like TensorFlow's
 // SessionRunHook. Hooks are called in the order given, on the goroutine of
 // Train, with the Estimator locked: a hook must not call the Estimator's
-// methods (it gets the store in RunInfo).
+// methods (it gets the store in RunInfo). A panic in a hook's method ends
+// the run with a *PanicError naming the hook's type and the method.
 type Hook interface {
 	// Begin runs before the first step.
 	Begin(ctx context.Context, info RunInfo) error

@@ -23,7 +23,10 @@ type Batch = sharding.Batch
 
 // InputFn yields batches until the end of its data, or until ctx is done.
 // A yielded error ends the call that consumes it. Train and Evaluate run the
-// sequence on a goroutine of its own, one batch ahead of the towers.
+// sequence on a goroutine of its own, one batch ahead of the towers. A panic
+// in the function or its sequence, a nil sequence, or a sequence that yields
+// again after yield returned false fails the call with an error naming the
+// input function (a *PanicError for a panic).
 type InputFn func(ctx context.Context) iter.Seq2[Batch, error]
 
 // Forever as TensorInput.Epochs repeats the data without end.
@@ -36,7 +39,8 @@ type TensorInput struct {
 	BatchSize int
 	// DropRemainder drops the last batch of an epoch when it is smaller
 	// than BatchSize, as tf.data's batch(drop_remainder=True): every batch
-	// then splits alike across the towers (training needs a row per tower).
+	// then splits alike across the towers (a batch with fewer rows than
+	// towers runs on fewer of them).
 	DropRemainder bool
 	// Epochs is how many passes over the data to make: 0 means 1, Forever
 	// repeats without end.

@@ -66,7 +66,14 @@ func (e *Estimator) PredictBatches(ctx context.Context, input InputFn) iter.Seq2
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		n := 0
-		for batch, err := range input(ctx) {
+		src, late := readInput(ctx, input)
+		defer func() {
+			// The loop's consumer stopped reading: no error can reach it.
+			if err := late(); err != nil {
+				e.log.Warn("predict: input", "batch", n, "error", err)
+			}
+		}()
+		for batch, err := range src {
 			if err == nil {
 				err = ctx.Err()
 			}

@@ -368,8 +368,11 @@ func (h failAt) AfterStep(_ context.Context, r estimator.StepResult) (bool, erro
 
 // TestEndCause: a clean end — a hook's stop request, a step limit, the end
 // of the input — gives the end hooks a nil cause and saves the last step;
-// cancellation and errors give them the run's error, and only cancellation
-// saves.
+// cancellation and errors give them the run's error. Cancellation and
+// errors that leave the variables at the last completed step (the input's,
+// the model function's, a hook's) save it; a loss a checker rejected (NaN)
+// and an update that broke off do not: the last good checkpoint stays the
+// latest.
 func TestEndCause(t *testing.T) {
 	boom := errors.New("boom")
 	tests := []struct {
@@ -379,38 +382,54 @@ func TestEndCause(t *testing.T) {
 		is        error // nil: a clean end
 		wantStep  int64
 		wantSaved int64 // latest checkpoint
+		model     model.Fn
 	}{
 		{"StopAtStep", forever4, func(context.CancelFunc) []estimator.TrainOption {
 			return []estimator.TrainOption{estimator.Hooks(estimator.StopAtStep{Last: 4})}
-		}, nil, 4, 4},
+		}, nil, 4, 4, nil},
 		{"StopAtStep before Steps", forever4, func(context.CancelFunc) []estimator.TrainOption {
 			return []estimator.TrainOption{estimator.Steps(6), estimator.Hooks(estimator.StopAtStep{Last: 2})}
-		}, nil, 2, 2},
+		}, nil, 2, 2, nil},
 		{"Steps before StopAtStep", forever4, func(context.CancelFunc) []estimator.TrainOption {
 			return []estimator.TrainOption{estimator.Steps(3), estimator.Hooks(estimator.StopAtStep{Last: 5})}
-		}, nil, 3, 3},
+		}, nil, 3, 3, nil},
 		{"MaxSteps", forever4, func(context.CancelFunc) []estimator.TrainOption {
 			return []estimator.TrainOption{estimator.MaxSteps(3)}
-		}, nil, 3, 3},
+		}, nil, 3, 3, nil},
 		{"input ends", func(t *testing.T, _ context.CancelFunc) estimator.InputFn { return lineInput(t, xs(4), 2, true) },
-			func(context.CancelFunc) []estimator.TrainOption { return nil }, nil, 2, 2},
+			func(context.CancelFunc) []estimator.TrainOption { return nil }, nil, 2, 2, nil},
 		{"cancelled", forever4, func(cancel context.CancelFunc) []estimator.TrainOption {
 			return []estimator.TrainOption{estimator.OnStep(func(step int64, _ float64) {
 				if step == 2 {
 					cancel()
 				}
 			})}
-		}, context.Canceled, 2, 2},
+		}, context.Canceled, 2, 2, nil},
 		{"hook error", forever4, func(context.CancelFunc) []estimator.TrainOption {
 			return []estimator.TrainOption{estimator.Hooks(failAt{at: 2, err: boom})}
-		}, boom, 2, 0},
+		}, boom, 2, 2, nil},
+		{"input error", func(*testing.T, context.CancelFunc) estimator.InputFn { return failsAfter(2, boom, false) },
+			func(context.CancelFunc) []estimator.TrainOption { return nil }, boom, 2, 2, nil},
+		{"input panic", func(*testing.T, context.CancelFunc) estimator.InputFn { return failsAfter(2, boom, true) },
+			func(context.CancelFunc) []estimator.TrainOption { return nil }, boom, 2, 2, nil},
+		{"model function error at a step", func(*testing.T, context.CancelFunc) estimator.InputFn { return failsAfter(2, nil, false) },
+			func(context.CancelFunc) []estimator.TrainOption { return nil }, boom, 2, 2, refusesThreeRows(boom)},
 		{"NaN loss", func(*testing.T, context.CancelFunc) estimator.InputFn { return nanAfter(2) },
-			func(context.CancelFunc) []estimator.TrainOption { return nil }, estimator.ErrNonFiniteLoss, 2, 0},
+			func(context.CancelFunc) []estimator.TrainOption { return nil }, estimator.ErrNonFiniteLoss, 2, 0, nil},
+		{"loss rejected", forever4, func(context.CancelFunc) []estimator.TrainOption {
+			return []estimator.TrainOption{estimator.Hooks(rejectAt{at: 2, err: boom})}
+		}, boom, 2, 0, nil},
+		{"update broke off", forever4, func(context.CancelFunc) []estimator.TrainOption { return nil },
+			replicate.ErrIncompleteUpdate, 2, 0, failsToApplyAt(2, boom)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			est := newRunEstimator(t, replicate.ModelFn(knobModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{ModelDir: dir, SaveCheckpointsSteps: 1000, LogEvery: -1})
+			fn := tc.model
+			if fn == nil {
+				fn = knobModel
+			}
+			est := newRunEstimator(t, replicate.ModelFn(fn, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), estimator.RunConfig{ModelDir: dir, SaveCheckpointsSteps: 1000, LogEvery: -1})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			first, last := &endRecorder{}, &endRecorder{}
@@ -445,6 +464,78 @@ func TestEndCause(t *testing.T) {
 }
 
 func forever4(t *testing.T, _ context.CancelFunc) estimator.InputFn { return foreverInput(t, 4) }
+
+// failsAfter yields good batches of x = y = 1, 2, then fails: it yields
+// err, or panics with it when panics; with a nil err it yields a batch of
+// 3 rows and ends.
+func failsAfter(good int, err error, panics bool) estimator.InputFn {
+	return func(context.Context) iter.Seq2[estimator.Batch, error] {
+		return func(yield func(estimator.Batch, error) bool) {
+			for range good {
+				if !yield(estimator.Batch{Features: map[string]*tensor.Dense{"x": column(1, 2)}, Labels: map[string]*tensor.Dense{"y": column(1, 2)}}, nil) {
+					return
+				}
+			}
+			switch {
+			case panics:
+				panic(err)
+			case err != nil:
+				yield(estimator.Batch{}, err)
+			default:
+				yield(estimator.Batch{Features: map[string]*tensor.Dense{"x": column(1, 2, 3)}, Labels: map[string]*tensor.Dense{"y": column(1, 2, 3)}}, nil)
+			}
+		}
+	}
+}
+
+// refusesThreeRows is knobModel, failing with err on a batch of 3 rows.
+func refusesThreeRows(err error) model.Fn {
+	return func(t *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
+		if f["x"].Shape()[0] == 3 {
+			return nil, err
+		}
+		return knobModel(t, mode, f, l, p)
+	}
+}
+
+// rejectAt rejects the loss of the step that follows global step at.
+type rejectAt struct {
+	estimator.BaseHook
+	at  int64
+	err error
+}
+
+func (h rejectAt) CheckLoss(step int64, _ float64) error {
+	if step == h.at {
+		return h.err
+	}
+	return nil
+}
+
+// failingApply is an optimizer whose Apply fails at global step at.
+type failingApply struct {
+	optimizers.Optimizer
+	at  int64
+	err error
+}
+
+func (o failingApply) Apply(store *towers.Store, vars []*towers.Variable, grads []any) error {
+	if v, err := store.Lookup(model.GlobalStepName); err == nil && v.Data().([]int64)[0] == o.at {
+		return o.err
+	}
+	return o.Optimizer.Apply(store, vars, grads)
+}
+
+// failsToApplyAt is knobModel, its optimizer failing at global step at.
+func failsToApplyAt(at int64, err error) model.Fn {
+	return func(t *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
+		spec, serr := knobModel(t, mode, f, l, p)
+		if serr == nil && mode == model.Train {
+			spec.TrainOps[0].Optimizer = failingApply{Optimizer: spec.TrainOps[0].Optimizer, at: at, err: err}
+		}
+		return spec, serr
+	}
+}
 
 // readJSONLines reads a history file of dir into records of type T.
 func readJSONLines[T any](t *testing.T, dir, name string) []T {

@@ -17,16 +17,24 @@ import (
 type TrainOption func(*trainOptions)
 
 type trainOptions struct {
-	steps, maxSteps int64
-	hooks           []Hook
+	steps, maxSteps       int64
+	hasSteps, hasMaxSteps bool
+	hooks                 []Hook
 }
 
-// Steps trains for n more steps (or until the input ends).
-func Steps(n int64) TrainOption { return func(o *trainOptions) { o.steps = n } }
+// Steps trains for n more steps (or until the input ends); n must be at
+// least 1.
+func Steps(n int64) TrainOption {
+	return func(o *trainOptions) { o.steps, o.hasSteps = n, true }
+}
 
-// MaxSteps trains until the global step reaches n (or the input ends); a
-// model already at n does nothing.
-func MaxSteps(n int64) TrainOption { return func(o *trainOptions) { o.maxSteps = n } }
+// MaxSteps trains until the global step reaches n (or the input ends); n
+// must not be negative. A model already at step n or beyond trains
+// nothing: Train logs that it skips training and returns nil, as
+// TensorFlow's max_steps.
+func MaxSteps(n int64) TrainOption {
+	return func(o *trainOptions) { o.maxSteps, o.hasMaxSteps = n, true }
+}
 
 // Hooks adds hooks to the run, after the Estimator's own (NaN guard,
 // logging, checkpoint saving).
@@ -53,8 +61,11 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.steps < 0 || o.maxSteps < 0 {
-		return fmt.Errorf("train: negative step limit")
+	if o.hasSteps && o.steps < 1 {
+		return fmt.Errorf("train: Steps(%d): want at least 1 step", o.steps)
+	}
+	if o.hasMaxSteps && o.maxSteps < 0 {
+		return fmt.Errorf("train: MaxSteps(%d): want a global step of 0 or more", o.maxSteps)
 	}
 	if input == nil {
 		return fmt.Errorf("train: nil input function")
@@ -105,6 +116,7 @@ type trainRun struct {
 
 	next      func() (Batch, error, bool)
 	stopInput func()
+	lateInput func() error // the input's failure after stopInput
 	started   func()
 	first     Batch
 	firstErr  error
@@ -128,14 +140,15 @@ func (e *Estimator) beginTrain(ctx context.Context, input InputFn, o trainOption
 	}
 	start := e.eng.Step()
 	limit := int64(-1)
-	if o.steps > 0 {
+	if o.hasSteps {
 		limit = start + o.steps
 	}
-	if o.maxSteps > 0 && (limit < 0 || o.maxSteps < limit) {
-		limit = o.maxSteps
-	}
-	if limit >= 0 && start >= limit {
+	if o.hasMaxSteps && start >= o.maxSteps {
+		e.log.Info("train: skipping training: the global step has already reached max steps", "global_step", start, "max_steps", o.maxSteps)
 		return nil, nil
+	}
+	if o.hasMaxSteps && (limit < 0 || o.maxSteps < limit) {
+		limit = o.maxSteps
 	}
 	r := &trainRun{e: e, limit: limit, hooks: append(e.defaultHooks(), o.hooks...)}
 	if e.cfg.ModelDir != "" {
@@ -145,8 +158,9 @@ func (e *Estimator) beginTrain(ctx context.Context, input InputFn, o trainOption
 		})
 	}
 	r.info = RunInfo{Store: e.store(), ModelDir: e.cfg.ModelDir, Logger: e.log, StartStep: start, LastStep: limit}
-	var batches iter.Seq2[Batch, error]
-	batches, r.started = prefetch(ctx, input(ctx), true)
+	var src, batches iter.Seq2[Batch, error]
+	src, r.lateInput = readInput(ctx, input)
+	batches, r.started = prefetch(ctx, src, true)
 	r.next, r.stopInput = iter.Pull2(batches)
 	r.first, r.firstErr, r.haveFirst = r.next()
 	if r.haveFirst && r.firstErr == nil {
@@ -162,7 +176,7 @@ func (e *Estimator) beginTrain(ctx context.Context, input InputFn, o trainOption
 		}
 	}
 	for _, h := range r.hooks {
-		if err := h.Begin(ctx, r.info); err != nil {
+		if err := callHook(h, "Begin", func() error { return h.Begin(ctx, r.info) }); err != nil {
 			return nil, r.end(ctx, fmt.Errorf("train: begin hook: %w", err))
 		}
 		r.begun++
@@ -183,15 +197,30 @@ func (r *trainRun) nextBatch(ctx context.Context) (Batch, error, bool) {
 }
 
 // checkLoss asks every LossChecker hook about a step's loss before the
-// update.
+// update. A loss a checker rejects is a lossRejected error.
 func (r *trainRun) checkLoss(loss float64) error {
 	for _, c := range r.checkers {
-		if err := c.CheckLoss(r.e.eng.Step(), loss); err != nil {
+		var rejected error
+		err := callHook(c, "CheckLoss", func() error {
+			rejected = c.CheckLoss(r.e.eng.Step(), loss)
+			return rejected
+		})
+		if rejected != nil {
+			return &lossRejected{rejected}
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// lossRejected is the error of a run whose loss a LossChecker rejected
+// (NaNGuard: a diverging run).
+type lossRejected struct{ err error }
+
+func (e *lossRejected) Error() string { return e.err.Error() }
+func (e *lossRejected) Unwrap() error { return e.err }
 
 // step runs one training step with its hooks: BeforeStep, the engine's
 // step, the fetches, AfterStep; then the batch is released. It reports
@@ -203,7 +232,11 @@ func (r *trainRun) step(ctx context.Context, batch Batch) (stop bool, err error)
 	}
 	var fetch []string
 	for i, h := range r.hooks {
-		req, err := h.BeforeStep(ctx, e.eng.Step())
+		var req StepRequest
+		err := callHook(h, "BeforeStep", func() (err error) {
+			req, err = h.BeforeStep(ctx, e.eng.Step())
+			return err
+		})
 		if err != nil {
 			return false, fmt.Errorf("train: before step %d: %w", e.eng.Step(), err)
 		}
@@ -231,7 +264,11 @@ func (r *trainRun) step(ctx context.Context, batch Batch) (stop bool, err error)
 				res.Values[name] = values[name]
 			}
 		}
-		s, err := h.AfterStep(ctx, res)
+		var s bool
+		err := callHook(h, "AfterStep", func() (err error) {
+			s, err = h.AfterStep(ctx, res)
+			return err
+		})
 		if err != nil {
 			return false, fmt.Errorf("train: after step %d: %w", res.Step, err)
 		}
@@ -244,12 +281,15 @@ func (r *trainRun) step(ctx context.Context, batch Batch) (stop bool, err error)
 }
 
 // end stops reading the input and runs End on every hook that began,
-// however the run ended; the first End error becomes the run's error when
-// it had none.
+// however the run ended; a failure of the input after it was stopped, or
+// else the first End error, becomes the run's error when it had none.
 func (r *trainRun) end(ctx context.Context, err error) error {
 	r.stopInput()
+	if lerr := r.lateInput(); lerr != nil && err == nil {
+		err = fmt.Errorf("train: input at step %d: %w", r.e.eng.Step(), lerr)
+	}
 	for _, h := range r.hooks[:r.begun] {
-		if herr := h.End(ctx, r.info, err); herr != nil && err == nil {
+		if herr := callHook(h, "End", func() error { return h.End(ctx, r.info, err) }); herr != nil && err == nil {
 			err = fmt.Errorf("train: end hook: %w", herr)
 		}
 	}

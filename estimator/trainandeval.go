@@ -69,10 +69,10 @@ func (e *Estimator) TrainAndEvaluate(ctx context.Context, train TrainSpec, eval 
 	}
 	h := &evalHook{e: e, spec: eval, best: math.NaN()}
 	opts := []TrainOption{Hooks(append(append([]Hook{}, train.Hooks...), h)...)}
-	if train.MaxSteps > 0 {
+	if train.MaxSteps != 0 {
 		opts = append(opts, MaxSteps(train.MaxSteps))
 	}
-	if train.Steps > 0 {
+	if train.Steps != 0 {
 		opts = append(opts, Steps(train.Steps))
 	}
 	if err := e.Train(ctx, train.Input, opts...); err != nil {

@@ -67,9 +67,10 @@ func bnModel(perTower bool) model.Fn {
 
 // TestBatchNormTowersEqualOneDevice: with batch normalization synchronized
 // over the towers (the default), N towers on uneven shards train exactly
-// like one device on the whole batch, moving statistics included; per
-// tower (PerTower), each shard is normalized with its own statistics, and
-// training differs from one device's.
+// like one device on the whole batch, moving statistics included, also
+// when an epoch's last batch has fewer rows than towers (batches of 11:
+// 11, 11, 1); per tower (PerTower), each shard is normalized with its own
+// statistics, and training differs from one device's.
 func TestBatchNormTowersEqualOneDevice(t *testing.T) {
 	const rows = 23
 	r := rand.New(rand.NewPCG(7, 8))
@@ -82,13 +83,13 @@ func TestBatchNormTowersEqualOneDevice(t *testing.T) {
 	}
 	feats := map[string]*tensor.Dense{"x": numeric.Over(tensor.Shape{rows, 1, 4, 4}, xs)}
 	labels := map[string]*tensor.Dense{"y": numeric.Over(tensor.Shape{rows, 1}, ys)}
-	train := func(fn model.Fn, n int) map[string][]float64 {
+	train := func(fn model.Fn, n, batch int) map[string][]float64 {
 		est, err := estimator.New(replicate.ModelFn(fn, replicate.Config{Devices: cpus(n)}), estimator.RunConfig{Seed: 5, LogEvery: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer est.Close()
-		in, err := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: rows, Epochs: estimator.Forever})
+		in, err := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: batch, Epochs: estimator.Forever})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,21 +98,23 @@ func TestBatchNormTowersEqualOneDevice(t *testing.T) {
 		}
 		return vartest.Variables(t, est)
 	}
-	want := train(bnModel(false), 1)
-	if want["bn1/moving_mean"][0] == 0 || want["bn2/moving_variance"][0] == 1 {
-		t.Fatalf("moving statistics were not updated: %v", want)
-	}
-	for _, n := range []int{2, 3, 4} {
-		t.Run(fmt.Sprintf("synced/towers%d", n), func(t *testing.T) {
-			got := train(bnModel(false), n)
-			if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-9, 1e-12)); diff != "" {
-				t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
-			}
-		})
+	for _, batch := range []int{rows, 11} {
+		want := train(bnModel(false), 1, batch)
+		if want["bn1/moving_mean"][0] == 0 || want["bn2/moving_variance"][0] == 1 {
+			t.Fatalf("moving statistics were not updated: %v", want)
+		}
+		for _, n := range []int{2, 3, 4} {
+			t.Run(fmt.Sprintf("synced/batch%d/towers%d", batch, n), func(t *testing.T) {
+				got := train(bnModel(false), n, batch)
+				if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-9, 1e-12)); diff != "" {
+					t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
+				}
+			})
+		}
 	}
 	t.Run("per tower", func(t *testing.T) {
-		one := train(bnModel(true), 1)
-		got := train(bnModel(true), 3)
+		one := train(bnModel(true), 1, rows)
+		got := train(bnModel(true), 3, rows)
 		if cmp.Equal(one["d2/kernel"], got["d2/kernel"], cmpopts.EquateApprox(1e-9, 1e-12)) {
 			t.Errorf("per-tower statistics trained exactly like one device: the option does nothing")
 		}

@@ -26,7 +26,8 @@ const (
 	// the effective learning rate grows with the number of towers.
 	Sum
 	// Mean divides each tower's loss by the number of towers (TensorFlow's
-	// MEAN).
+	// MEAN). Under Sum and Mean a step depends on its number of towers: a
+	// batch with fewer rows than devices runs on as many towers as rows.
 	Mean
 	// None is not a reduction: asking for it is an error, as in TensorFlow.
 	None

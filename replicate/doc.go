@@ -14,8 +14,8 @@
 //
 //	rule                                              function (file)
 //	split the batch along dim 0 for a mode            Engine.splitBatch (split.go), sharding.Batch.Split
-//	  (sizes differ by at most one; Eval/Predict
-//	  run fewer towers on fewer rows; no labels
+//	  (sizes differ by at most one; fewer rows
+//	  than devices run on fewer towers; no labels
 //	  in Predict)
 //	remember how a batch was split                    splitCache (split.go)
 //	build the towers of a mode and input signature,   Engine.prepare, Engine.buildTowers (build.go)

@@ -1,7 +1,6 @@
 package replicate
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -12,9 +11,11 @@ import (
 )
 
 // splitBatch splits a batch for mode, TensorFlow's _split_batch: along
-// dimension 0, shard sizes differing by at most one. Train needs a row for
-// every device; Eval and Predict run on fewer towers when the batch has
-// fewer rows. Predict drops the labels.
+// dimension 0, shard sizes differing by at most one. A batch with fewer
+// rows than devices runs on fewer towers, one row each (an input's smaller
+// last batch): with the default loss reduction, which weights each tower by
+// its share of the rows, that step is still one device's on the batch.
+// Predict drops the labels.
 func (e *Engine) splitBatch(mode model.Mode, b sharding.Batch) ([]sharding.Batch, []int, error) {
 	rows, err := b.Rows()
 	if err != nil {
@@ -23,17 +24,11 @@ func (e *Engine) splitBatch(mode model.Mode, b sharding.Batch) ([]sharding.Batch
 	if rows == 0 {
 		return nil, nil, fmt.Errorf("empty batch")
 	}
-	n := len(e.cfg.Devices)
-	if mode != model.Train {
-		n = min(n, rows)
-	}
+	n := min(len(e.cfg.Devices), rows)
 	if mode == model.Predict {
 		b.Labels = nil
 	}
 	shards, sizes, err := b.Split(n)
-	if errors.Is(err, sharding.ErrTooFewRows) {
-		return nil, nil, fmt.Errorf("%v batch across %d towers: %w (training needs a row per tower; if this is an input's smaller last batch, drop it: estimator.TensorInput.DropRemainder)", mode, n, err)
-	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%v batch across %d towers: %w", mode, n, err)
 	}

@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/trace"
 
@@ -224,15 +225,27 @@ func (e *Engine) computeStep(ctx context.Context, batch sharding.Batch, hooks St
 	return b, loss, nil
 }
 
+// ErrIncompleteUpdate is wrapped by the error of a training step that
+// failed while it wrote the variables (TrainStep, ApplyGradients): they may
+// hold part of the step, and are no state to save. Every other error of a
+// step leaves them as the last completed step left them.
+var ErrIncompleteUpdate = errors.New("the step's update did not complete: the variables may hold part of it")
+
 // applyStep is a training step's second half: every train op of b applies
 // its plan's gradients (p.apply) once on the masters, the state updates
 // pending from computeStep (if any: gradients applied from elsewhere bring
 // none) are written after them, as TensorFlow's UPDATE_OPS run after the
 // train op, and the global step grows by one; with Averaging, every Every
-// steps the processes then average their variables.
-func (e *Engine) applyStep(ctx context.Context, b *build) error {
+// steps the processes then average their variables. Its errors wrap
+// ErrIncompleteUpdate.
+func (e *Engine) applyStep(ctx context.Context, b *build) (err error) {
 	region := trace.StartRegion(ctx, "apply")
 	defer region.End()
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w (%w)", err, ErrIncompleteUpdate)
+		}
+	}()
 	if err := e.applyTrainOps(b); err != nil {
 		return err
 	}

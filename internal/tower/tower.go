@@ -18,12 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"runtime/trace"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/internal/guard"
 	"github.com/towerflow/towerflow/internal/parallel"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -228,7 +228,7 @@ func (t *Tower) Value(n *G.Node) (G.Value, error) {
 // (G.Read or G.Set statements, nodes on a GPU) goes to gorgonia's tape
 // machine instead, which gives the same values.
 func (t *Tower) Compile() (err error) {
-	defer t.recoverInto(&err, "compile")
+	defer guard.Recover(&err, t, "compile")
 	if !tapeOnly {
 		roots, _ := t.liveRoots()
 		p, perr := newProgram(t.g, roots, t.watchOrder)
@@ -288,7 +288,7 @@ func (t *Tower) Run() (err error) {
 	if t.vm == nil && t.prog == nil {
 		return fmt.Errorf("%v: run before compile", t)
 	}
-	defer t.recoverInto(&err, "run")
+	defer guard.Recover(&err, t, "run")
 	if t.vm != nil {
 		t.vm.Reset()
 	}
@@ -307,7 +307,7 @@ func (t *Tower) Run() (err error) {
 		err = t.vm.RunAll()
 	}
 	if sp := (*sinkPanic)(nil); errors.As(err, &sp) {
-		return &PanicError{Tower: t.String(), What: "run", Value: sp.value, Stack: sp.stack}
+		return &PanicError{Where: t.String(), What: "run", Value: sp.value, Stack: sp.stack}
 	}
 	if err != nil {
 		return fmt.Errorf("%v: run: %w", t, err)
@@ -323,35 +323,14 @@ func (t *Tower) Close() error {
 	return t.vm.Close()
 }
 
-// PanicError is a panic recovered from model code or gorgonia, with the
-// tower it happened on.
-type PanicError struct {
-	Tower string // e.g. "tower 1 (/device:CPU:1)"
-	What  string // what the tower was doing: "build", "run", ...
-	Value any
-	Stack []byte
-}
-
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("%s: panic during %s: %v", e.Tower, e.What, e.Value)
-}
-
-// Unwrap returns the panic value when it is an error.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
-
-func (t *Tower) recoverInto(err *error, what string) {
-	if r := recover(); r != nil {
-		*err = &PanicError{Tower: t.String(), What: what, Value: r, Stack: debug.Stack()}
-	}
-}
+// PanicError is a panic recovered from model code or gorgonia; its Where
+// names the tower it happened on.
+type PanicError = guard.PanicError
 
 // Guard calls fn, turning a panic inside it into a *PanicError naming the
 // tower and what it was doing.
 func (t *Tower) Guard(what string, fn func() error) (err error) {
-	defer t.recoverInto(&err, what)
+	defer guard.Recover(&err, t, what)
 	return fn()
 }
 

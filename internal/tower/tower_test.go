@@ -68,7 +68,7 @@ func TestRunAllNamesPanickingTower(t *testing.T) {
 		return nil
 	})
 	var pe *tower.PanicError
-	if !errors.As(err, &pe) || pe.Tower != "tower 1 (/device:CPU:1)" || !strings.Contains(err.Error(), "bad shape") {
+	if !errors.As(err, &pe) || pe.Where != "tower 1 (/device:CPU:1)" || !strings.Contains(err.Error(), "bad shape") {
 		t.Fatalf("got %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
