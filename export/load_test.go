@@ -483,17 +483,17 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name:  "variable shape differs",
 			model: replicate.ModelFn(matrixW, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
-			want:  []string{`variable "w"`, "shape [1 1] dtype float64 in the model but shape [] dtype float64 in the export"},
+			want:  []string{`variable "w"`, "shape [1 1] dtype float64 in the model but shape [] dtype float64 in checkpoint"},
 		},
 		{
 			name:  "model has an extra variable",
 			model: replicate.ModelFn(extraVariable, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
-			want:  []string{`variable "scale"`, "missing from the export"},
+			want:  []string{"lacks the model's variables", `"scale"`},
 		},
 		{
 			name:  "export has a variable the model lacks",
 			model: replicate.ModelFn(noBias, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
-			want:  []string{`variable "b"`, "not a variable of the model"},
+			want:  []string{`variables the model does not make: ["b"]`},
 		},
 		{
 			name:  "model without export outputs",
