@@ -80,6 +80,15 @@ func ReadRegular(dir, name string) ([]byte, error) {
 	return b, nil
 }
 
+// Inside checks that p, a path under dir, leads to a file or directory
+// under dir once its symbolic links are resolved: an error wrapping
+// ErrOutside names both when a link takes it out. A path that does not
+// resolve (a dangling link) is an error wrapping fs.ErrNotExist.
+func Inside(dir, p string) error {
+	_, err := inside(dir, p)
+	return err
+}
+
 // inside resolves the symbolic links of p, a path under dir, and returns
 // the file it leads to if that is still under dir.
 func inside(dir, p string) (string, error) {
