@@ -28,7 +28,7 @@ import (
 // where a file belongs or a symbolic link out of dir is an error naming it.
 func verifyManifest(dir string) error {
 	mpath := filepath.Join(dir, exportdir.ManifestFile)
-	data, err := fsutil.ReadRegular(dir, exportdir.ManifestFile)
+	data, err := fsutil.ReadRegularAtMost(dir, exportdir.ManifestFile, exportdir.MaxManifestBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("manifest %s is missing: not an export version directory", mpath)
 	}
@@ -116,7 +116,7 @@ func verifyFile(dir, rel string, want exportdir.File) error {
 func readSignatures(dir string) (exportdir.Signatures, map[string]map[string]input, error) {
 	spath := filepath.Join(dir, exportdir.SignaturesFile)
 	var sigs exportdir.Signatures
-	data, err := fsutil.ReadRegular(dir, exportdir.SignaturesFile)
+	data, err := fsutil.ReadRegularAtMost(dir, exportdir.SignaturesFile, exportdir.MaxSignaturesBytes)
 	if err != nil {
 		return sigs, nil, err
 	}

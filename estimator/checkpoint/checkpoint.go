@@ -421,7 +421,7 @@ func updatePointer(dir, name string, kept []string, keep int) error {
 // error wrapping fs.ErrNotExist; one that cannot be read an error for which
 // unreadable is true; a damaged one any other error.
 func readPointer(dir string) (pointer, error) {
-	b, err := readRegular(dir, PointerFile)
+	b, err := readRegular(dir, PointerFile, maxPointerBytes)
 	if err != nil {
 		return pointer{}, err
 	}

@@ -70,15 +70,24 @@ func Read(path string) (*Reader, error) {
 // regular file there; tests replace it to make files unreadable.
 var openFile = fsutil.OpenRegular
 
-// readRegular reads a file that openFile opens.
-func readRegular(dir, name string) ([]byte, error) {
+// readRegular reads a file that openFile opens, if it holds at most limit
+// bytes: a larger one is damage (fsutil.ReadAtMost).
+func readRegular(dir, name string, limit int64) ([]byte, error) {
 	f, _, err := openFile(dir, name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(f)
+	return fsutil.ReadAtMost(f, filepath.Join(dir, name), limit)
 }
+
+// Bounds on the metadata files a reader reads whole, far above any real
+// one: a manifest entry takes about 250 bytes, so 64 MiB is a quarter of a
+// million variables; a pointer file names each kept checkpoint in about 20.
+const (
+	maxManifestBytes = 64 << 20
+	maxPointerBytes  = 16 << 20
+)
 
 // pathErr returns err, which is about the file p, naming p unless it does.
 func pathErr(p string, err error) error {
@@ -122,7 +131,7 @@ func readManifest(path string) (Manifest, []tensor.Dtype, error) {
 	fail := func(format string, args ...any) (Manifest, []tensor.Dtype, error) {
 		return Manifest{}, nil, fmt.Errorf("%s: %s", mpath, fmt.Sprintf(format, args...))
 	}
-	b, err := readRegular(path, ManifestFile)
+	b, err := readRegular(path, ManifestFile, maxManifestBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fail("manifest is missing")
 	}
