@@ -52,7 +52,7 @@ func (e *Estimator) restore(r *checkpoint.Reader) error {
 	if err := r.Restore(e.store()); err != nil {
 		return fmt.Errorf("%w%s", err, warmStartHint(err))
 	}
-	e.ckpt, e.restored, e.restoredLogged = r.Path(), r, false
+	e.ckpt, e.restored, e.restoredLogged, e.restoredWarned = r.Path(), r, false, false
 	return nil
 }
 
@@ -113,7 +113,8 @@ func (e *Estimator) checkRestored() error {
 				foreign = append(foreign, name)
 			}
 		}
-		if len(foreign) > 0 {
+		if len(foreign) > 0 && !e.restoredWarned {
+			e.restoredWarned = true
 			e.log.Warn("checkpoint: variables that neither the model nor its optimizers use (the state of another optimizer?): kept as they are and saved again",
 				"checkpoint", r.Path(), "optimizers", opts, "variables", foreign)
 		}

@@ -109,10 +109,11 @@ type Estimator struct {
 	ckpt string // the checkpoint the store last saved or restored
 	// restored is the checkpoint the store last restored, which builds
 	// check their variables against while it is ckpt; restoredLogged
-	// says that one has.
-	restored       *checkpoint.Reader
-	restoredLogged bool
-	warmed         bool // the warm start is done, or not needed
+	// says that one has, restoredWarned that a Train build has warned of
+	// its unused optimizer state.
+	restored                       *checkpoint.Reader
+	restoredLogged, restoredWarned bool
+	warmed                         bool // the warm start is done, or not needed
 	// events are the open TensorBoard event files by directory.
 	events map[string]*tfevents.Writer
 	// bar is the progress bar on RunConfig.Progress, if any; log goes
