@@ -199,3 +199,42 @@ func TestRestoreWithAnotherOptimizer(t *testing.T) {
 		})
 	}
 }
+
+// TestProcessesRestoreWithAnotherOptimizer: across processes, the state of
+// an optimizer the model no longer uses stays on every rank alike (rank 0
+// restores it, the others take it from rank 0), so that averaging every
+// float variable, the slots included, still pairs the ranks' variables;
+// the processes train on and agree.
+func TestProcessesRestoreWithAnotherOptimizer(t *testing.T) {
+	dir := t.TempDir()
+	first := ranks(2, acrossRun{Towers: 1, Optimizer: "adam", Dtype: "float64", Rows: 64, Batch: 16, Steps: 3})
+	first[0].ModelDir = dir
+	for r, res := range runLocal(first) {
+		if res.Err != "" {
+			t.Fatalf("rank %d: %s", r, res.Err)
+		}
+	}
+	second := ranks(2, acrossRun{Towers: 1, Optimizer: "momentum", Dtype: "float64", Rows: 64, Batch: 16, Steps: 3, Every: 3, Slots: true})
+	second[0].ModelDir = dir
+	got := runLocal(second)
+	for r, res := range got {
+		if res.Err != "" {
+			t.Fatalf("rank %d: %s", r, res.Err)
+		}
+		if res.Step != 6 {
+			t.Errorf("rank %d: at step %d, want 6", r, res.Step)
+		}
+	}
+	var adam []string
+	for name := range got[0].Weights {
+		if strings.Contains(name, "/Adam/") {
+			adam = append(adam, name)
+		}
+	}
+	if len(adam) == 0 {
+		t.Fatalf("rank 0 has no Adam slots: %v", got[0].Weights)
+	}
+	if diff := cmp.Diff(got[0].Weights, got[1].Weights); diff != "" {
+		t.Errorf("the ranks differ after averaging (-rank 0 +rank 1):\n%s", diff)
+	}
+}
