@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/towerflow/towerflow/estimator/checkpoint"
@@ -20,7 +22,8 @@ import (
 // it last). A model directory without checkpoints is a fresh run; one whose
 // checkpoints are all damaged (checkpoint.ErrDamaged), or holds a file that
 // cannot be read, is an error naming them, and the run touches nothing in
-// it.
+// it. The next build of towers compares the variables the model makes with
+// the checkpoint's (checkRestored).
 func (e *Estimator) restoreLatest() error {
 	if e.cfg.ModelDir == "" {
 		return nil
@@ -41,12 +44,105 @@ func (e *Estimator) restoreLatest() error {
 	if path == e.ckpt {
 		return nil
 	}
+	return e.restore(r)
+}
+
+// restore loads r into the store; the builds of towers from now on check
+// the variables they make against it.
+func (e *Estimator) restore(r *checkpoint.Reader) error {
 	if err := r.Restore(e.store()); err != nil {
-		return fmt.Errorf("restore %s: %w", path, err)
+		return fmt.Errorf("%w%s", err, warmStartHint(err))
 	}
-	e.ckpt = path
-	e.log.Info("restored checkpoint", "path", path, "step", r.Step())
+	e.ckpt, e.restored, e.restoredLogged, e.restoredWarned = r.Path(), r, false, false
 	return nil
+}
+
+// warmStartHint is what a mismatch error adds: where a partial restore is
+// done on purpose.
+func warmStartHint(err error) string {
+	var mm *checkpoint.MismatchError
+	if !errors.As(err, &mm) {
+		return ""
+	}
+	return "; to start from part of a checkpoint on purpose, give a new model directory RunConfig.WarmStart"
+}
+
+// checkRestored runs after every new build of towers while the store holds
+// the checkpoint it restored last (not one it saved since, which holds the
+// store's variables): the variables the model makes in that mode must be
+// the checkpoint's, with its shapes and dtypes, as TensorFlow's restore
+// requires; a checkpoint variable that the model does not make is an error
+// in Train mode when it is trainable (training would carry it unused into
+// every later checkpoint) and is ignored in the other modes (which may make
+// fewer variables: optimizer slots are training's). Non-trainable
+// checkpoint variables that a Train build's model does not make are
+// optimizer state, restored for its optimizers; those named after none of
+// them — the slots of a replaced optimizer — are logged and left as they
+// are (they are saved again, so that nothing a checkpoint held is lost);
+// slots the optimizers make that the checkpoint lacks start fresh.
+// A mismatch fails the build before the run writes anything.
+func (e *Estimator) checkRestored() error {
+	r := e.restored
+	if r == nil || r.Path() != e.ckpt {
+		return nil
+	}
+	mode, names, opts, ok := e.eng.Built()
+	if !ok {
+		return nil
+	}
+	if !slices.Contains(names, model.GlobalStepName) {
+		names = append(names, model.GlobalStepName)
+	}
+	vars := make([]*towers.Variable, 0, len(names))
+	made := map[string]bool{}
+	for _, name := range names {
+		v, err := e.store().Lookup(name)
+		if err != nil {
+			return fmt.Errorf("restore %s: %w", r.Path(), err)
+		}
+		vars = append(vars, v)
+		made[name] = true
+	}
+	unused := func(en checkpoint.Entry) bool { return mode == model.Train && en.Trainable }
+	if err := r.Compare(vars, unused); err != nil {
+		return fmt.Errorf("restore: in %v mode, %w%s", mode, err, warmStartHint(err))
+	}
+	if mode == model.Train {
+		var foreign []string
+		for _, name := range r.Names() {
+			if !made[name] && !optimizerState(name, names, opts) {
+				foreign = append(foreign, name)
+			}
+		}
+		if len(foreign) > 0 && !e.restoredWarned {
+			e.restoredWarned = true
+			e.log.Warn("checkpoint: variables that neither the model nor its optimizers use (the state of another optimizer?): kept as they are and saved again",
+				"checkpoint", r.Path(), "optimizers", opts, "variables", foreign)
+		}
+	}
+	if !e.restoredLogged {
+		e.restoredLogged = true
+		e.log.Info("restored checkpoint", "path", r.Path(), "step", r.Step())
+	}
+	return nil
+}
+
+// optimizerState reports whether name is the state of one of the
+// optimizers opts, by the names optimizers give their slots:
+// <variable>/<optimizer>/<slot> for a variable of the model, or
+// <optimizer>/<name>.
+func optimizerState(name string, vars, opts []string) bool {
+	for _, o := range opts {
+		if strings.HasPrefix(name, o+"/") {
+			return true
+		}
+		for _, v := range vars {
+			if strings.HasPrefix(name, v+"/"+o+"/") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ErrNotTrained is wrapped by the errors of Evaluate, Predict and Export
@@ -166,11 +262,33 @@ func (h *CheckpointSaver) End(_ context.Context, _ RunInfo, cause error) error {
 }
 
 // RestoreCheckpoint loads a checkpoint — a checkpoint directory, or a model
-// directory meaning its latest — into the store. Variables the store does
-// not hold yet are created; existing ones must match in shape and dtype.
-// Evaluate and Predict then use it although the model directory has no
-// checkpoint (a checkpoint of the model directory's own is restored over
-// it).
+// directory meaning its latest — into the store. Evaluate and Predict then
+// use it although the model directory has no checkpoint (a checkpoint of
+// the model directory's own is restored over it).
+//
+// A restore, this one or the model directory's, is strict, as TensorFlow's
+// ("Key not found in checkpoint"): the variables the model makes must be
+// the checkpoint's, with its shapes and dtypes. Each new build of towers
+// compares them before the run writes anything (so Train, Evaluate,
+// Predict and Export fail without a checkpoint, a history line or an
+// export written), and the model's variables the store already holds are
+// compared here, before anything is restored; a difference is a
+// *checkpoint.MismatchError naming the checkpoint, the variables it lacks
+// and those it has that the model does not make. A checkpoint variable
+// the model does not make is an error in Train mode when it is trainable
+// (training would save it again, unused, in every later checkpoint), and
+// is not used by the other modes, which may make fewer variables. To take
+// part of a checkpoint on purpose, warm-start a new model directory from
+// it (RunConfig.WarmStart).
+//
+// Optimizer slots are the optimizer's state, not the model's: slots the
+// model's optimizers make that the checkpoint lacks (another optimizer than
+// the checkpoint's run had) start fresh, as in a new run; non-trainable
+// checkpoint variables that neither the model makes nor its optimizers name
+// (by their slot prefix, optimizers.Optimizer.Name) — the slots of an
+// optimizer the model no longer uses — are logged as a warning when Train
+// builds, left as they are and saved again, so that nothing a checkpoint
+// held is lost.
 func (e *Estimator) RestoreCheckpoint(path string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -178,9 +296,5 @@ func (e *Estimator) RestoreCheckpoint(path string) error {
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := r.Restore(e.store()); err != nil {
-		return fmt.Errorf("restore %s: %w", r.Path(), err)
-	}
-	e.ckpt = r.Path()
-	return nil
+	return e.restore(r)
 }

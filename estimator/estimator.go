@@ -34,8 +34,10 @@ import (
 // seed 0 and logs nothing.
 type RunConfig struct {
 	// ModelDir is the run's home: checkpoints, history files and
-	// TensorBoard event files. Train, Evaluate and Predict first restore
-	// its latest checkpoint. Empty keeps everything in memory.
+	// TensorBoard event files. Train, Evaluate, Predict and Export first
+	// restore its latest checkpoint, which must hold the variables the
+	// model makes (see RestoreCheckpoint). Empty keeps everything in
+	// memory.
 	ModelDir string
 	// Seed seeds variable initializers: the same seed gives the same
 	// initial variables on any number of towers.
@@ -105,6 +107,13 @@ type Estimator struct {
 	log  *slog.Logger
 	eng  *replicate.Engine
 	ckpt string // the checkpoint the store last saved or restored
+	// restored is the checkpoint the store last restored, which builds
+	// check their variables against while it is ckpt; restoredLogged
+	// says that one has, restoredWarned that a Train build has warned of
+	// its unused optimizer state.
+	restored                       *checkpoint.Reader
+	restoredLogged, restoredWarned bool
+	warmed                         bool // the warm start is done, or not needed
 	// events are the open TensorBoard event files by directory.
 	events map[string]*tfevents.Writer
 	// bar is the progress bar on RunConfig.Progress, if any; log goes
@@ -153,9 +162,7 @@ func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
 		// writes; the others get its variables by broadcast.
 		e.cfg.ModelDir, e.cfg.WarmStart = "", nil
 	}
-	if e.cfg.WarmStart != nil {
-		eng.OnBuild(e.warmStart)
-	}
+	eng.OnBuild(e.afterBuild)
 	return e, nil
 }
 
@@ -173,11 +180,23 @@ func (cfg *RunConfig) check(m *replicate.Model) error {
 	return nil
 }
 
+// afterBuild runs after every new build of towers: it checks the variables
+// the model made against a restored checkpoint, or warm-starts them.
+func (e *Estimator) afterBuild() error {
+	if err := e.checkRestored(); err != nil {
+		return err
+	}
+	if e.cfg.WarmStart == nil || e.warmed {
+		return nil
+	}
+	return e.warmStart()
+}
+
 // warmStart applies the warm start once, after the first build, unless the
 // store holds the run's own checkpoint (restoring loaded it).
 func (e *Estimator) warmStart() error {
 	if e.ckpt != "" {
-		e.eng.OnBuild(nil) // restored the run's own checkpoint
+		e.warmed = true // restored the run's own checkpoint
 		return nil
 	}
 	ws := e.cfg.WarmStart
@@ -189,7 +208,7 @@ func (e *Estimator) warmStart() error {
 	if err := r.WarmStart(e.store(), ws.Pattern, ws.Rename); err != nil {
 		return fmt.Errorf("warm start from %s: %w", ws.From, err)
 	}
-	e.eng.OnBuild(nil)
+	e.warmed = true
 	e.log.Info("warm started", "from", ws.From, "pattern", ws.Pattern)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"iter"
 	"log/slog"
@@ -483,17 +484,17 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name:  "variable shape differs",
 			model: replicate.ModelFn(matrixW, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
-			want:  []string{`variable "w"`, "shape [1 1] dtype float64 in the model but shape [] dtype float64 in the export"},
+			want:  []string{`variable "w"`, "shape [1 1] dtype float64 in the model but shape [] dtype float64 in checkpoint"},
 		},
 		{
 			name:  "model has an extra variable",
 			model: replicate.ModelFn(extraVariable, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
-			want:  []string{`variable "scale"`, "missing from the export"},
+			want:  []string{"lacks the model's variables", `"scale"`},
 		},
 		{
 			name:  "export has a variable the model lacks",
 			model: replicate.ModelFn(noBias, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
-			want:  []string{`variable "b"`, "not a variable of the model"},
+			want:  []string{`variables the model does not make: ["b"]`},
 		},
 		{
 			name:  "model without export outputs",
@@ -504,6 +505,23 @@ func TestLoadErrors(t *testing.T) {
 			name:  "output shape differs",
 			model: replicate.ModelFn(wideOutput, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
 			want:  []string{`output "outputs"`, "shape [-1 2]", "shape [-1 1]"},
+		},
+		{
+			name: "manifest over its cap",
+			change: func(t *testing.T, dir string) {
+				must(t, os.Truncate(filepath.Join(dir, exportdir.ManifestFile), exportdir.MaxManifestBytes+1))
+			},
+			want: []string{fmt.Sprintf("%s is over %d bytes: damaged?", exportdir.ManifestFile, exportdir.MaxManifestBytes)},
+		},
+		{
+			name: "signatures over their cap",
+			change: func(t *testing.T, dir string) {
+				// Listed in the manifest as it is, so that only the
+				// cap refuses it.
+				must(t, os.Truncate(filepath.Join(dir, exportdir.SignaturesFile), exportdir.MaxSignaturesBytes+1))
+				relist(t, dir, exportdir.SignaturesFile)
+			},
+			want: []string{fmt.Sprintf("%s is over %d bytes: damaged?", exportdir.SignaturesFile, exportdir.MaxSignaturesBytes)},
 		},
 		{name: "dir not a version number", dirName: "latest", want: []string{`"latest"`, "not a version number"}},
 		{name: "version 0", dirName: "0", want: []string{`"0"`, "not a version number"}},
@@ -587,5 +605,35 @@ func TestRunErrors(t *testing.T) {
 	}
 	if err := p.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// relist updates the manifest entry of dir's file rel to its content.
+func relist(t *testing.T, dir, rel string) {
+	t.Helper()
+	mpath := filepath.Join(dir, exportdir.ManifestFile)
+	data, err := os.ReadFile(mpath)
+	must(t, err)
+	var m exportdir.Manifest
+	must(t, json.Unmarshal(data, &m))
+	f, err := os.Open(filepath.Join(dir, rel))
+	must(t, err)
+	defer f.Close()
+	sum, n, err := exportdir.Sum(f)
+	must(t, err)
+	for i := range m.Files {
+		if m.Files[i].Path == rel {
+			m.Files[i].SHA256, m.Files[i].Bytes = sum, n
+		}
+	}
+	data, err = json.Marshal(m)
+	must(t, err)
+	must(t, os.WriteFile(mpath, data, 0o644))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -28,7 +28,7 @@ import (
 // where a file belongs or a symbolic link out of dir is an error naming it.
 func verifyManifest(dir string) error {
 	mpath := filepath.Join(dir, exportdir.ManifestFile)
-	data, err := fsutil.ReadRegular(dir, exportdir.ManifestFile)
+	data, err := fsutil.ReadRegularAtMost(dir, exportdir.ManifestFile, exportdir.MaxManifestBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("manifest %s is missing: not an export version directory", mpath)
 	}
@@ -116,7 +116,7 @@ func verifyFile(dir, rel string, want exportdir.File) error {
 func readSignatures(dir string) (exportdir.Signatures, map[string]map[string]input, error) {
 	spath := filepath.Join(dir, exportdir.SignaturesFile)
 	var sigs exportdir.Signatures
-	data, err := fsutil.ReadRegular(dir, exportdir.SignaturesFile)
+	data, err := fsutil.ReadRegularAtMost(dir, exportdir.SignaturesFile, exportdir.MaxSignaturesBytes)
 	if err != nil {
 		return sigs, nil, err
 	}
@@ -239,9 +239,13 @@ func (p *Predictor) checkOutputs(out estimator.BatchOutput) error {
 }
 
 // checkVariables checks that the model's variables, store, are exactly the
-// export's, each with the same shape and dtype, and returns the export's
+// export's, each with the same shape and dtype (a *checkpoint.MismatchError
+// naming every difference, as a restore's), and returns the export's
 // values by name.
 func checkVariables(store *towers.Store, vars *checkpoint.Reader) (map[string]*tensor.Dense, error) {
+	if err := vars.Compare(store.Variables(), func(checkpoint.Entry) bool { return true }); err != nil {
+		return nil, err
+	}
 	values := map[string]*tensor.Dense{}
 	for _, name := range vars.Names() {
 		t, err := vars.Tensor(name)
@@ -249,27 +253,6 @@ func checkVariables(store *towers.Store, vars *checkpoint.Reader) (map[string]*t
 			return nil, err
 		}
 		values[name] = t
-	}
-	var problems []string
-	mdl := map[string]bool{}
-	for _, v := range store.Variables() {
-		mdl[v.Name()] = true
-		t, ok := values[v.Name()]
-		switch {
-		case !ok:
-			problems = append(problems, fmt.Sprintf("the model's variable %q (shape %v dtype %v) is missing from the export", v.Name(), []int(v.Shape()), v.Dtype()))
-		case !t.Shape().Eq(v.Shape()) || t.Dtype() != v.Dtype():
-			problems = append(problems, fmt.Sprintf("variable %q has shape %v dtype %v in the model but shape %v dtype %v in the export",
-				v.Name(), []int(v.Shape()), v.Dtype(), []int(t.Shape()), t.Dtype()))
-		}
-	}
-	for _, name := range vars.Names() {
-		if !mdl[name] {
-			problems = append(problems, fmt.Sprintf("the export's variable %q is not a variable of the model", name))
-		}
-	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("the model does not match the export's variables: %s", strings.Join(problems, "; "))
 	}
 	return values, nil
 }

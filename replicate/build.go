@@ -102,6 +102,7 @@ func (e *Engine) prepare(mode model.Mode, batch sharding.Batch) (*build, error) 
 			return nil, err
 		}
 		e.builds[key] = b
+		e.built = b
 		if e.onBuild != nil {
 			if err := e.onBuild(); err != nil {
 				delete(e.builds, key) // build again, and retry, next time

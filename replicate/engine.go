@@ -48,6 +48,8 @@ type Engine struct {
 	uses        int64 // steps prepared so far
 	// onBuild runs after a new build has created its variables.
 	onBuild func() error
+	// built is the newest build, for onBuild (see Built).
+	built *build
 	// metrics holds each tower's eval metric states by name; it outlives
 	// builds, since one evaluation may run several input signatures.
 	metrics []map[string]metrics.Metric

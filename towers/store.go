@@ -29,6 +29,11 @@ type VarSpec struct {
 	// Colocate places the variable on the device of the named variable (an
 	// optimizer's slot beside its variable) instead of asking the placement.
 	Colocate string
+	// From names where a variable created here takes its value from: a
+	// checkpoint restore gives the checkpoint's path. A later request for
+	// the variable with another shape or dtype (model code built for
+	// other variables) is an error naming it.
+	From string
 }
 
 // Variable is the master copy of one named variable.
@@ -47,6 +52,8 @@ type Variable struct {
 	// placed: model code has asked for the variable, and the placement
 	// has placed it (unless it is colocated).
 	placed bool
+	// from is VarSpec.From of its creation.
+	from string
 }
 
 // Name returns the variable's name.
@@ -178,6 +185,14 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 	defer s.mu.Unlock()
 	if v, ok := s.vars[spec.Name]; ok {
 		if !v.shape.Eq(spec.Shape) || v.dtype != spec.Dtype {
+			switch {
+			case v.from != "" && model:
+				return nil, false, fmt.Errorf("variable %q has shape %v dtype %v in the model but shape %v dtype %v in checkpoint %s",
+					spec.Name, []int(spec.Shape), spec.Dtype, []int(v.shape), v.dtype, v.from)
+			case v.from != "":
+				return nil, false, fmt.Errorf("variable %q is asked for with shape %v dtype %v but has shape %v dtype %v in checkpoint %s",
+					spec.Name, []int(spec.Shape), spec.Dtype, []int(v.shape), v.dtype, v.from)
+			}
 			return nil, false, fmt.Errorf("variable %q exists with shape %v dtype %v, asked for shape %v dtype %v",
 				spec.Name, v.shape, v.dtype, spec.Shape, spec.Dtype)
 		}
@@ -204,7 +219,7 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 	if err := init(s.rng(spec.Name), spec.Dtype, shape, backing); err != nil {
 		return nil, false, fmt.Errorf("variable %q: initialise: %w", spec.Name, err)
 	}
-	v = &Variable{name: spec.Name, dtype: spec.Dtype, shape: shape, trainable: spec.Trainable, device: s.ps, backing: backing}
+	v = &Variable{name: spec.Name, dtype: spec.Dtype, shape: shape, trainable: spec.Trainable, device: s.ps, backing: backing, from: spec.From}
 	if c, ok := s.vars[spec.Colocate]; ok {
 		v.device, v.colocate = c.device, c.name
 	}

@@ -124,7 +124,7 @@ func inspect(stdout, stderr io.Writer, args []string) error {
 // version directory (it holds signatures.json); nil when it is not. It
 // reads only a regular file, as export.Load does.
 func readExportSignatures(dir string) (*exportdir.Signatures, error) {
-	b, err := fsutil.ReadRegular(dir, exportdir.SignaturesFile)
+	b, err := fsutil.ReadRegularAtMost(dir, exportdir.SignaturesFile, exportdir.MaxSignaturesBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

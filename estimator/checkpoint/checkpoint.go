@@ -33,7 +33,8 @@
 // checkpoint is damaged they fail with ErrDamaged, a data loss, which is not
 // ErrNoCheckpoint, a fresh directory. A file that cannot be read
 // (permissions, an I/O error, a named pipe or a directory where a file
-// belongs, a symbolic link out of its checkpoint) is an error, never
+// belongs, a symbolic link out of its checkpoint, a checkpoint directory
+// that a link takes out of its model directory) is an error, never
 // skipped: only regular files are opened.
 //
 // A model directory has one writer at a time: Save removes the temporary
@@ -420,7 +421,7 @@ func updatePointer(dir, name string, kept []string, keep int) error {
 // error wrapping fs.ErrNotExist; one that cannot be read an error for which
 // unreadable is true; a damaged one any other error.
 func readPointer(dir string) (pointer, error) {
-	b, err := readRegular(dir, PointerFile)
+	b, err := readRegular(dir, PointerFile, maxPointerBytes)
 	if err != nil {
 		return pointer{}, err
 	}

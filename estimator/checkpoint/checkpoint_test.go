@@ -220,8 +220,9 @@ func TestSaveRoundTrip(t *testing.T) {
 		}
 	})
 	t.Run("restore into a store holding some variables", func(t *testing.T) {
-		// A model built before the restore: weights only, in another
-		// order, plus a variable the checkpoint lacks, which stays.
+		// Weights only, in another order, plus a variable that is not the
+		// model's (a slot of an optimizer the checkpoint's run did not
+		// use) and that the checkpoint lacks, which stays.
 		defs := []varDef{testVars[3], testVars[1], testVars[0], {"extra", tensor.Float32, []int{2}, true}}
 		dst := newStore(t, defs, 9)
 		extra := snapshot(dst)[3]
@@ -258,7 +259,7 @@ func TestRestorePlacesSlotsBesideTheirVariable(t *testing.T) {
 		modelFirst   bool // the model asks for its variables before the restore
 		wantW, wantM towers.Device
 	}{
-		// Round robin over two devices; the model asks for "other" and
+		// Round robin over two devices; the model asks for "scale" and
 		// then "dense/w", so "dense/w" goes on CPU:1 and its slot with it.
 		{"model first", true, towers.CPU(1), towers.CPU(1)},
 		// The restore creates both on the parameter server; the model's
@@ -269,7 +270,7 @@ func TestRestorePlacesSlotsBesideTheirVariable(t *testing.T) {
 			dst := towers.NewStore(towers.StoreConfig{Placement: towers.RoundRobin(towers.CPU(0), towers.CPU(1)), ParameterServer: towers.CPU(7)})
 			scope := towers.NewScope(0, 1, towers.CPU(0), dst, nil)
 			ask := func() {
-				if _, err := scope.Variable("other", tensor.Float32, nil, nil); err != nil {
+				if _, err := scope.Variable("scale", tensor.Float64, nil, nil); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := scope.Variable("dense/w", tensor.Float32, tensor.Shape{3, 4}, nil); err != nil {
@@ -309,10 +310,10 @@ func TestRestoreMismatch(t *testing.T) {
 		def     varDef
 		wantErr string
 	}{
-		{"shape", varDef{"dense/b", tensor.Float32, []int{5}, true}, `variable "dense/b" has shape (5) dtype float32 in the store but shape (4) dtype float32`},
-		{"rank", varDef{"dense/b", tensor.Float32, []int{1, 4}, true}, `variable "dense/b" has shape (1, 4)`},
-		{"dtype", varDef{"scale", tensor.Float32, []int{}, true}, `variable "scale" has shape () dtype float32 in the store but shape () dtype float64`},
-		{"int is not int64", varDef{"global_step", tensor.Int, []int{}, false}, `variable "global_step" has shape () dtype int in the store but shape () dtype int64`},
+		{"shape", varDef{"dense/b", tensor.Float32, []int{5}, true}, `variable "dense/b" has shape [5] dtype float32 in the model but shape [4] dtype float32 in checkpoint `},
+		{"rank", varDef{"dense/b", tensor.Float32, []int{1, 4}, true}, `variable "dense/b" has shape [1 4]`},
+		{"dtype", varDef{"scale", tensor.Float32, []int{}, true}, `variable "scale" has shape [] dtype float32 in the model but shape [] dtype float64`},
+		{"int is not int64", varDef{"global_step", tensor.Int, []int{}, false}, `variable "global_step" has shape [] dtype int in the model but shape [] dtype int64`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -891,7 +892,7 @@ func TestWarmStart(t *testing.T) {
 		{name: "rename of an unknown variable", pattern: "^head/", rename: map[string]string{"nope": "head/w"},
 			wantErr: `["nope"]`},
 		{name: "shape mismatch", pattern: "^dense/b$", rename: map[string]string{"dense/b": "old/dense/w"},
-			wantErr: `variable "dense/b" (checkpoint variable "old/dense/w") has shape (4) dtype float32 in the store but shape (3, 4) dtype float32`},
+			wantErr: `variable "dense/b" (checkpoint variable "old/dense/w") has shape [4] dtype float32 in the model but shape [3 4] dtype float32 in checkpoint `},
 		{name: "rename to any variable of equal shape and dtype", pattern: "^head/w$", rename: map[string]string{"head/w": "head/w/Adam/m"},
 			from: map[string]string{"head/w": "head/w/Adam/m"}},
 		{name: "bad pattern", pattern: "(", wantErr: "pattern: error parsing regexp"},
@@ -928,7 +929,7 @@ func TestWarmStart(t *testing.T) {
 	t.Run("dtype mismatch", func(t *testing.T) {
 		store := newStore(t, []varDef{{"head/w", tensor.Float32, []int{4, 2}, true}}, 1)
 		err := warmStart(store, prevDir, "", nil)
-		if want := `variable "head/w" has shape (4, 2) dtype float32 in the store but shape (4, 2) dtype float64`; err == nil || !strings.Contains(err.Error(), want) {
+		if want := `variable "head/w" has shape [4 2] dtype float32 in the model but shape [4 2] dtype float64`; err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("WarmStart = %v, want error containing %q", err, want)
 		}
 	})

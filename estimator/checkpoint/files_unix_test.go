@@ -157,3 +157,68 @@ func TestUnreadableFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointDirLinkingOut: a checkpoint directory of a model directory
+// that a symbolic link takes out of it is an error naming it, reading the
+// model directory, rather than another directory's checkpoint restored
+// silently; one that a link keeps inside reads, and so does a model
+// directory reached through a link.
+func TestCheckpointDirLinkingOut(t *testing.T) {
+	tests := []struct {
+		name string
+		link func(t *testing.T, dir, outside string) // replaces dir/ckpt-3 with a link
+		ok   bool
+	}{
+		{"absolute link out", func(t *testing.T, dir, outside string) {
+			must(t, os.Rename(filepath.Join(dir, "ckpt-3"), filepath.Join(outside, "ckpt-3")))
+			must(t, os.Symlink(filepath.Join(outside, "ckpt-3"), filepath.Join(dir, "ckpt-3")))
+		}, false},
+		{"relative link out", func(t *testing.T, dir, outside string) {
+			must(t, os.Rename(filepath.Join(dir, "ckpt-3"), filepath.Join(outside, "ckpt-3")))
+			rel, err := filepath.Rel(dir, filepath.Join(outside, "ckpt-3"))
+			must(t, err)
+			must(t, os.Symlink(rel, filepath.Join(dir, "ckpt-3")))
+		}, false},
+		{"link inside", func(t *testing.T, dir, _ string) {
+			must(t, os.Mkdir(filepath.Join(dir, "kept"), 0o755))
+			must(t, os.Rename(filepath.Join(dir, "ckpt-3"), filepath.Join(dir, "kept", "ckpt-3")))
+			must(t, os.Symlink(filepath.Join("kept", "ckpt-3"), filepath.Join(dir, "ckpt-3")))
+		}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root, outside := t.TempDir(), t.TempDir()
+			dir := filepath.Join(root, "model")
+			s := newStore(t, testVars[:3], 1)
+			for step := int64(1); step <= 3; step++ {
+				if _, err := Save(dir, s, step, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tc.link(t, dir, outside)
+			// Through a link to the model directory, the same.
+			alias := filepath.Join(root, "alias")
+			must(t, os.Symlink(dir, alias))
+			for _, d := range []string{dir, alias} {
+				ckpt := filepath.Join(d, "ckpt-3")
+				r, err := Read(d)
+				if tc.ok {
+					if err != nil || r.Path() != ckpt {
+						t.Errorf("Read(%s) = %v, %v; want %s", d, r, err, ckpt)
+					}
+					continue
+				}
+				if err == nil {
+					t.Fatalf("Read(%s) read %s, want an error naming %s", d, r.Path(), ckpt)
+				}
+				wanterr.Mentions(t, err, ckpt, "outside")
+				if errors.Is(err, ErrNoCheckpoint) || errors.Is(err, ErrDamaged) {
+					t.Errorf("Read(%s) = %v: a link out is neither a fresh directory nor damage", d, err)
+				}
+				if _, err := Latest(d); err == nil {
+					t.Errorf("Latest(%s) succeeded", d)
+				}
+			}
+		})
+	}
+}

@@ -25,8 +25,9 @@ import (
 // Only damage is passed over: content that does not verify, a missing file
 // or checkpoint. A file that cannot be read — permissions, an I/O error,
 // something other than a regular file where a file belongs, a symbolic
-// link out of its checkpoint — stops the search with an error naming it,
-// since an older checkpoint would silently lose the training since.
+// link out of its checkpoint, a checkpoint directory that a symbolic link
+// takes out of dir — stops the search with an error naming it, since an
+// older checkpoint would silently lose the training since.
 //
 // It returns an error wrapping ErrNoCheckpoint when dir does not exist or
 // has never held a checkpoint (neither a pointer file nor a checkpoint
@@ -90,6 +91,12 @@ func latest(dir string) (*Reader, error) {
 			}
 		}
 		for _, path := range paths {
+			// A checkpoint directory linking out of the model directory
+			// is not this directory's checkpoint: an error, as a file
+			// linking out of its checkpoint is.
+			if err := fsutil.Inside(dir, path); errors.Is(err, fsutil.ErrOutside) {
+				return nil, fmt.Errorf("checkpoint: %s cannot be read (only damaged checkpoints are skipped): %w", path, err)
+			}
 			r, err := open(path)
 			if err == nil {
 				r.skipped = skipped

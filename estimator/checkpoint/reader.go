@@ -70,15 +70,24 @@ func Read(path string) (*Reader, error) {
 // regular file there; tests replace it to make files unreadable.
 var openFile = fsutil.OpenRegular
 
-// readRegular reads a file that openFile opens.
-func readRegular(dir, name string) ([]byte, error) {
+// readRegular reads a file that openFile opens, if it holds at most limit
+// bytes: a larger one is damage (fsutil.ReadAtMost).
+func readRegular(dir, name string, limit int64) ([]byte, error) {
 	f, _, err := openFile(dir, name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(f)
+	return fsutil.ReadAtMost(f, filepath.Join(dir, name), limit)
 }
+
+// Bounds on the metadata files a reader reads whole, far above any real
+// one: a manifest entry takes about 250 bytes, so 64 MiB is a quarter of a
+// million variables; a pointer file names each kept checkpoint in about 20.
+const (
+	maxManifestBytes = 64 << 20
+	maxPointerBytes  = 16 << 20
+)
 
 // pathErr returns err, which is about the file p, naming p unless it does.
 func pathErr(p string, err error) error {
@@ -122,7 +131,7 @@ func readManifest(path string) (Manifest, []tensor.Dtype, error) {
 	fail := func(format string, args ...any) (Manifest, []tensor.Dtype, error) {
 		return Manifest{}, nil, fmt.Errorf("%s: %s", mpath, fmt.Sprintf(format, args...))
 	}
-	b, err := readRegular(path, ManifestFile)
+	b, err := readRegular(path, ManifestFile, maxManifestBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fail("manifest is missing")
 	}
@@ -293,18 +302,32 @@ func (r *Reader) Tensor(name string) (*tensor.Dense, error) {
 // whose name is its longest '/'-prefix when there is one ("w/Adam/m" beside
 // "w", as optimizers place slots), else on the store's parameter server
 // until model code asks for it (towers.Scope.Variable), which places it as
-// in a fresh run, with the variables beside it.
-// A variable the store holds must have the checkpoint's shape and dtype
-// exactly; all of them are checked before anything is written. Store
-// variables the checkpoint lacks are left alone.
+// in a fresh run, with the variables beside it. Model code that asks for a
+// restored variable with another shape or dtype gets an error naming the
+// checkpoint.
+//
+// Restore is strict about the model, as TensorFlow's restore is ("Key not
+// found in checkpoint"): every model variable the store holds (one that
+// model code asked for, towers.Variable.FromModel) must be in the
+// checkpoint, and every variable the store and the checkpoint both hold
+// must have the same shape and dtype; otherwise it returns a
+// *MismatchError naming them and writes nothing. Other store variables
+// the checkpoint lacks — optimizer slots of an optimizer the checkpoint's
+// run did not use — are left alone: they start fresh. Variables the model
+// has not asked for yet are not known here: compare them once it has
+// (Compare).
 func (r *Reader) Restore(store *towers.Store) error {
 	if store == nil {
 		return fmt.Errorf("checkpoint: restore %s: nil store", r.path)
 	}
-	for i, e := range r.m.Variables {
-		if err := checkMatch(store, e.Name, e.Name, e.Shape, r.dtypes[i]); err != nil {
-			return fmt.Errorf("checkpoint: restore %s: %w", r.path, err)
+	var held []*towers.Variable
+	for _, v := range store.Variables() {
+		if _, ok := r.index[v.Name()]; ok || v.FromModel() {
+			held = append(held, v)
 		}
+	}
+	if err := r.Compare(held, nil); err != nil {
+		return fmt.Errorf("checkpoint: restore: %w", err)
 	}
 	for i, e := range r.m.Variables {
 		t, err := r.Tensor(e.Name)
@@ -317,6 +340,7 @@ func (r *Reader) Restore(store *towers.Store) error {
 			Shape:     tensor.Shape(slices.Clone(e.Shape)),
 			Trainable: e.Trainable,
 			Colocate:  owner(store, e.Name),
+			From:      r.path,
 		}
 		if _, _, err := store.GetOrCreate(spec); err != nil {
 			return fmt.Errorf("checkpoint: restore %s: %w", r.path, err)
@@ -330,7 +354,7 @@ func (r *Reader) Restore(store *towers.Store) error {
 
 // checkMatch checks that the store variable name, if the store holds it,
 // has exactly the shape and dtype of checkpoint variable ckptName.
-func checkMatch(store *towers.Store, name, ckptName string, shape []int, dt tensor.Dtype) error {
+func (r *Reader) checkMatch(store *towers.Store, name, ckptName string) error {
 	v, err := store.Lookup(name)
 	if errors.Is(err, towers.ErrNotFound) {
 		return nil
@@ -338,15 +362,10 @@ func checkMatch(store *towers.Store, name, ckptName string, shape []int, dt tens
 	if err != nil {
 		return err
 	}
-	if slices.Equal(v.Shape(), shape) && v.Dtype() == dt {
-		return nil
+	if d := r.differ(v, name, r.index[ckptName]); d != "" {
+		return errors.New(d)
 	}
-	what := fmt.Sprintf("variable %q", name)
-	if ckptName != name {
-		what = fmt.Sprintf("variable %q (checkpoint variable %q)", name, ckptName)
-	}
-	return fmt.Errorf("%s has shape %v dtype %v in the store but shape %v dtype %v in the checkpoint",
-		what, v.Shape(), v.Dtype(), tensor.Shape(shape), dt)
+	return nil
 }
 
 // owner returns the store variable whose name is the longest proper
@@ -420,7 +439,7 @@ func (r *Reader) WarmStart(store *towers.Store, pattern string, rename map[strin
 	}
 	var missing []string
 	for _, p := range picks {
-		i, ok := r.index[p.from]
+		_, ok := r.index[p.from]
 		if !ok {
 			if p.from == p.name {
 				missing = append(missing, fmt.Sprintf("%q", p.name))
@@ -429,8 +448,7 @@ func (r *Reader) WarmStart(store *towers.Store, pattern string, rename map[strin
 			}
 			continue
 		}
-		e := r.m.Variables[i]
-		if err := checkMatch(store, p.name, p.from, e.Shape, r.dtypes[i]); err != nil {
+		if err := r.checkMatch(store, p.name, p.from); err != nil {
 			return fmt.Errorf("checkpoint: warm start from %s: %w", r.path, err)
 		}
 	}

@@ -42,6 +42,14 @@ const (
 	VariablesDir   = "variables"
 )
 
+// Bounds on the metadata files readers read whole, far above any real
+// one: the manifest lists each file of a version in about 130 bytes, the
+// signatures each input, output and class name in a few dozen.
+const (
+	MaxManifestBytes   = 64 << 20
+	MaxSignaturesBytes = 64 << 20
+)
+
 // TensorInfo describes one input or output: its dtype as TensorFlow names
 // it ("float32", "float64", "int64", "int32", "bool", "uint8") and its shape
 // with -1 for the variable batch dimension.

@@ -80,6 +80,46 @@ func ReadRegular(dir, name string) ([]byte, error) {
 	return b, nil
 }
 
+// ReadRegularAtMost is ReadRegular for a file that must hold at most limit
+// bytes (see ReadAtMost).
+func ReadRegularAtMost(dir, name string, limit int64) ([]byte, error) {
+	f, _, err := OpenRegular(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadAtMost(f, filepath.Join(dir, filepath.FromSlash(name)), limit)
+}
+
+// ReadAtMost reads the file f, at path, whole if it holds at most limit
+// bytes. A larger file is an error naming path and the limit, "damaged?",
+// for the small metadata files it is meant for, which no real file makes
+// that large: it is refused by its size without being read, and memory
+// never holds more than limit+1 bytes of it, even if it grows meanwhile.
+func ReadAtMost(f *os.File, path string, limit int64) ([]byte, error) {
+	tooLarge := fmt.Errorf("%s is over %d bytes: damaged?", path, limit)
+	if fi, err := f.Stat(); err == nil && fi.Size() > limit {
+		return nil, tooLarge
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, tooLarge
+	}
+	return b, nil
+}
+
+// Inside checks that p, a path under dir, leads to a file or directory
+// under dir once its symbolic links are resolved: an error wrapping
+// ErrOutside names both when a link takes it out. A path that does not
+// resolve (a dangling link) is an error wrapping fs.ErrNotExist.
+func Inside(dir, p string) error {
+	_, err := inside(dir, p)
+	return err
+}
+
 // inside resolves the symbolic links of p, a path under dir, and returns
 // the file it leads to if that is still under dir.
 func inside(dir, p string) (string, error) {
