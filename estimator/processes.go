@@ -17,7 +17,9 @@ import (
 // and writes the model directory and exports. A process that fails or
 // stops tells the others at their next collective, and they stop too:
 // with an error naming it when it failed, cleanly when it stopped (its
-// input ended first).
+// input ended first). One that is stopped or hangs, or whose network goes
+// silent, makes the others stop with a replicate.PeerError once
+// replicate.Config.PeerTimeout has passed in a collective.
 
 // peerStopped reports whether err is another process stopping cleanly.
 func peerStopped(err error) bool {

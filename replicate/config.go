@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"time"
 
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/model"
@@ -97,6 +98,29 @@ type Config struct {
 	// bucket (Horovod's tensor fusion, DDP's buckets); 0 means
 	// collective.DefaultBucketBytes, 64 MiB.
 	BucketBytes int
+	// PeerTimeout bounds how long a process waits for the others in one
+	// phase of collectives (a training step's header and all-reduce, the
+	// start's sync of variables, a weight average, the sum of metrics):
+	// when a process stops (SIGSTOP, a hang) or its network goes silent,
+	// every live process stops after it with a PeerError whose Timeout is
+	// set, instead of waiting for ever. 0 means DefaultPeerTimeout; a
+	// negative value means no bound. A timed-out collective cannot be
+	// taken back: the group is broken and the processes should exit.
+	PeerTimeout time.Duration
+}
+
+// DefaultPeerTimeout is Config.PeerTimeout's default: 10 minutes.
+const DefaultPeerTimeout = 10 * time.Minute
+
+// peerTimeout is the bound PeerTimeout asks for; 0: none.
+func (c Config) peerTimeout() time.Duration {
+	switch {
+	case c.PeerTimeout == 0:
+		return DefaultPeerTimeout
+	case c.PeerTimeout < 0:
+		return 0
+	}
+	return c.PeerTimeout
 }
 
 // Averaging is weight averaging between processes, PyTorch's

@@ -59,6 +59,9 @@
 //
 //	a status header before every collective phase:    across.exchange, Engine.Open, Engine.Leave,
 //	  a failed or stopped rank stops every rank         PeerError (across.go)
+//	a phase of collectives waits at most              across.bound, across.broke (across.go)
+//	  Config.PeerTimeout, then every live rank
+//	  stops with a PeerError
 //	process weights: rows, towers or 1 per reduction  processScale, globalLoss (across.go)
 //	gradients and state updates of every process      arena, layOut, across.reduce (arena.go)
 //	  summed in one all-reduce, in place, bucketed

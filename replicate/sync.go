@@ -41,7 +41,7 @@ func (e *Engine) SyncFromRoot(ctx context.Context) error {
 	if x == nil {
 		return nil
 	}
-	ctx, cancel := bound(ctx)
+	ctx, cancel := x.bound(ctx)
 	defer cancel()
 	if _, _, err := x.exchange(ctx, statusOK, header{}, 0); err != nil {
 		return fmt.Errorf("sync variables from rank 0: %w", err)
@@ -55,8 +55,7 @@ func (e *Engine) SyncFromRoot(ctx context.Context) error {
 	}
 	manifest, err := collective.BroadcastBytes(ctx, x.comm, 0, manifest)
 	if err != nil {
-		x.open = false
-		return fmt.Errorf("sync variables from rank 0: %w", err)
+		return fmt.Errorf("sync variables from rank 0: %w", x.broke(err))
 	}
 	vars, local := e.receive(manifest)
 	status := statusOK
@@ -126,8 +125,7 @@ func (x *across) broadcastVariables(ctx context.Context, vars []*towers.Variable
 	at := 0
 	flush := func() error {
 		if err := x.comm.Broadcast(ctx, 0, buf[:at]); err != nil {
-			x.open = false
-			return err
+			return x.broke(err)
 		}
 		if !root {
 			for _, p := range parts {
@@ -220,7 +218,7 @@ func (e *Engine) ReduceMetrics(ctx context.Context, extra []float64) error {
 	if x == nil {
 		return nil
 	}
-	ctx, cancel := bound(ctx)
+	ctx, cancel := x.bound(ctx)
 	defer cancel()
 	if len(e.metrics) > 0 {
 		if err := metrics.ReduceIntoFirst(e.metrics); err != nil {

@@ -192,7 +192,7 @@ func (e *Engine) computeStep(ctx context.Context, batch sharding.Batch, hooks St
 	xctx := ctx // the context of the step's collectives
 	if sync {
 		var cancel context.CancelFunc
-		xctx, cancel = bound(ctx)
+		xctx, cancel = e.x.bound(ctx)
 		defer cancel()
 		if loss, scale, rowShare, err = e.stepHeader(xctx, b, loss); err != nil {
 			return nil, 0, fmt.Errorf("train step %d: %w", e.Step(), err)
@@ -244,7 +244,7 @@ func (e *Engine) applyStep(ctx context.Context, b *build) error {
 	}
 	e.globalStep.Data().([]int64)[0]++
 	if e.x != nil && e.x.avg.Every > 0 && e.Step()%e.x.avg.Every == 0 {
-		xctx, cancel := bound(ctx)
+		xctx, cancel := e.x.bound(ctx)
 		defer cancel()
 		if err := e.average(xctx); err != nil {
 			return fmt.Errorf("train step %d: %w", e.Step(), err)
