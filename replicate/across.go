@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/towerflow/towerflow/collective"
+	"github.com/towerflow/towerflow/model"
 )
 
 // Training across processes. Every process runs the same collectives in
@@ -63,8 +64,8 @@ const (
 	statusFailed
 )
 
-// The header's fixed fields; then one status per rank, then one auxiliary
-// number per rank.
+// The header's fixed fields; then one status per rank, one auxiliary
+// number per rank, and one hash per rank of its build (ranks.go).
 const (
 	hRows = iota
 	hTowers
@@ -108,6 +109,8 @@ type across struct {
 	segs   []collective.Segment
 	// timeout bounds a phase of collectives (Config.PeerTimeout); 0: none.
 	timeout time.Duration
+	// built is the description of the latest build of each mode.
+	built map[model.Mode]*description
 	// open: a run is under way in which the other ranks expect this one
 	// at their next header; Leave closes it.
 	open bool
@@ -123,19 +126,24 @@ func newAcross(cfg Config) *across {
 		return nil
 	}
 	n := cfg.Processes.Size()
-	return &across{comm: cfg.Processes, avg: cfg.Averaging, fusion: collective.Fusion{BucketBytes: cfg.BucketBytes}, header: make([]float64, hFixed+2*n), timeout: cfg.peerTimeout()}
+	return &across{comm: cfg.Processes, avg: cfg.Averaging, fusion: collective.Fusion{BucketBytes: cfg.BucketBytes}, header: make([]float64, hFixed+3*n), timeout: cfg.peerTimeout(), built: map[model.Mode]*description{}}
 }
 
-// exchange runs a header: this rank reports its status, its part h and
-// an auxiliary number; it returns the sums, or a PeerError when a rank
-// failed or stopped, and the auxiliary numbers by rank.
-func (x *across) exchange(ctx context.Context, status int, h header, aux float64) (header, []float64, error) {
+// exchange runs a header: this rank reports its status, its part h, an
+// auxiliary number and the hash of its build of mode (d, nil: none); it
+// returns the sums, or a PeerError when a rank failed or stopped, or a
+// ModelMismatchError when ranks built differently, and the auxiliary
+// numbers by rank.
+func (x *across) exchange(ctx context.Context, status int, h header, aux float64, mode model.Mode, d *description) (header, []float64, error) {
 	n := x.comm.Size()
 	buf := x.header
 	clear(buf)
 	buf[hRows], buf[hTowers], buf[hLossRows], buf[hLossTowers], buf[hLoss] = h.rows, h.towers, h.lossRows, h.lossTowers, h.loss
 	buf[hFixed+x.comm.Rank()] = float64(status)
 	buf[hFixed+n+x.comm.Rank()] = aux
+	if d != nil {
+		buf[hFixed+2*n+x.comm.Rank()] = d.hash
+	}
 	if err := x.comm.AllReduceFloat64(ctx, buf); err != nil {
 		if err = x.broke(err); errors.As(err, new(*PeerError)) {
 			return header{}, nil, err
@@ -158,6 +166,9 @@ func (x *across) exchange(ctx context.Context, status int, h header, aux float64
 	if stopped >= 0 {
 		x.open = false
 		return g, nil, &PeerError{Rank: stopped}
+	}
+	if err := x.sameBuild(ctx, buf[hFixed+2*n:], mode, d); err != nil {
+		return g, nil, err
 	}
 	return g, buf[hFixed+n : hFixed+2*n], nil
 }
@@ -199,7 +210,7 @@ func (e *Engine) Leave(ctx context.Context, cause error) error {
 	}
 	ctx, cancel := e.x.bound(ctx)
 	defer cancel()
-	_, _, err := e.x.exchange(ctx, status, header{}, 0)
+	_, _, err := e.x.exchange(ctx, status, header{}, 0, model.Train, nil)
 	if pe, ok := errors.AsType[*PeerError](err); ok && pe.Timeout == 0 {
 		return nil
 	}

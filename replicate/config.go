@@ -87,7 +87,15 @@ type Config struct {
 	// processes × M towers train like one device on the combined batch).
 	// Averaging replaces that with weight averaging. Every process must
 	// call the Engine's collective methods in the same order; the
-	// estimator does.
+	// estimator does. Every process must also build what rank 0 builds —
+	// the same variables (names, order, shapes, dtypes, trainability),
+	// train ops (optimizer Config, learning rates at sampled steps, the
+	// variables trained), state updates, eval metrics, Reduction,
+	// Averaging and BucketBytes; only the rows and the towers may differ:
+	// at the start of a run and at every step or evaluation that follows a
+	// new build, the processes compare a hash of their builds, and a
+	// difference stops every one with a ModelMismatchError naming the
+	// first thing that differs.
 	Processes collective.Comm
 	// Averaging, when Every > 0, trains each process on its own and
 	// averages the weights every Every steps instead of all-reducing

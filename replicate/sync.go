@@ -14,6 +14,7 @@ import (
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -43,7 +44,9 @@ func (e *Engine) SyncFromRoot(ctx context.Context) error {
 	}
 	ctx, cancel := x.bound(ctx)
 	defer cancel()
-	if _, _, err := x.exchange(ctx, statusOK, header{}, 0); err != nil {
+	// The Train build, once there is one, is compared here: before the
+	// first step and before rank 0's variables are taken.
+	if _, _, err := x.exchange(ctx, statusOK, header{}, 0, model.Train, x.built[model.Train]); err != nil {
 		return fmt.Errorf("sync variables from rank 0: %w", err)
 	}
 	var manifest []byte
@@ -62,7 +65,7 @@ func (e *Engine) SyncFromRoot(ctx context.Context) error {
 	if local != nil {
 		status = statusFailed
 	}
-	if _, _, err := x.exchange(ctx, status, header{}, 0); err != nil {
+	if _, _, err := x.exchange(ctx, status, header{}, 0, model.Train, nil); err != nil {
 		if local != nil {
 			return fmt.Errorf("sync variables from rank 0: rank %d: %w", x.comm.Rank(), local)
 		}
@@ -188,7 +191,7 @@ func asBytes[T any](s []T) []byte {
 // processes, in one fused all-reduce after a header.
 func (e *Engine) average(ctx context.Context) error {
 	x := e.x
-	if _, _, err := x.exchange(ctx, statusOK, header{}, 0); err != nil {
+	if _, _, err := x.exchange(ctx, statusOK, header{}, 0, model.Train, x.built[model.Train]); err != nil {
 		return fmt.Errorf("average weights: %w", err)
 	}
 	vars := e.store.Variables()
@@ -236,7 +239,7 @@ func (e *Engine) ReduceMetrics(ctx context.Context, extra []float64) error {
 	}
 	segs = append(segs, collective.Segment{Data: extra, Scale: 1})
 	x.segs = segs
-	_, sizes, err := x.exchange(ctx, statusOK, header{}, float64(size))
+	_, sizes, err := x.exchange(ctx, statusOK, header{}, float64(size), model.Eval, x.built[model.Eval])
 	if err != nil {
 		return fmt.Errorf("reduce metrics: %w", err)
 	}

@@ -260,7 +260,7 @@ func (e *Engine) applyStep(ctx context.Context, b *build) error {
 func (e *Engine) stepHeader(ctx context.Context, b *build, loss float64) (global, scale, rowShare float64, err error) {
 	local := header{rows: float64(sumRows(b.rows)), towers: float64(len(b.towers)), loss: loss}
 	local.lossRows, local.lossTowers = loss*local.rows, loss*local.towers
-	g, _, err := e.x.exchange(ctx, statusOK, local, 0)
+	g, _, err := e.x.exchange(ctx, statusOK, local, 0, model.Train, b.desc)
 	if err != nil {
 		return 0, 0, 0, err
 	}
