@@ -116,3 +116,61 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestMPISilentNetworkTimesOut: under mpirun, ranks on hosts of their own
+// (network namespaces); after the start's sync of variables rank 1 takes
+// its host's link down. Both ranks, each waiting for the other, stop once
+// Config.PeerTimeout (1 s) has passed, with a PeerError that says so;
+// rank 1 then brings its link back up, so that mpirun can end the job.
+func TestMPISilentNetworkTimesOut(t *testing.T) {
+	if mpitest.Child() {
+		c, err := collective.MPI()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := replicate.Config{Devices: cpus(1), Optimizer: optimizers.SGD(0.1), Processes: c, PeerTimeout: time.Second}
+		e, err := replicate.NewEngine(replicate.ModelFn(constModel, cfg), replicate.EngineConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		e.Open()
+		link := func(state string) {
+			if out, err := exec.Command("ip", "link", "set", "eth0", state).CombinedOutput(); err != nil {
+				t.Fatalf("ip link set eth0 %s: %v: %s", state, err, out)
+			}
+		}
+		// A sync that times out (a loaded machine) is a PeerError too.
+		err = e.SyncFromRoot(ctx)
+		if err == nil {
+			if c.Rank() == 1 {
+				link("down")
+			}
+			batch := sharding.Batch{Features: map[string]*tensor.Dense{"x": column(1, 2)}, Labels: map[string]*tensor.Dense{"y": column(3, 4)}}
+			_, err = e.TrainStep(ctx, batch, replicate.StepHooks{})
+		}
+		res := timeoutResult{Err: errString(err), Timeout: -1, Rank: -2, IsDeadline: errors.Is(err, context.DeadlineExceeded)}
+		if pe, ok := errors.AsType[*replicate.PeerError](err); ok {
+			res.Timeout, res.Rank = pe.Timeout, pe.Rank
+		}
+		if err := mpitest.WriteResult(c.Rank(), res); err != nil {
+			t.Fatal(err)
+		}
+		if c.Rank() == 1 {
+			link("up")
+		}
+		os.Exit(3)
+	}
+	dir, out, err := mpitest.RunErr(t, 2, mpitest.NetHosts(t, 2)...)
+	t.Logf("mpirun's output:\n%s", out)
+	if _, ok := errors.AsType[*exec.ExitError](err); !ok || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the job ended with %v, want a non-zero exit", err)
+	}
+	for r, got := range mpitest.ReadResults[timeoutResult](t, dir, 2) {
+		t.Logf("rank %d's error: %s", r, got.Err)
+		got.Err = ""
+		if d := cmp.Diff(timeoutResult{Timeout: time.Second, Rank: -1, IsDeadline: true}, got); d != "" {
+			t.Errorf("rank %d (-want +got):\n%s", r, d)
+		}
+	}
+}
