@@ -37,6 +37,9 @@ var syncDtypes = []tensor.Dtype{tensor.Float32, tensor.Float64, tensor.Int, tens
 // read the model directory. Every process calls it at the same point (the
 // estimator does at the start of Train and Evaluate). A variable whose
 // shape or dtype differs from rank 0's is an error naming it and the rank.
+// Once the engine has built Train towers, the processes first compare
+// what they built (see Config.Processes): a difference is a
+// ModelMismatchError on every process, before any variable is taken.
 func (e *Engine) SyncFromRoot(ctx context.Context) error {
 	x := e.x
 	if x == nil {
@@ -214,8 +217,9 @@ func (e *Engine) average(ctx context.Context) error {
 // caller's own additive numbers, such as a loss sum and a batch count), so
 // that every process's Metrics are those of the whole evaluation. Every
 // process calls it once at the end of an evaluation; a process with other
-// metrics, or none, is an error naming it. Without processes it does
-// nothing.
+// metrics, or none, is an error naming it, and one whose latest Eval build
+// differs from rank 0's a ModelMismatchError on every process (see
+// Config.Processes). Without processes it does nothing.
 func (e *Engine) ReduceMetrics(ctx context.Context, extra []float64) error {
 	x := e.x
 	if x == nil {
