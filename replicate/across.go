@@ -145,7 +145,8 @@ func (x *across) exchange(ctx context.Context, status int, h header, aux float64
 		buf[hFixed+2*n+x.comm.Rank()] = d.hash
 	}
 	if err := x.comm.AllReduceFloat64(ctx, buf); err != nil {
-		if err = x.broke(err); errors.As(err, new(*PeerError)) {
+		err = x.broke(err)
+		if _, ok := errors.AsType[*PeerError](err); ok {
 			return header{}, nil, err
 		}
 		return header{}, nil, fmt.Errorf("across processes: %w", err)
