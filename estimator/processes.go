@@ -13,11 +13,18 @@ import (
 // Evaluate start by taking rank 0's variables; a Train step all-reduces
 // gradients (or, with averaging, the weights every few steps); Evaluate
 // all-reduces the metric states, so every process returns the metrics of
-// the whole evaluation; Predict stays in its process. Rank 0 alone reads
-// and writes the model directory and exports. A process that fails or
-// stops tells the others at their next collective, and they stop too:
-// with an error naming it when it failed, cleanly when it stopped (its
-// input ended first).
+// the whole evaluation; Predict stays in its process. Every process must
+// build the model rank 0 builds (replicate.Config.Processes says what is
+// compared): Train and Evaluate stop on every process with a
+// replicate.ModelMismatchError naming the first difference otherwise —
+// Train before its first step, Evaluate before it sums the metrics.
+// Rank 0 alone reads and writes the model directory and exports. A
+// process that fails or stops tells the others at their next collective,
+// and they stop too: with an error naming it when it failed, cleanly when
+// it stopped (its input ended first). One that is stopped or hangs, or
+// whose network goes silent, makes the others stop with a
+// replicate.PeerError once replicate.Config.PeerTimeout has passed in a
+// collective.
 
 // peerStopped reports whether err is another process stopping cleanly.
 func peerStopped(err error) bool {

@@ -60,7 +60,10 @@ type Optimizer interface {
 	// "Adam(name=Adam,lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08)"; two
 	// optimizers with equal Config behave identically (used to check that
 	// every tower made the same train-op calls). A learning-rate schedule
-	// and weight decay, when set, are part of it.
+	// and weight decay, when set, are part of it. Across processes
+	// (replicate.Config.Processes) every process's Config, and its
+	// LearningRate at a few fixed steps (0, 1, 10, … 10⁶: a schedule's
+	// String may not tell two apart), must be rank 0's.
 	Config() string
 	// LearningRate is the learning rate of the update applied when the
 	// global step is step (the steps taken before it): the constant

@@ -13,6 +13,9 @@ import (
 // uses Rate(step) for the update of step, where step is the global step
 // before the update (0 for the first). String describes the schedule and
 // its parameters; two schedules with equal String must give equal rates.
+// (Across processes both the optimizer's Config, which holds String, and
+// its rates at a few fixed steps are compared with rank 0's: see
+// Optimizer.Config.)
 type Schedule interface {
 	Rate(step int64) float64
 	String() string

@@ -72,12 +72,10 @@ func layOut(b *build) {
 func (x *across) reduce(ctx context.Context, a *arena) error {
 	bucket := x.fusion.Bucket()
 	if err := inBuckets(ctx, a.f32, max(bucket/4, 1), x.comm.AllReduceFloat32); err != nil {
-		x.open = false
-		return err
+		return x.broke(err)
 	}
 	if err := inBuckets(ctx, a.f64, max(bucket/8, 1), x.comm.AllReduceFloat64); err != nil {
-		x.open = false
-		return err
+		return x.broke(err)
 	}
 	if len(a.others) > 0 {
 		return x.allReduce(ctx, a.others)

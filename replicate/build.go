@@ -187,6 +187,13 @@ func (e *Engine) buildTowers(mode model.Mode, shards []sharding.Batch) (*build, 
 			return nil, err
 		}
 	}
+	if e.x != nil && mode != model.Predict {
+		var err error
+		if b.desc, err = e.describe(b); err != nil {
+			return nil, err
+		}
+		e.x.built[mode] = b.desc
+	}
 	return b, nil
 }
 

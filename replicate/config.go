@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"time"
 
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/model"
@@ -87,7 +88,15 @@ type Config struct {
 	// processes × M towers train like one device on the combined batch).
 	// Averaging replaces that with weight averaging. Every process must
 	// call the Engine's collective methods in the same order; the
-	// estimator does.
+	// estimator does. Every process must also build what rank 0 builds —
+	// the same variables (names, order, shapes, dtypes, trainability),
+	// train ops (optimizer Config, learning rates at sampled steps, the
+	// variables trained), state updates, eval metrics, Reduction,
+	// Averaging and BucketBytes; only the rows and the towers may differ:
+	// at the start of a run and at every step or evaluation that follows a
+	// new build, the processes compare a hash of their builds, and a
+	// difference stops every one with a ModelMismatchError naming the
+	// first thing that differs.
 	Processes collective.Comm
 	// Averaging, when Every > 0, trains each process on its own and
 	// averages the weights every Every steps instead of all-reducing
@@ -98,6 +107,29 @@ type Config struct {
 	// bucket (Horovod's tensor fusion, DDP's buckets); 0 means
 	// collective.DefaultBucketBytes, 64 MiB.
 	BucketBytes int
+	// PeerTimeout bounds how long a process waits for the others in one
+	// phase of collectives (a training step's header and all-reduce, the
+	// start's sync of variables, a weight average, the sum of metrics):
+	// when a process stops (SIGSTOP, a hang) or its network goes silent,
+	// every live process stops after it with a PeerError whose Timeout is
+	// set, instead of waiting for ever. 0 means DefaultPeerTimeout; a
+	// negative value means no bound. A timed-out collective cannot be
+	// taken back: the group is broken and the processes should exit.
+	PeerTimeout time.Duration
+}
+
+// DefaultPeerTimeout is Config.PeerTimeout's default: 10 minutes.
+const DefaultPeerTimeout = 10 * time.Minute
+
+// peerTimeout is the bound PeerTimeout asks for; 0: none.
+func (c Config) peerTimeout() time.Duration {
+	switch {
+	case c.PeerTimeout == 0:
+		return DefaultPeerTimeout
+	case c.PeerTimeout < 0:
+		return 0
+	}
+	return c.PeerTimeout
 }
 
 // Averaging is weight averaging between processes, PyTorch's

@@ -59,10 +59,16 @@
 //
 //	a status header before every collective phase:    across.exchange, Engine.Open, Engine.Leave,
 //	  a failed or stopped rank stops every rank         PeerError (across.go)
+//	a phase of collectives waits at most              across.bound, across.broke (across.go)
+//	  Config.PeerTimeout, then every live rank
+//	  stops with a PeerError
 //	process weights: rows, towers or 1 per reduction  processScale, globalLoss (across.go)
 //	gradients and state updates of every process      arena, layOut, across.reduce (arena.go)
 //	  summed in one all-reduce, in place, bucketed
 //	every rank takes rank 0's variables               Engine.SyncFromRoot (sync.go)
+//	every rank builds what rank 0 builds: a hash of   Engine.describe, across.sameBuild,
+//	  each build in the headers, the first              ModelMismatchError (ranks.go)
+//	  difference named on every rank
 //	weight averaging every K steps                    Engine.average (sync.go)
 //	metric states summed over the processes           Engine.ReduceMetrics (sync.go)
 //

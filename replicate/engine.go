@@ -72,6 +72,8 @@ type build struct {
 	// reused every step.
 	arena  arena
 	scaled []float64
+	// desc describes a Train or Eval build across processes (ranks.go).
+	desc *description
 }
 
 // NewEngine returns an engine for m with a new variable store holding the

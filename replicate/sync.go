@@ -14,6 +14,7 @@ import (
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/metrics"
+	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -36,14 +37,19 @@ var syncDtypes = []tensor.Dtype{tensor.Float32, tensor.Float64, tensor.Int, tens
 // read the model directory. Every process calls it at the same point (the
 // estimator does at the start of Train and Evaluate). A variable whose
 // shape or dtype differs from rank 0's is an error naming it and the rank.
+// Once the engine has built Train towers, the processes first compare
+// what they built (see Config.Processes): a difference is a
+// ModelMismatchError on every process, before any variable is taken.
 func (e *Engine) SyncFromRoot(ctx context.Context) error {
 	x := e.x
 	if x == nil {
 		return nil
 	}
-	ctx, cancel := bound(ctx)
+	ctx, cancel := x.bound(ctx)
 	defer cancel()
-	if _, _, err := x.exchange(ctx, statusOK, header{}, 0); err != nil {
+	// The Train build, once there is one, is compared here: before the
+	// first step and before rank 0's variables are taken.
+	if _, _, err := x.exchange(ctx, statusOK, header{}, 0, model.Train, x.built[model.Train]); err != nil {
 		return fmt.Errorf("sync variables from rank 0: %w", err)
 	}
 	var manifest []byte
@@ -55,15 +61,14 @@ func (e *Engine) SyncFromRoot(ctx context.Context) error {
 	}
 	manifest, err := collective.BroadcastBytes(ctx, x.comm, 0, manifest)
 	if err != nil {
-		x.open = false
-		return fmt.Errorf("sync variables from rank 0: %w", err)
+		return fmt.Errorf("sync variables from rank 0: %w", x.broke(err))
 	}
 	vars, local := e.receive(manifest)
 	status := statusOK
 	if local != nil {
 		status = statusFailed
 	}
-	if _, _, err := x.exchange(ctx, status, header{}, 0); err != nil {
+	if _, _, err := x.exchange(ctx, status, header{}, 0, model.Train, nil); err != nil {
 		if local != nil {
 			return fmt.Errorf("sync variables from rank 0: rank %d: %w", x.comm.Rank(), local)
 		}
@@ -126,8 +131,7 @@ func (x *across) broadcastVariables(ctx context.Context, vars []*towers.Variable
 	at := 0
 	flush := func() error {
 		if err := x.comm.Broadcast(ctx, 0, buf[:at]); err != nil {
-			x.open = false
-			return err
+			return x.broke(err)
 		}
 		if !root {
 			for _, p := range parts {
@@ -190,7 +194,7 @@ func asBytes[T any](s []T) []byte {
 // processes, in one fused all-reduce after a header.
 func (e *Engine) average(ctx context.Context) error {
 	x := e.x
-	if _, _, err := x.exchange(ctx, statusOK, header{}, 0); err != nil {
+	if _, _, err := x.exchange(ctx, statusOK, header{}, 0, model.Train, x.built[model.Train]); err != nil {
 		return fmt.Errorf("average weights: %w", err)
 	}
 	vars := e.store.Variables()
@@ -213,14 +217,15 @@ func (e *Engine) average(ctx context.Context) error {
 // caller's own additive numbers, such as a loss sum and a batch count), so
 // that every process's Metrics are those of the whole evaluation. Every
 // process calls it once at the end of an evaluation; a process with other
-// metrics, or none, is an error naming it. Without processes it does
-// nothing.
+// metrics, or none, is an error naming it, and one whose latest Eval build
+// differs from rank 0's a ModelMismatchError on every process (see
+// Config.Processes). Without processes it does nothing.
 func (e *Engine) ReduceMetrics(ctx context.Context, extra []float64) error {
 	x := e.x
 	if x == nil {
 		return nil
 	}
-	ctx, cancel := bound(ctx)
+	ctx, cancel := x.bound(ctx)
 	defer cancel()
 	if len(e.metrics) > 0 {
 		if err := metrics.ReduceIntoFirst(e.metrics); err != nil {
@@ -238,7 +243,7 @@ func (e *Engine) ReduceMetrics(ctx context.Context, extra []float64) error {
 	}
 	segs = append(segs, collective.Segment{Data: extra, Scale: 1})
 	x.segs = segs
-	_, sizes, err := x.exchange(ctx, statusOK, header{}, float64(size))
+	_, sizes, err := x.exchange(ctx, statusOK, header{}, float64(size), model.Eval, x.built[model.Eval])
 	if err != nil {
 		return fmt.Errorf("reduce metrics: %w", err)
 	}

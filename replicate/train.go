@@ -143,7 +143,9 @@ type StepHooks struct {
 // Across processes (Config.Processes) the step's header follows the
 // towers, the loss checked is this process's own, the loss returned the
 // one over every process, and the gradients and state updates of every
-// process are summed in one fused all-reduce before the optimizers run.
+// process are summed in one fused all-reduce before the optimizers run;
+// the header compares the processes' builds of the step, and a difference
+// is a ModelMismatchError on every process, before any update.
 // With Averaging the step is a local one, and every Every steps the
 // processes average their variables.
 func (e *Engine) TrainStep(ctx context.Context, batch sharding.Batch, hooks StepHooks) (float64, error) {
@@ -193,7 +195,7 @@ func (e *Engine) computeStep(ctx context.Context, batch sharding.Batch, hooks St
 	xctx := ctx // the context of the step's collectives
 	if sync {
 		var cancel context.CancelFunc
-		xctx, cancel = bound(ctx)
+		xctx, cancel = e.x.bound(ctx)
 		defer cancel()
 		if loss, scale, rowShare, err = e.stepHeader(xctx, b, loss); err != nil {
 			return nil, 0, fmt.Errorf("train step %d: %w", e.Step(), err)
@@ -257,7 +259,7 @@ func (e *Engine) applyStep(ctx context.Context, b *build) (err error) {
 	}
 	e.globalStep.Data().([]int64)[0]++
 	if e.x != nil && e.x.avg.Every > 0 && e.Step()%e.x.avg.Every == 0 {
-		xctx, cancel := bound(ctx)
+		xctx, cancel := e.x.bound(ctx)
 		defer cancel()
 		if err := e.average(xctx); err != nil {
 			return fmt.Errorf("train step %d: %w", e.Step(), err)
@@ -273,7 +275,7 @@ func (e *Engine) applyStep(ctx context.Context, b *build) (err error) {
 func (e *Engine) stepHeader(ctx context.Context, b *build, loss float64) (global, scale, rowShare float64, err error) {
 	local := header{rows: float64(sumRows(b.rows)), towers: float64(len(b.towers)), loss: loss}
 	local.lossRows, local.lossTowers = loss*local.rows, loss*local.towers
-	g, _, err := e.x.exchange(ctx, statusOK, local, 0)
+	g, _, err := e.x.exchange(ctx, statusOK, local, 0, model.Train, b.desc)
 	if err != nil {
 		return 0, 0, 0, err
 	}
