@@ -37,6 +37,9 @@ func EvalName(name string) EvalOption { return func(o *evalOptions) { o.name = n
 func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOption) (_ map[string]float64, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.checkOpen("evaluate"); err != nil {
+		return nil, err
+	}
 	var o evalOptions
 	for _, opt := range opts {
 		opt(&o)

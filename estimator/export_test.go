@@ -126,7 +126,7 @@ func TestExportClassNames(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer est.Close()
-			dir, err := est.Export(context.Background(), t.TempDir(), inputs)
+			dir, err := est.Export(context.Background(), t.TempDir(), inputs, estimator.AllowUntrained())
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Errorf("Export: %v, want an error containing %q", err, tc.err)

@@ -49,6 +49,9 @@ func OnStep(fn func(step int64, loss float64)) TrainOption {
 func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOption) (err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.checkOpen("train"); err != nil {
+		return err
+	}
 	var o trainOptions
 	for _, opt := range opts {
 		opt(&o)

@@ -52,6 +52,9 @@ type EarlyStopping struct {
 // tf.estimator.train_and_evaluate. Every evaluation is appended to the model
 // directory's eval history. It returns the last evaluation's results.
 func (e *Estimator) TrainAndEvaluate(ctx context.Context, train TrainSpec, eval EvalSpec) (map[string]float64, error) {
+	if err := e.locked(func() error { return e.checkOpen("train and evaluate") }); err != nil {
+		return nil, err
+	}
 	if eval.Input == nil {
 		return nil, fmt.Errorf("train and evaluate: nil eval input")
 	}

@@ -1,0 +1,77 @@
+package estimator_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/internal/vartest"
+)
+
+// TestClosed: after Close every method that would run the model or load a
+// checkpoint fails with ErrClosed, named by the method, instead of
+// building the towers again; it changes neither the model directory nor
+// the variables. Closing twice is not an error.
+func TestClosed(t *testing.T) {
+	batch := func(t *testing.T) estimator.Batch {
+		return estimator.Batch{
+			Features: map[string]*tensor.Dense{"x": column(1, 2)},
+			Labels:   map[string]*tensor.Dense{"y": column(1, 2)},
+		}
+	}
+	var dir string // the model directory of the subtest
+	ops := append(untrainedOps(t), []estimatorOp{
+		{"Train", func(est *estimator.Estimator) error {
+			return est.Train(context.Background(), foreverInput(t, 4), estimator.Steps(1))
+		}},
+		{"TrainAndEvaluate", func(est *estimator.Estimator) error {
+			_, err := est.TrainAndEvaluate(context.Background(), estimator.TrainSpec{Input: foreverInput(t, 4), Steps: 1}, estimator.EvalSpec{Input: lineInput(t, xs(4), 4, true)})
+			return err
+		}},
+		{"RestoreCheckpoint", func(est *estimator.Estimator) error {
+			return est.RestoreCheckpoint(dir)
+		}},
+		{"ComputeGradients", func(est *estimator.Estimator) error {
+			_, err := est.ComputeGradients(context.Background(), batch(t))
+			return err
+		}},
+		{"ApplyGradients", func(est *estimator.Estimator) error {
+			return est.ApplyGradients(context.Background(), estimator.Gradients{Flat: []float64{0, 0}})
+		}},
+	}...)
+	prefix := map[string]string{
+		"Evaluate": "evaluate: ", "Predict": "predict: ", "PredictBatches": "predict: ", "Export": "export: ",
+		"Train": "train: ", "TrainAndEvaluate": "train and evaluate: ", "RestoreCheckpoint": "restore checkpoint: ",
+		"ComputeGradients": "compute gradients: ", "ApplyGradients": "apply gradients: ",
+	}
+	for _, op := range ops {
+		t.Run(op.name, func(t *testing.T) {
+			dir = t.TempDir()
+			est := newRunEstimator(t, replicated(knobModel, 2), estimator.RunConfig{ModelDir: dir, LogEvery: -1, SaveSummarySteps: -1})
+			if err := est.Train(context.Background(), foreverInput(t, 4), estimator.Steps(2)); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				if err := est.Close(); err != nil {
+					t.Fatalf("Close #%d: %v", i+1, err)
+				}
+			}
+			before, vars := dirContents(t, dir), vartest.Variables(t, est)
+			err := op.run(est)
+			if !errors.Is(err, estimator.ErrClosed) || !strings.HasPrefix(err.Error(), prefix[op.name]) {
+				t.Errorf("%s after Close = %v, want an error starting %q wrapping ErrClosed", op.name, err, prefix[op.name])
+			}
+			if diff := cmp.Diff(before, dirContents(t, dir)); diff != "" {
+				t.Errorf("%s after Close changed the model directory (-before +after):\n%s", op.name, diff)
+			}
+			if diff := cmp.Diff(vars, vartest.Variables(t, est)); diff != "" {
+				t.Errorf("%s after Close changed the variables (-before +after):\n%s", op.name, diff)
+			}
+		})
+	}
+}
