@@ -143,12 +143,14 @@ func zeroExample(inputs ServingInput) (Batch, map[string]exportdir.TensorInfo, e
 			return Batch{}, nil, fmt.Errorf("serving input %q: %w", name, err)
 		}
 		shape := append([]int{1}, fs.Shape...)
-		n := 1
-		for _, d := range fs.Shape {
-			if d < 1 {
-				return Batch{}, nil, fmt.Errorf("serving input %q has shape %v: every dimension must be positive", name, fs.Shape)
-			}
-			n *= d
+		if slices.ContainsFunc(fs.Shape, func(d int) bool { return d < 1 }) {
+			return Batch{}, nil, fmt.Errorf("serving input %q has shape %v: every dimension must be positive", name, fs.Shape)
+		}
+		// The limit loading the export applies: one example it cannot
+		// load is neither allocated here nor written.
+		n, err := numeric.ElementsWithin(fs.Shape, int(fs.Dtype.Size()), exportdir.MaxExampleBytes)
+		if err != nil {
+			return Batch{}, nil, fmt.Errorf("serving input %q of %v: one example is too large: %w", name, fs.Dtype, err)
 		}
 		batch.Features[name] = numeric.Over(shape, numeric.NewSlice(fs.Dtype, n))
 		sigInputs[name] = exportdir.TensorInfo{Dtype: dt, Shape: append([]int{-1}, fs.Shape...)}
