@@ -3,7 +3,10 @@ package estimator_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -73,5 +76,65 @@ func TestClosed(t *testing.T) {
 				t.Errorf("%s after Close changed the variables (-before +after):\n%s", op.name, diff)
 			}
 		})
+	}
+}
+
+// TestEvaluateUnrecorded: metrics computed but not recorded in the model
+// directory (its eval history or event file cannot be written) are
+// returned together with the error, which wraps the write's.
+func TestEvaluateUnrecorded(t *testing.T) {
+	tests := []struct {
+		name  string
+		spoil func(t *testing.T, dir string)
+		want  error
+	}{
+		{"eval history is a directory", func(t *testing.T, dir string) {
+			replaceWithDir(t, filepath.Join(dir, estimator.EvalHistoryFile))
+		}, syscall.EISDIR},
+		{"eval summary directory is a file", func(t *testing.T, dir string) {
+			path := filepath.Join(dir, estimator.EvalDir(""))
+			if err := os.RemoveAll(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, syscall.ENOTDIR},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := estimator.RunConfig{ModelDir: dir, LogEvery: -1}
+			est := newRunEstimator(t, replicated(knobModel, 2), cfg)
+			if err := est.Train(context.Background(), foreverInput(t, 4), estimator.Steps(2)); err != nil {
+				t.Fatal(err)
+			}
+			want, err := est.Evaluate(context.Background(), lineInput(t, xs(4), 4, true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := est.Close(); err != nil {
+				t.Fatal(err)
+			}
+			tc.spoil(t, dir)
+			got, err := newRunEstimator(t, replicated(knobModel, 2), cfg).Evaluate(context.Background(), lineInput(t, xs(4), 4, true))
+			if !errors.Is(err, tc.want) {
+				t.Errorf("Evaluate error = %v, want one wrapping %v", err, tc.want)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("metrics returned with the error (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// replaceWithDir replaces the file at path by an empty directory.
+func replaceWithDir(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path, 0o755); err != nil {
+		t.Fatal(err)
 	}
 }
