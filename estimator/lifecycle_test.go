@@ -138,3 +138,24 @@ func replaceWithDir(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestClosedWhilePredicting: PredictBatches leaves the Estimator unlocked
+// between batches, so its loop body may Close it; the next batch is then
+// ErrClosed rather than towers built again.
+func TestClosedWhilePredicting(t *testing.T) {
+	est := newRunEstimator(t, replicated(knobModel, 2), estimator.RunConfig{LogEvery: -1})
+	var batches int
+	var err error
+	for _, err = range est.PredictBatches(context.Background(), lineInput(t, xs(4), 2, false)) {
+		if err != nil {
+			break
+		}
+		batches++
+		if cerr := est.Close(); cerr != nil {
+			t.Fatal(cerr)
+		}
+	}
+	if batches != 1 || !errors.Is(err, estimator.ErrClosed) {
+		t.Errorf("PredictBatches closed after its first batch: %d batches, then %v; want 1, then an error wrapping ErrClosed", batches, err)
+	}
+}
