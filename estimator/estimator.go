@@ -35,8 +35,7 @@ import (
 type RunConfig struct {
 	// ModelDir is the run's home: checkpoints, history files and
 	// TensorBoard event files. Train, Evaluate and Predict first restore
-	// its latest checkpoint. One Train at a time trains into it (see
-	// TrainLockFile). Empty keeps everything in memory.
+	// its latest checkpoint. Empty keeps everything in memory.
 	ModelDir string
 	// Seed seeds variable initializers: the same seed gives the same
 	// initial variables on any number of towers.
