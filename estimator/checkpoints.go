@@ -148,8 +148,10 @@ func optimizerState(name string, vars, opts []string) bool {
 // ErrNotTrained is wrapped by the errors of Evaluate, Predict and Export
 // when the model directory has no checkpoint, like TensorFlow's "Could not
 // find trained model in model_dir": the variables would be freshly
-// initialised. (Without a model directory they are what the caller asked
-// for; with a warm start, Evaluate and Predict use its variables.)
+// initialised. (Without a model directory Evaluate and Predict use the
+// variables as they are, and Export needs steps trained or a checkpoint
+// RestoreCheckpoint loaded; with a warm start, Evaluate and Predict use
+// its variables.)
 var ErrNotTrained = errors.New("no trained model")
 
 // restoreTrained restores the latest checkpoint for a call that needs a
@@ -292,6 +294,9 @@ func (h *CheckpointSaver) End(_ context.Context, _ RunInfo, cause error) error {
 func (e *Estimator) RestoreCheckpoint(path string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.checkOpen("restore checkpoint"); err != nil {
+		return err
+	}
 	r, err := checkpoint.Read(path)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)

@@ -122,6 +122,8 @@ type Estimator struct {
 	// procs and rank place the Estimator among the processes it trains
 	// with (replicate.Config.Processes): 1 and 0 alone.
 	procs, rank int
+	// closed is set by Close: the methods that would build towers fail.
+	closed bool
 }
 
 // New returns an Estimator for m. An invalid model (a replication with
@@ -237,12 +239,34 @@ func (e *Estimator) VariableValue(name string) (*tensor.Dense, error) {
 	return e.store().Value(name)
 }
 
+// ErrClosed is wrapped by the errors of the Estimator's methods that run
+// the model (Train, Evaluate, Predict, Export, ...) or load a checkpoint
+// after Close.
+var ErrClosed = errors.New("estimator is closed")
+
 // Close releases the graphs and VMs the Estimator built and closes its
-// TensorBoard event files.
+// TensorBoard event files. The Estimator runs nothing afterwards: Train,
+// TrainAndEvaluate, Evaluate, Predict, PredictBatches, Export,
+// RestoreCheckpoint, ComputeGradients and ApplyGradients return errors
+// wrapping ErrClosed. Its variables stay readable (Store, VariableValue,
+// GlobalStep). Closing again does nothing.
 func (e *Estimator) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
 	return errors.Join(e.eng.Close(), e.closeEvents())
+}
+
+// checkOpen is ErrClosed, wrapped with what, after Close; the Estimator
+// is locked.
+func (e *Estimator) checkOpen(what string) error {
+	if e.closed {
+		return fmt.Errorf("%s: %w", what, ErrClosed)
+	}
+	return nil
 }
 
 // locked runs fn with the Estimator locked.
@@ -255,6 +279,9 @@ func (e *Estimator) locked(fn func() error) error {
 // predictStep runs one predict batch with the Estimator locked.
 func (e *Estimator) predictStep(ctx context.Context, b Batch) (out BatchOutput, err error) {
 	err = e.locked(func() error {
+		if e.closed {
+			return ErrClosed
+		}
 		out, err = e.eng.PredictStep(ctx, b)
 		return err
 	})

@@ -33,10 +33,16 @@ func EvalName(name string) EvalOption { return func(o *evalOptions) { o.name = n
 // ErrNotTrained. Across processes every process evaluates its own part of
 // the data and gets the metrics of the whole (see processes.go); "loss" is
 // then the mean over the examples, which is the mean over batches when
-// they are of one size.
+// they are of one size. When the metrics are computed but cannot be
+// recorded in the model directory (the eval history or the TensorBoard
+// summary cannot be written, as on a read-only directory), Evaluate
+// returns them together with the error: both are non-nil.
 func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOption) (_ map[string]float64, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.checkOpen("evaluate"); err != nil {
+		return nil, err
+	}
 	var o evalOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -127,11 +133,13 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, o evalOptions) 
 				rec.Metrics[k] = v
 			}
 		}
+		// The metrics are computed: a record that cannot be written is
+		// an error, but the metrics are returned with it.
 		if err := appendJSONLine(e.cfg.ModelDir, EvalHistoryFile, rec); err != nil {
-			return nil, fmt.Errorf("evaluate: %w", err)
+			return out, fmt.Errorf("evaluate: %w", err)
 		}
 		if err := e.writeEvalSummary(o.name, out); err != nil {
-			return nil, fmt.Errorf("evaluate: %w", err)
+			return out, fmt.Errorf("evaluate: %w", err)
 		}
 	}
 	return out, nil

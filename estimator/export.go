@@ -37,11 +37,19 @@ type ServingInput map[string]FeatureSpec
 // ExportOption adjusts Export.
 type ExportOption func(*exportOptions)
 
-type exportOptions struct{ keep int }
+type exportOptions struct {
+	keep      int
+	untrained bool
+}
 
 // KeepVersions keeps the newest n versions in the base directory after
 // writing (0, the default, keeps all).
 func KeepVersions(n int) ExportOption { return func(o *exportOptions) { o.keep = n } }
+
+// AllowUntrained exports the variables as they are even when nothing was
+// trained or restored (see Export): for a model whose initial values are
+// what it serves, such as constants in a test.
+func AllowUntrained() ExportOption { return func(o *exportOptions) { o.untrained = true } }
 
 // Export restores the latest checkpoint of the model directory and writes
 // a new version directory under baseDir (version = the largest existing
@@ -49,12 +57,17 @@ func KeepVersions(n int) ExportOption { return func(o *exportOptions) { o.keep =
 // in predict mode, and a manifest with checksums. The version is written
 // under a temporary name and renamed, so a half-written export is never
 // seen. Without export outputs in the Spec, the default signature serves
-// every prediction. It returns the version directory. A model directory
-// without a checkpoint is an error wrapping ErrNotTrained, warm start or
-// not.
+// every prediction. It returns the version directory. Export needs trained
+// variables: a checkpoint of the model directory, one RestoreCheckpoint
+// loaded, or (without a model directory) steps trained by this
+// Estimator; else it is an error wrapping ErrNotTrained, warm start or
+// not, unless the option AllowUntrained is given.
 func (e *Estimator) Export(ctx context.Context, baseDir string, inputs ServingInput, opts ...ExportOption) (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.checkOpen("export"); err != nil {
+		return "", err
+	}
 	var o exportOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -65,7 +78,7 @@ func (e *Estimator) Export(ctx context.Context, baseDir string, inputs ServingIn
 	if e.rank != 0 {
 		return "", fmt.Errorf("export: this is process rank %d of %d; rank 0 alone exports (it holds the same variables)", e.rank, e.procs)
 	}
-	if err := e.restoreTrained(false); err != nil {
+	if err := e.restoreForExport(o.untrained); err != nil {
 		return "", fmt.Errorf("export: %w", err)
 	}
 	batch, sigInputs, err := zeroExample(inputs)
@@ -100,6 +113,22 @@ func (e *Estimator) Export(ctx context.Context, baseDir string, inputs ServingIn
 	return dir, nil
 }
 
+// restoreForExport restores the latest checkpoint and, unless untrained,
+// checks that the variables are trained ones: restored from a checkpoint,
+// or, without a model directory, trained by this Estimator.
+func (e *Estimator) restoreForExport(untrained bool) error {
+	if untrained {
+		return e.restoreLatest()
+	}
+	if err := e.restoreTrained(false); err != nil {
+		return err
+	}
+	if e.cfg.ModelDir == "" && e.ckpt == "" && e.eng.Step() == 0 {
+		return fmt.Errorf("%w: no model directory, no checkpoint restored and no step trained: the variables would be their initial values (AllowUntrained exports them)", ErrNotTrained)
+	}
+	return nil
+}
+
 // zeroExample returns a batch of one example of zeros of the serving
 // inputs, and the inputs as signatures describe them.
 func zeroExample(inputs ServingInput) (Batch, map[string]exportdir.TensorInfo, error) {
@@ -114,12 +143,14 @@ func zeroExample(inputs ServingInput) (Batch, map[string]exportdir.TensorInfo, e
 			return Batch{}, nil, fmt.Errorf("serving input %q: %w", name, err)
 		}
 		shape := append([]int{1}, fs.Shape...)
-		n := 1
-		for _, d := range fs.Shape {
-			if d < 1 {
-				return Batch{}, nil, fmt.Errorf("serving input %q has shape %v: every dimension must be positive", name, fs.Shape)
-			}
-			n *= d
+		if slices.ContainsFunc(fs.Shape, func(d int) bool { return d < 1 }) {
+			return Batch{}, nil, fmt.Errorf("serving input %q has shape %v: every dimension must be positive", name, fs.Shape)
+		}
+		// The limit loading the export applies: one example it cannot
+		// load is neither allocated here nor written.
+		n, err := numeric.ElementsWithin(fs.Shape, int(fs.Dtype.Size()), exportdir.MaxExampleBytes)
+		if err != nil {
+			return Batch{}, nil, fmt.Errorf("serving input %q of %v: one example is too large: %w", name, fs.Dtype, err)
 		}
 		batch.Features[name] = numeric.Over(shape, numeric.NewSlice(fs.Dtype, n))
 		sigInputs[name] = exportdir.TensorInfo{Dtype: dt, Shape: append([]int{-1}, fs.Shape...)}

@@ -77,6 +77,11 @@ func TestExportWritesVersions(t *testing.T) {
 		{nil, "no serving inputs"},
 		{estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{0}}}, "positive"},
 		{estimator.ServingInput{"x": {Shape: []int{1}}}, "no dtype"},
+		// Loading allows one example of at most 1 GiB: Export checks the
+		// same before it allocates one.
+		{estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1 << 40}}}, `serving input "x" of float64: one example is too large: shape [1099511627776] is too large`},
+		{estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1<<27 + 1}}}, `serving input "x" of float64: one example is too large: shape [134217729] is too large`},
+		{estimator.ServingInput{"x": {Dtype: tensor.Uint8, Shape: []int{1 << 40, 1 << 40}}}, `serving input "x" of uint8: one example is too large: shape [1099511627776 1099511627776] is too large`},
 	} {
 		if _, err := est.Export(ctx, base, bad.in); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("export %v: got %v, want %q", bad.in, err, bad.want)
@@ -126,7 +131,7 @@ func TestExportClassNames(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer est.Close()
-			dir, err := est.Export(context.Background(), t.TempDir(), inputs)
+			dir, err := est.Export(context.Background(), t.TempDir(), inputs, estimator.AllowUntrained())
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Errorf("Export: %v, want an error containing %q", err, tc.err)

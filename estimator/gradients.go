@@ -43,6 +43,9 @@ type Gradients struct {
 func (e *Estimator) ComputeGradients(ctx context.Context, batch Batch) (Gradients, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.checkOpen("compute gradients"); err != nil {
+		return Gradients{}, err
+	}
 	if err := e.restoreLatest(); err != nil {
 		return Gradients{}, fmt.Errorf("compute gradients: %w", err)
 	}
@@ -81,6 +84,9 @@ func (e *Estimator) ComputeGradients(ctx context.Context, batch Batch) (Gradient
 func (e *Estimator) ApplyGradients(ctx context.Context, g Gradients) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.checkOpen("apply gradients"); err != nil {
+		return err
+	}
 	if err := e.restoreLatest(); err != nil {
 		return fmt.Errorf("apply gradients: %w", err)
 	}

@@ -59,7 +59,12 @@ func (e *Estimator) PredictBatches(ctx context.Context, input InputFn) iter.Seq2
 			yield(BatchOutput{}, fmt.Errorf("predict: nil input function"))
 			return
 		}
-		if err := e.locked(func() error { return e.restoreTrained(true) }); err != nil {
+		if err := e.locked(func() error {
+			if e.closed {
+				return ErrClosed
+			}
+			return e.restoreTrained(true)
+		}); err != nil {
 			yield(BatchOutput{}, fmt.Errorf("predict: %w", err))
 			return
 		}

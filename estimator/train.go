@@ -53,10 +53,16 @@ func OnStep(fn func(step int64, loss float64)) TrainOption {
 // reached, a hook asks to stop, or ctx is done (then it returns ctx's error;
 // every finished step stays applied). Hooks run around every step; End runs
 // on every hook however the run ends. A run reads as begin (restore, build
-// the towers, begin the hooks), steps, end (the hooks' End).
+// the towers, begin the hooks), steps, end (the hooks' End). With a model
+// directory, Train holds its TrainLockFile throughout: a model directory
+// another run is training into is an error wrapping ErrModelDirLocked at
+// once, and nothing in it is touched.
 func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOption) (err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.checkOpen("train"); err != nil {
+		return err
+	}
 	var o trainOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -74,6 +80,13 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	defer cancel()
 	e.eng.Open()
 	defer func() { err = e.leave(ctx, "train", err) }()
+	if e.cfg.ModelDir != "" {
+		lock, err := lockModelDir(e.cfg.ModelDir)
+		if err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+		defer lock.release()
+	}
 	r, err := e.beginTrain(ctx, input, o)
 	if r == nil || err != nil {
 		return err

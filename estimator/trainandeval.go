@@ -50,8 +50,13 @@ type EarlyStopping struct {
 // TrainAndEvaluate trains on train.Input, evaluating on eval.Input at the
 // given interval and once more at the end, like
 // tf.estimator.train_and_evaluate. Every evaluation is appended to the model
-// directory's eval history. It returns the last evaluation's results.
+// directory's eval history. It returns the last evaluation's results (with
+// the error when the last one, computed, could not be recorded, as
+// Evaluate).
 func (e *Estimator) TrainAndEvaluate(ctx context.Context, train TrainSpec, eval EvalSpec) (map[string]float64, error) {
+	if err := e.locked(func() error { return e.checkOpen("train and evaluate") }); err != nil {
+		return nil, err
+	}
 	if eval.Input == nil {
 		return nil, fmt.Errorf("train and evaluate: nil eval input")
 	}
@@ -83,7 +88,7 @@ func (e *Estimator) TrainAndEvaluate(ctx context.Context, train TrainSpec, eval 
 	}
 	out, err := e.Evaluate(ctx, eval.Input, EvalSteps(eval.Steps), EvalName(eval.Name))
 	if err != nil {
-		return nil, fmt.Errorf("train and evaluate: %w", err)
+		return out, fmt.Errorf("train and evaluate: %w", err)
 	}
 	return out, nil
 }

@@ -68,6 +68,9 @@ func TestNoTrainedModel(t *testing.T) {
 			{"missing model directory", func(t *testing.T) string { return filepath.Join(t.TempDir(), "model") }, true},
 			{"no model directory", func(*testing.T) string { return "" }, false},
 		} {
+			if op.name == "Export" && tc.name == "no model directory" {
+				continue // TestExportNeedsTrainedVariables
+			}
 			t.Run(op.name+", "+tc.name, func(t *testing.T) {
 				dir := tc.dir(t)
 				var before map[string]string
@@ -100,14 +103,14 @@ func TestNoTrainedModel(t *testing.T) {
 
 // TestRestoredModelIsTrained: a checkpoint restored by RestoreCheckpoint
 // into an Estimator whose model directory has none is the trained model
-// Evaluate and Predict use.
+// Evaluate, Predict and Export use.
 func TestRestoredModelIsTrained(t *testing.T) {
 	trainedDir := t.TempDir()
 	trained := newRunEstimator(t, replicated(knobModel, 2), estimator.RunConfig{ModelDir: trainedDir, LogEvery: -1})
 	if err := trained.Train(context.Background(), foreverInput(t, 4), estimator.Steps(3)); err != nil {
 		t.Fatal(err)
 	}
-	for _, op := range untrainedOps(t)[:3] {
+	for _, op := range untrainedOps(t) {
 		t.Run(op.name, func(t *testing.T) {
 			est := newRunEstimator(t, replicated(knobModel, 2), estimator.RunConfig{ModelDir: t.TempDir(), LogEvery: -1})
 			if err := est.RestoreCheckpoint(trainedDir); err != nil {
@@ -118,6 +121,58 @@ func TestRestoredModelIsTrained(t *testing.T) {
 			}
 			if diff := cmp.Diff(vartest.Variables(t, trained), vartest.Variables(t, est)); diff != "" {
 				t.Errorf("variables (-trained +restored):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestExportNeedsTrainedVariables: without a model directory, Export
+// needs steps trained by the Estimator or a restored checkpoint, else it
+// fails with ErrNotTrained instead of exporting initial variables, unless
+// told AllowUntrained.
+func TestExportNeedsTrainedVariables(t *testing.T) {
+	serving := estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}}
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, est *estimator.Estimator)
+		opts    []estimator.ExportOption
+		wantErr bool
+	}{
+		{"nothing trained", func(*testing.T, *estimator.Estimator) {}, nil, true},
+		{"nothing trained, AllowUntrained", func(*testing.T, *estimator.Estimator) {}, []estimator.ExportOption{estimator.AllowUntrained()}, false},
+		{"trained", func(t *testing.T, est *estimator.Estimator) {
+			if err := est.Train(context.Background(), foreverInput(t, 4), estimator.Steps(2)); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, false},
+		{"restored", func(t *testing.T, est *estimator.Estimator) {
+			trainedDir := t.TempDir()
+			trained := newRunEstimator(t, replicated(knobModel, 2), estimator.RunConfig{ModelDir: trainedDir, LogEvery: -1})
+			if err := trained.Train(context.Background(), foreverInput(t, 4), estimator.Steps(2)); err != nil {
+				t.Fatal(err)
+			}
+			if err := est.RestoreCheckpoint(trainedDir); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			est := newRunEstimator(t, replicated(knobModel, 2), estimator.RunConfig{LogEvery: -1})
+			tc.prepare(t, est)
+			base := t.TempDir()
+			_, err := est.Export(context.Background(), base, serving, tc.opts...)
+			if !tc.wantErr {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, estimator.ErrNotTrained) {
+				t.Fatalf("Export = %v, want an error wrapping ErrNotTrained", err)
+			}
+			if diff := cmp.Diff(map[string]string{".": "dir"}, dirContents(t, base)); diff != "" {
+				t.Errorf("Export wrote (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -178,17 +178,11 @@ func parseInfo(ti TensorInfo) (input, error) {
 	if slices.ContainsFunc(ti.Shape[1:], func(d int) bool { return d < 1 }) {
 		return input{}, fmt.Errorf("shape %v: every dimension after the first must be positive", ti.Shape)
 	}
-	if _, err := numeric.ElementsWithin(ti.Shape[1:], int(dt.Size()), maxExampleBytes); err != nil {
+	if _, err := numeric.ElementsWithin(ti.Shape[1:], int(dt.Size()), exportdir.MaxExampleBytes); err != nil {
 		return input{}, fmt.Errorf("shape %v of %s: one example is too large: %w", ti.Shape, ti.Dtype, err)
 	}
 	return input{dtype: dt, shape: slices.Clone(ti.Shape[1:])}, nil
 }
-
-// maxExampleBytes bounds the size of one example of an input or output a
-// signature declares. Load builds the model on one example of zeros of
-// every input: a damaged signatures.json must not make it allocate without
-// bound, or compute a size that overflows.
-const maxExampleBytes = 1 << 30
 
 // checkOutputs checks the outputs of the model's first batch against the
 // signatures: the same keys, output names, dtypes and shapes.

@@ -518,7 +518,7 @@ func TestServerClassNamesEndToEnd(t *testing.T) {
 	}
 	defer est.Close()
 	base := t.TempDir()
-	if _, err := est.Export(context.Background(), base, estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}}); err != nil {
+	if _, err := est.Export(context.Background(), base, estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}}, estimator.AllowUntrained()); err != nil {
 		t.Fatal(err)
 	}
 	_, hs := newTestServer(t, []ModelConfig{{Name: "pets", BaseDir: base, Model: mdl}}, Config{})

@@ -36,7 +36,7 @@ func runServer(ctx context.Context, addr string, maxBody int64) error {
 		return err
 	}
 	base := filepath.Join(tmp, "linear")
-	if _, err := est.Export(ctx, base, estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}}); err != nil {
+	if _, err := est.Export(ctx, base, estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}}, estimator.AllowUntrained()); err != nil {
 		est.Close()
 		return err
 	}

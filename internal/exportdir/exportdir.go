@@ -35,6 +35,13 @@ func Sum(r io.Reader) (string, int64, error) {
 // Format names this layout in signatures.json and manifest.json.
 const Format = "towerflow-export-v1"
 
+// MaxExampleBytes bounds the size of one example of an input or output a
+// signature declares. Loading builds the model on one example of zeros of
+// every input, and Export does too before writing: a damaged
+// signatures.json, or a serving input too large, must not make either
+// allocate without bound, or compute a size that overflows.
+const MaxExampleBytes = 1 << 30
+
 // File names inside a version directory.
 const (
 	SignaturesFile = "signatures.json"
