@@ -83,7 +83,7 @@ func gzipEncoded(h http.Header) (bool, error) {
 	case "gzip", "x-gzip":
 		return true, nil
 	}
-	return false, &httpError{http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %q: send the body as is (identity) or gzip", enc)}
+	return false, &httpError{http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %q: send the body as is (identity) or gzip", echo(enc))}
 }
 
 // countingReader counts the bytes read through it.

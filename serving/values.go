@@ -82,7 +82,7 @@ func newColumn(dtype string, size int) (column, error) {
 			}
 			u, err := strconv.ParseUint(string(n), 10, 8)
 			if err != nil {
-				return 0, badRequestf("JSON Value: %s does not fit in uint8", n)
+				return 0, badRequestf("JSON Value: %s does not fit in uint8", echo(string(n)))
 			}
 			return uint8(u), nil
 		}}, nil
@@ -141,7 +141,7 @@ func jsonFloat(v any, bits int, lenient bool) (float64, error) {
 		return math.Inf(-1), nil
 	}
 	lossy := func() error {
-		return badRequestf("Cannot convert JSON value: %s to %s without loss of precision.", n, name)
+		return badRequestf("Cannot convert JSON value: %s to %s without loss of precision.", echo(string(n)), name)
 	}
 	maxInt := int64(1)<<24 - 1
 	if bits == 64 {
@@ -172,7 +172,7 @@ func jsonInt(v any, bits int, name string, lenient bool) (int64, error) {
 	}
 	i, err := strconv.ParseInt(string(n), 10, bits)
 	if err != nil {
-		return 0, badRequestf("JSON Value: %s does not fit in %s", n, name)
+		return 0, badRequestf("JSON Value: %s does not fit in %s", echo(string(n)), name)
 	}
 	return i, nil
 }
