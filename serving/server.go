@@ -66,14 +66,15 @@ var _ Servable = (*export.Predictor)(nil)
 // lists must be rectangular with the signature's per-example shape.
 // Classify and regress take tf.Example-like objects, each feature a value
 // or a flat list of one example's values in row-major order (booleans and
-// 0/1 stand for each other), a "context" holding features shared by every
-// example; they answer {"results": ...} (the key TensorFlow Serving
-// writes; its documentation says "result"): per example, [label, score]
-// pairs, labels from the "classes" output (named by the signature's class
-// names when it has them), or else the class names of the "scores"
-// columns, or "" (as TensorFlow Serving answers a classifier without
-// classes); or one value from the "outputs" output. Bodies may be gzipped
-// (Content-Encoding: gzip).
+// 0/1 stand for each other in integer and bool features; a float feature
+// refuses booleans, as predict and TensorFlow Serving do), a "context"
+// holding features shared by every example; they answer {"results": ...}
+// (the key TensorFlow Serving writes; its documentation says "result"):
+// per example, [label, score] pairs, labels from the "classes" output
+// (named by the signature's class names when it has them), or else the
+// class names of the "scores" columns, or "" (as TensorFlow Serving
+// answers a classifier without classes); or one value from the "outputs"
+// output. Bodies may be gzipped (Content-Encoding: gzip).
 //
 // Errors are answered with {"error": message} and TensorFlow Serving's
 // status: 400 for malformed JSON, wrong shapes or dtypes, missing inputs,
