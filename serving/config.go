@@ -27,6 +27,8 @@ const (
 	// DefaultReadTimeout is Config.ReadTimeout when 0: a 16 MiB body
 	// needs about 0.6 MB/s to arrive in time.
 	DefaultReadTimeout = 30 * time.Second
+	// DefaultBodyReadTimeout is Config.BodyReadTimeout when 0.
+	DefaultBodyReadTimeout = 5 * time.Second
 	// DefaultWriteTimeout is Config.WriteTimeout when 0.
 	DefaultWriteTimeout = time.Minute
 	// DefaultIdleTimeout is Config.IdleTimeout when 0.
@@ -61,9 +63,12 @@ type Config struct {
 	// decoded and run at once, summed (0: DefaultInflightBodies times
 	// MaxBodyBytes, 64 MiB by default; it must be at least MaxBodyBytes):
 	// a request whose body would take the sum over the limit is answered
-	// at once with 429 Too Many Requests, as TensorFlow Serving answers
-	// RESOURCE_EXHAUSTED, and can be retried later. A body counts from
-	// its first byte read until its answer is ready to be written.
+	// with 429 Too Many Requests, as TensorFlow Serving answers
+	// RESOURCE_EXHAUSTED, and can be retried later. A body's bytes count
+	// as they arrive (not as its Content-Length announces them), until its
+	// answer is ready to be written: a slow upload holds only what it has
+	// sent. A body whose Content-Length is over what is left is refused
+	// before any of it is read.
 	MaxInflightBytes int64
 	// BatchTimeout turns on request batching:
 	// requests for the same model version and signature that arrive
@@ -86,8 +91,15 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, its body included
 	// (0: DefaultReadTimeout, 30 s): a client that sends its body too
-	// slowly is disconnected.
+	// slowly is answered with 408 Request Timeout and disconnected.
 	ReadTimeout time.Duration
+	// BodyReadTimeout bounds each wait for the next bytes of a request
+	// body (0: DefaultBodyReadTimeout, 5 s): a body that stalls longer is
+	// answered with 408 Request Timeout and its connection closed. It
+	// applies in Serve's connections and in any http.Server whose
+	// connections take read deadlines (see http.ResponseController),
+	// never past ReadTimeout from the start of the handler.
+	BodyReadTimeout time.Duration
 	// WriteTimeout bounds the time from the end of a request's headers to
 	// the end of its answer, the model's run included
 	// (0: DefaultWriteTimeout, 1 min): a client that does not read its
@@ -121,6 +133,7 @@ func (c Config) withDefaults() (Config, error) {
 	}{
 		{"read header timeout", &c.ReadHeaderTimeout, DefaultReadHeaderTimeout},
 		{"read timeout", &c.ReadTimeout, DefaultReadTimeout},
+		{"body read timeout", &c.BodyReadTimeout, DefaultBodyReadTimeout},
 		{"write timeout", &c.WriteTimeout, DefaultWriteTimeout},
 		{"idle timeout", &c.IdleTimeout, DefaultIdleTimeout},
 	} {

@@ -183,7 +183,7 @@ func notFound(name string, want int64, specific, forStatus bool) error {
 // runs the signature on its version and writes the outputs.
 func (s *Server) serveRun(w *statusWriter, r *http.Request, name string, spec versionSpec, method string) error {
 	// The body first: a slow upload does not hold a version.
-	body, taken, err := s.readBody(r)
+	body, taken, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}

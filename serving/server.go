@@ -79,7 +79,8 @@ var _ Servable = (*export.Predictor)(nil)
 // Errors are answered with {"error": message} and TensorFlow Serving's
 // status: 400 for malformed JSON, wrong shapes or dtypes, missing inputs,
 // an unknown signature or label, or too many rows; 404 for an unknown
-// model or version; 405 for a wrong method; 413 for a body over the
+// model or version; 405 for a wrong method; 408 for a body that stopped
+// arriving (Config.BodyReadTimeout); 413 for a body over the
 // limit; 415 for a Content-Encoding other than gzip; 429 when the bodies
 // in flight would exceed Config.MaxInflightBytes; 503 once closed; 500
 // for the server's own failures and panics (logged).
@@ -107,6 +108,9 @@ type Server struct {
 	// connState, when set (by tests), is the ConnState hook of Serve's
 	// connections.
 	connState func(net.Conn, http.ConnState)
+	// readingBody, when set (by tests), is called when a request's body
+	// is about to be read.
+	readingBody func()
 }
 
 // NewServer loads the newest version of every model, and the versions its

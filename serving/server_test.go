@@ -342,8 +342,8 @@ func TestConfigDefaults(t *testing.T) {
 	}{
 		{"zero value", Config{}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: 64 << 20})},
 		{"every field",
-			Config{MaxBodyBytes: 64, MaxBatchSize: 8, MaxInflightBytes: 100, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4, Logger: logger},
-			Config{MaxBodyBytes: 64, MaxBatchSize: 8, MaxInflightBytes: 100, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4, Logger: logger}},
+			Config{MaxBodyBytes: 64, MaxBatchSize: 8, MaxInflightBytes: 100, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, BodyReadTimeout: 5, WriteTimeout: 3, IdleTimeout: 4, Logger: logger},
+			Config{MaxBodyBytes: 64, MaxBatchSize: 8, MaxInflightBytes: 100, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, BodyReadTimeout: 5, WriteTimeout: 3, IdleTimeout: 4, Logger: logger}},
 		{"a limit without batching", Config{MaxBatchSize: 3}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: 3, MaxInflightBytes: 64 << 20})},
 		{"in-flight bytes follow the body limit", Config{MaxBodyBytes: 100}, withTimeouts(Config{MaxBodyBytes: 100, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: 400})},
 		{"in-flight bytes for a huge body limit", Config{MaxBodyBytes: math.MaxInt64 / 2}, withTimeouts(Config{MaxBodyBytes: math.MaxInt64 / 2, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: math.MaxInt64})},
@@ -371,7 +371,7 @@ func TestConfigDefaults(t *testing.T) {
 
 // withTimeouts sets c's timeouts to their defaults.
 func withTimeouts(c Config) Config {
-	c.ReadHeaderTimeout, c.ReadTimeout, c.WriteTimeout, c.IdleTimeout = DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultWriteTimeout, DefaultIdleTimeout
+	c.ReadHeaderTimeout, c.ReadTimeout, c.BodyReadTimeout, c.WriteTimeout, c.IdleTimeout = DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultBodyReadTimeout, DefaultWriteTimeout, DefaultIdleTimeout
 	return c
 }
 
