@@ -22,6 +22,10 @@ const (
 	// is 0: MaxInflightBytes is then DefaultInflightBodies times
 	// MaxBodyBytes (64 MiB with the default body limit).
 	DefaultInflightBodies = 4
+	// DefaultMaxHeaderBytes is Config.MaxHeaderBytes when 0.
+	DefaultMaxHeaderBytes = 32 << 10
+	// DefaultMaxConnections is Config.MaxConnections when 0.
+	DefaultMaxConnections = 2048
 	// DefaultReadHeaderTimeout is Config.ReadHeaderTimeout when 0.
 	DefaultReadHeaderTimeout = 10 * time.Second
 	// DefaultReadTimeout is Config.ReadTimeout when 0: a 16 MiB body
@@ -81,10 +85,31 @@ type Config struct {
 	// request. 0 runs every request on its own.
 	BatchTimeout time.Duration
 
-	// The timeouts of the connections Server.Serve and
-	// Server.ListenAndServe accept (those of net/http.Server of the same
-	// names); 0 takes the default. A handler mounted in another
-	// http.Server has that server's timeouts.
+	// The limits and timeouts of the connections Server.Serve and
+	// Server.ListenAndServe accept (MaxHeaderBytes and the timeouts are
+	// those of net/http.Server of the same names); 0 takes the default. A
+	// handler mounted in another http.Server has that server's.
+	//
+	// A connection whose headers are being read takes up to about 3
+	// times MaxHeaderBytes (the bytes read, their parsed copy, the
+	// garbage collector's headroom), so the connections take at most
+	// about MaxConnections times that (about 200 MiB with the defaults)
+	// besides the requests' bodies (MaxInflightBytes).
+	//
+	// MaxHeaderBytes limits a request's line and headers (0:
+	// DefaultMaxHeaderBytes, 32 KiB; net/http reads up to 4 KiB more): a
+	// request with more is answered with 431 Request Header Fields Too
+	// Large and its connection closed.
+	MaxHeaderBytes int
+	// MaxConnections limits the connections open at once (0:
+	// DefaultMaxConnections, 2048). Beyond it, new connections are not
+	// accepted: they wait in the kernel's listen backlog, unread, until
+	// an open one closes (and a client finding the backlog full retries
+	// or fails to connect). A connection is closed once it has waited
+	// ReadHeaderTimeout for its request's headers, ReadTimeout for its
+	// request, or IdleTimeout for its next request, so with the cap
+	// reached new clients are served within about ReadHeaderTimeout.
+	MaxConnections int
 	//
 	// ReadHeaderTimeout bounds reading a request's headers
 	// (0: DefaultReadHeaderTimeout, 10 s).
@@ -125,6 +150,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("max in-flight bytes %d: must not be negative (0 means the default, %d times the max body bytes)", c.MaxInflightBytes, DefaultInflightBodies)
 	case c.BatchTimeout < 0:
 		return c, fmt.Errorf("batch timeout %v: must not be negative", c.BatchTimeout)
+	case c.MaxHeaderBytes < 0:
+		return c, fmt.Errorf("max header bytes %d: must not be negative (0 means the default, %d)", c.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	case c.MaxConnections < 0:
+		return c, fmt.Errorf("max connections %d: must not be negative (0 means the default, %d)", c.MaxConnections, DefaultMaxConnections)
 	}
 	for _, d := range []struct {
 		name string
@@ -149,6 +178,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxBatchSize == 0 {
 		c.MaxBatchSize = DefaultMaxBatchSize
+	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
 	}
 	if c.MaxInflightBytes == 0 {
 		c.MaxInflightBytes = math.MaxInt64
