@@ -50,9 +50,10 @@ var _ Servable = (*export.Predictor)(nil)
 //	POST /v1/models/{name}[/versions/{v}|/labels/{l}]:classify   {"signature_name", "context", "examples"}
 //	POST /v1/models/{name}[/versions/{v}|/labels/{l}]:regress    {"signature_name", "context", "examples"}
 //
-// The model status lists every version served (AVAILABLE) and those
+// The model status lists every version served (AVAILABLE), those
 // replaced by a reload (UNLOADING until their last request is done, then
-// END), the newest first.
+// END) and those that failed to load (END, with their error), the newest
+// first.
 //
 // A request without signature_name uses "serving_default". Predict takes
 // the row format ("instances": one entry per example, a value or nested
