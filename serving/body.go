@@ -45,6 +45,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	}
 	dl := newDeadlineReader(w, r.Body, s.cfg.BodyReadTimeout, s.cfg.ReadTimeout)
 	defer dl.done()
+	r.Body = readCloser{dl, r.Body} // refuse's reads too
 	raw := &countingReader{r: io.LimitReader(dl, limit+1)}
 	var src io.Reader = raw
 	if gzipped {
@@ -122,6 +123,12 @@ func (d *deadlineReader) done() {
 	if d.ok {
 		d.rc.SetReadDeadline(d.end)
 	}
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // stalled is the answer to a body that did not come in time; its

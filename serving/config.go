@@ -92,9 +92,10 @@ type Config struct {
 	//
 	// A connection whose headers are being read takes up to about 3
 	// times MaxHeaderBytes (the bytes read, their parsed copy, the
-	// garbage collector's headroom), so the connections take at most
-	// about MaxConnections times that (about 200 MiB with the defaults)
-	// besides the requests' bodies (MaxInflightBytes).
+	// garbage collector's headroom; about 110 KiB with the default), so
+	// the connections take at most about MaxConnections times that
+	// (about 230 MiB with the defaults) besides the requests' bodies
+	// (MaxInflightBytes).
 	//
 	// MaxHeaderBytes limits a request's line and headers (0:
 	// DefaultMaxHeaderBytes, 32 KiB; net/http reads up to 4 KiB more): a
