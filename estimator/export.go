@@ -242,23 +242,12 @@ var dtypesByName = map[string]tensor.Dtype{
 	"int32": tensor.Int32, "bool": tensor.Bool, "uint8": tensor.Uint8,
 }
 
-// Versions returns the numeric version directories of baseDir, ascending.
+// Versions returns the version directories of baseDir, ascending: those
+// named by a positive integer in canonical decimal (exportdir.ParseVersion:
+// "7", not "07" or "+7"); other names are not versions.
 func Versions(baseDir string) ([]int64, error) {
-	entries, err := os.ReadDir(baseDir)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	var vs []int64
-	for _, en := range entries {
-		if v, err := strconv.ParseInt(en.Name(), 10, 64); err == nil && v > 0 && en.IsDir() {
-			vs = append(vs, v)
-		}
-	}
-	slices.Sort(vs)
-	return vs, nil
+	vs, _, err := exportdir.ScanVersions(baseDir)
+	return vs, err
 }
 
 func writeVersion(baseDir string, sigs exportdir.Signatures, store *towers.Store) (string, error) {

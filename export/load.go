@@ -35,7 +35,8 @@ func LoadLatest(baseDir string, m *replicate.Model) (*Predictor, error) {
 // Load loads the export version directory dir (as Estimator.Export wrote
 // it) into m, rebuilt in predict mode:
 //
-//   - dir's name is its version, a positive integer;
+//   - dir's name is its version, a positive integer in canonical decimal
+//     (exportdir.ParseVersion: "7", not "07" or "+7");
 //   - manifest.json must list every file of dir with its size and SHA-256,
 //     and nothing else: a missing, extra, truncated or corrupted file is an
 //     error naming it; only regular files are opened, so a named pipe, a
@@ -99,9 +100,9 @@ func Load(dir string, m *replicate.Model) (p *Predictor, err error) {
 // versionOf returns the version a version directory's name gives.
 func versionOf(dir string) (int64, error) {
 	base := filepath.Base(filepath.Clean(dir))
-	version, err := strconv.ParseInt(base, 10, 64)
-	if err != nil || version <= 0 {
-		return 0, fmt.Errorf("directory name %q is not a version number (a positive integer)", base)
+	version, ok := exportdir.ParseVersion(base)
+	if !ok {
+		return 0, fmt.Errorf("directory name %q is not a version number (a positive integer in canonical decimal, without leading zeros or sign)", base)
 	}
 	return version, nil
 }

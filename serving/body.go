@@ -9,18 +9,23 @@ package serving
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 )
 
 // readBody reads the request body, at most Config.MaxBodyBytes, and
 // decompresses it when its Content-Encoding is gzip: then the compressed
 // and the decompressed body must each be within the limit. The body's
-// bytes are taken from the in-flight budget as they are read: the caller
-// gives back taken once done with the body.
-func (s *Server) readBody(r *http.Request) (body []byte, taken int64, err error) {
+// bytes are taken from the in-flight budget as they arrive, never before:
+// a slow upload holds only what it has sent. Each read of the body waits
+// at most Config.BodyReadTimeout for its next bytes. The caller gives back
+// taken once done with the body.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, taken int64, err error) {
 	limit := s.cfg.MaxBodyBytes
 	tooLarge := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", limit)}
 	gzipped, err := gzipEncoded(r.Header)
@@ -30,30 +35,37 @@ func (s *Server) readBody(r *http.Request) (body []byte, taken int64, err error)
 	if r.ContentLength > limit {
 		return nil, 0, s.refuse(r, tooLarge, 0)
 	}
-	raw := &countingReader{r: io.LimitReader(r.Body, limit+1)}
+	if !gzipped && r.ContentLength > 0 && !s.inflight.fits(r.ContentLength) {
+		// Refused before any of it is read: a client waiting for "100
+		// Continue" gets the answer.
+		return nil, 0, s.refuse(r, s.inflight.errBusy(), 0)
+	}
+	if s.readingBody != nil {
+		s.readingBody()
+	}
+	dl := newDeadlineReader(w, r.Body, s.cfg.BodyReadTimeout, s.cfg.ReadTimeout)
+	defer dl.done()
+	r.Body = readCloser{dl, r.Body} // refuse's reads too
+	raw := &countingReader{r: io.LimitReader(dl, limit+1)}
 	var src io.Reader = raw
 	if gzipped {
 		zr, err := gzip.NewReader(raw)
 		if err != nil {
-			if raw.n > limit {
-				return nil, 0, s.refuse(r, tooLarge, raw.n)
+			switch {
+			case raw.n > limit:
+				err = tooLarge
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				return nil, 0, dl.stalled(w)
+			default:
+				err = badRequestf("decompressing the gzip request body: %v", err)
 			}
-			return nil, 0, s.refuse(r, badRequestf("decompressing the gzip request body: %v", err), raw.n)
+			return nil, 0, s.refuse(r, err, raw.n)
 		}
 		defer zr.Close()
 		src = zr
 	}
 	charged := &chargedReader{r: io.LimitReader(src, limit+1), b: s.inflight}
 	var buf bytes.Buffer
-	if !gzipped && r.ContentLength > 0 {
-		// The body's declared size is taken from the budget before a
-		// buffer is made for it.
-		if !s.inflight.take(r.ContentLength) {
-			return nil, 0, s.refuse(r, s.inflight.errBusy(), 0)
-		}
-		charged.taken, charged.prepaid = r.ContentLength, r.ContentLength
-		buf.Grow(int(r.ContentLength) + 1) // +1: the read that sees the end
-	}
 	_, err = buf.ReadFrom(charged)
 	fail := func(err error) ([]byte, int64, error) {
 		s.inflight.give(charged.taken)
@@ -64,12 +76,66 @@ func (s *Server) readBody(r *http.Request) (body []byte, taken int64, err error)
 		return fail(tooLarge)
 	case charged.err != nil:
 		return fail(charged.err)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.inflight.give(charged.taken)
+		return nil, 0, dl.stalled(w)
 	case err != nil && gzipped:
 		return fail(badRequestf("decompressing the gzip request body: %v", err))
 	case err != nil:
 		return fail(badRequestf("reading the request body: %v", err))
 	}
 	return buf.Bytes(), charged.taken, nil
+}
+
+// deadlineReader reads a request body with a read deadline of timeout
+// from each read, but not past the end of the request's ReadTimeout
+// (counted from the handler's start); done puts that end back once the
+// body is read. Where the connection takes no deadlines (a handler
+// mounted elsewhere that does not support them) it only reads.
+type deadlineReader struct {
+	r       io.Reader
+	rc      *http.ResponseController
+	timeout time.Duration
+	end     time.Time // the request's own read deadline
+	ok      bool      // the connection takes deadlines
+}
+
+func newDeadlineReader(w http.ResponseWriter, r io.Reader, timeout, readTimeout time.Duration) *deadlineReader {
+	d := &deadlineReader{r: r, rc: http.NewResponseController(w), timeout: timeout, end: time.Now().Add(readTimeout)}
+	d.ok = d.rc.SetReadDeadline(d.end) == nil
+	return d
+}
+
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	if d.ok {
+		if t := time.Now().Add(d.timeout); t.Before(d.end) {
+			d.rc.SetReadDeadline(t)
+		} else {
+			d.rc.SetReadDeadline(d.end)
+		}
+	}
+	return d.r.Read(p)
+}
+
+// done puts back the request's own read deadline: the model's run that
+// follows is not cut short by the body's.
+func (d *deadlineReader) done() {
+	if d.ok {
+		d.rc.SetReadDeadline(d.end)
+	}
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// stalled is the answer to a body that did not come in time; its
+// connection is closed after the answer, without waiting for the rest.
+func (d *deadlineReader) stalled(w http.ResponseWriter) error {
+	w.Header().Set("Connection", "close")
+	return &httpError{http.StatusRequestTimeout, fmt.Sprintf("the request body stopped arriving: no bytes for %v (the body read timeout), or the whole request took longer than the read timeout", d.timeout)}
 }
 
 // gzipEncoded tells whether a request's Content-Encoding is gzip; an
@@ -83,7 +149,7 @@ func gzipEncoded(h http.Header) (bool, error) {
 	case "gzip", "x-gzip":
 		return true, nil
 	}
-	return false, &httpError{http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %q: send the body as is (identity) or gzip", enc)}
+	return false, &httpError{http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %q: send the body as is (identity) or gzip", echo(enc))}
 }
 
 // countingReader counts the bytes read through it.

@@ -40,15 +40,17 @@ func (b *budget) errBusy() error {
 	return &httpError{http.StatusTooManyRequests, fmt.Sprintf("the server is busy: the request bodies in flight would exceed the limit of %d bytes; retry later", b.max)}
 }
 
-// chargedReader takes the bytes read through it from a budget, beyond
-// those taken before (prepaid); once the budget is spent, its Read fails
-// with the budget's errBusy.
+// fits tells whether n bytes are left now, without taking them.
+func (b *budget) fits(n int64) bool { return b.used.Load() <= b.max-n }
+
+// chargedReader takes the bytes read through it from a budget as they
+// arrive; once the budget is spent, its Read fails with the budget's
+// errBusy.
 type chargedReader struct {
-	r       io.Reader
-	b       *budget
-	prepaid int64 // taken before, not yet read
-	taken   int64 // to give back
-	err     error // errBusy, once it has failed
+	r     io.Reader
+	b     *budget
+	taken int64 // to give back
+	err   error // errBusy, once it has failed
 }
 
 func (c *chargedReader) Read(p []byte) (int, error) {
@@ -56,14 +58,12 @@ func (c *chargedReader) Read(p []byte) (int, error) {
 		return 0, c.err
 	}
 	n, err := c.r.Read(p)
-	paid := min(int64(n), c.prepaid)
-	c.prepaid -= paid
-	if extra := int64(n) - paid; extra > 0 {
-		if !c.b.take(extra) {
+	if n > 0 {
+		if !c.b.take(int64(n)) {
 			c.err = c.b.errBusy()
 			return 0, c.err
 		}
-		c.taken += extra
+		c.taken += int64(n)
 	}
 	return n, err
 }

@@ -284,18 +284,20 @@ func jsonTypeName(v any) string {
 }
 
 // jsonText writes a parsed value back as compact JSON for an error
-// message, cut after about 100 bytes.
+// message, cut after maxEcho bytes (see echo).
 func jsonText(v any) string {
 	var b strings.Builder
 	writeText(&b, v)
-	if s := b.String(); len(s) > 100 {
-		return s[:100] + "..."
+	if s := b.String(); len(s) > maxEcho {
+		return clip(s, maxEcho) + "…"
 	}
 	return b.String()
 }
 
+// writeText writes v as compact JSON until b holds more than maxEcho
+// bytes; a string is written only as far as that needs.
 func writeText(b *strings.Builder, v any) {
-	if b.Len() > 100 {
+	if b.Len() > maxEcho {
 		return
 	}
 	switch v := v.(type) {
@@ -304,9 +306,9 @@ func writeText(b *strings.Builder, v any) {
 	case bool:
 		b.WriteString(strconv.FormatBool(v))
 	case jsonNumber:
-		b.WriteString(string(v))
+		b.WriteString(clip(string(v), maxEcho+1))
 	case string:
-		q, _ := json.Marshal(v)
+		q, _ := json.Marshal(clip(v, maxEcho+1))
 		b.Write(q)
 	case []any:
 		b.WriteByte('[')
@@ -323,7 +325,7 @@ func writeText(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			q, _ := json.Marshal(k)
+			q, _ := json.Marshal(clip(k, maxEcho+1))
 			b.Write(q)
 			b.WriteByte(':')
 			writeText(b, v[k])

@@ -27,9 +27,9 @@ const ShutdownTimeout = 30 * time.Second
 // shuts down gracefully: it stops accepting connections and waits up to
 // ShutdownTimeout for the requests in flight, then closes the connections
 // left. A *Server is served by its own ListenAndServe, with its Config's
-// timeouts; any other handler with the default timeouts
-// (DefaultReadHeaderTimeout, ...). It returns nil after a graceful
-// shutdown.
+// connection limits and timeouts; any other handler with the default ones
+// (DefaultMaxConnections, DefaultReadHeaderTimeout, ...). It returns nil
+// after a graceful shutdown.
 func ListenAndServe(ctx context.Context, addr string, h http.Handler) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -44,12 +44,12 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
 		return s.Serve(ctx, l)
 	}
 	cfg, _ := Config{}.withDefaults() // the zero Config is valid
-	return serveUntil(ctx, l, newHTTPServer(h, cfg, nil))
+	return serveUntil(ctx, newLimitListener(l, cfg.MaxConnections), newHTTPServer(h, cfg, nil))
 }
 
 // ListenAndServe serves the REST API on the TCP address addr, with the
-// Config's timeouts, until ctx is done or the server is shut down or
-// closed; see Serve.
+// Config's connection limits and timeouts, until ctx is done or the server
+// is shut down or closed; see Serve.
 func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -58,13 +58,14 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 	return s.Serve(ctx, l)
 }
 
-// Serve serves the REST API on the connections l accepts, with the
-// Config's timeouts, until ctx is done or the server is shut down or
-// closed; it closes l. Once ctx is done it stops accepting, waits up to
-// ShutdownTimeout for the requests in flight on its connections, then
-// closes those left; the server itself stays open (see Shutdown and
-// Close). Shutdown and Close end the connections of every Serve. It
-// returns nil once stopped gracefully, by ctx or by Shutdown or Close.
+// Serve serves the REST API on the connections l accepts, at most
+// Config.MaxConnections at once, with the Config's limits and timeouts,
+// until ctx is done or the server is shut down or closed; it closes l.
+// Once ctx is done it stops accepting, waits up to ShutdownTimeout for the
+// requests in flight on its connections, then closes those left; the
+// server itself stays open (see Shutdown and Close). Shutdown and Close
+// end the connections of every Serve. It returns nil once stopped
+// gracefully, by ctx or by Shutdown or Close.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	hs := newHTTPServer(s, s.cfg, s.connState)
 	if !s.track(hs) {
@@ -72,11 +73,11 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		return errors.New("serving: serve: the server is closed")
 	}
 	defer s.untrack(hs)
-	return serveUntil(ctx, l, hs)
+	return serveUntil(ctx, newLimitListener(l, s.cfg.MaxConnections), hs)
 }
 
-// newHTTPServer returns an http.Server for h with cfg's timeouts, logging
-// net/http's own errors to cfg.Logger.
+// newHTTPServer returns an http.Server for h with cfg's timeouts and
+// header limit, logging net/http's own errors to cfg.Logger.
 func newHTTPServer(h http.Handler, cfg Config, connState func(net.Conn, http.ConnState)) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -84,6 +85,7 @@ func newHTTPServer(h http.Handler, cfg Config, connState func(net.Conn, http.Con
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ConnState:         connState,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}

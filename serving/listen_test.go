@@ -213,10 +213,10 @@ func TestServeUsesConfig(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  Config
-		want [4]time.Duration // read header, read, write, idle
+		want [5]time.Duration // read header, read, write, idle timeouts; max header bytes
 	}{
-		{"defaults", Config{}, [4]time.Duration{DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultWriteTimeout, DefaultIdleTimeout}},
-		{"set", Config{ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4}, [4]time.Duration{1, 2, 3, 4}},
+		{"defaults", Config{}, [5]time.Duration{DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultWriteTimeout, DefaultIdleTimeout, DefaultMaxHeaderBytes}},
+		{"set", Config{ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4, MaxHeaderBytes: 5}, [5]time.Duration{1, 2, 3, 4, 5}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,9 +225,9 @@ func TestServeUsesConfig(t *testing.T) {
 				t.Fatal(err)
 			}
 			hs := newHTTPServer(http.NotFoundHandler(), cfg, nil)
-			got := [4]time.Duration{hs.ReadHeaderTimeout, hs.ReadTimeout, hs.WriteTimeout, hs.IdleTimeout}
+			got := [5]time.Duration{hs.ReadHeaderTimeout, hs.ReadTimeout, hs.WriteTimeout, hs.IdleTimeout, time.Duration(hs.MaxHeaderBytes)}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("timeouts (-want +got):\n%s", diff)
+				t.Errorf("timeouts and header limit (-want +got):\n%s", diff)
 			}
 			if hs.ErrorLog == nil {
 				t.Error("net/http's errors go to the standard logger")

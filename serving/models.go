@@ -4,16 +4,19 @@ package serving
 // first versions, the newest and those their labels name.
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
-	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/export"
+	"github.com/towerflow/towerflow/internal/exportdir"
 	"github.com/towerflow/towerflow/replicate"
 )
 
@@ -24,7 +27,12 @@ type ModelConfig struct {
 	// be empty nor contain '/' or ':'.
 	Name string
 	// BaseDir holds the model's export versions (<BaseDir>/<version>/, as
-	// Estimator.Export writes them); the newest is served.
+	// Estimator.Export writes them); the newest that loads is served. A
+	// version directory is named by a positive integer in canonical
+	// decimal ("12", not "012" or "+12"); other directories are ignored
+	// (and logged once). A version that fails to load is shown by the
+	// status API as END with its error, logged, and not tried again; the
+	// newest older one that loads is served instead.
 	BaseDir string
 	// Model is the model function the versions are loaded into, with the
 	// devices it is replicated over (see export.Load).
@@ -32,7 +40,8 @@ type ModelConfig struct {
 	// Loader, when set, replaces loading from BaseDir: it is called with
 	// the version being served (0 when there is none yet) and returns the
 	// version to serve instead, or nil and no error to keep the current
-	// one. A Loader replaces BaseDir and Model: giving both is an error.
+	// one. A version returned with an error is served, and the error
+	// reported (by Reload, and logged) as that of other versions. A Loader replaces BaseDir and Model: giving both is an error.
 	Loader func(current int64) (Servable, error)
 
 	// Labels names versions, as TensorFlow Serving's version labels do:
@@ -74,7 +83,7 @@ func (s *Server) addModel(c ModelConfig) error {
 	case m.load == nil && m.loadVersion != nil:
 		return fmt.Errorf("model %q: has a LoadVersion and a BaseDir; versions load from the BaseDir, give a LoadVersion with a Loader only", c.Name)
 	case m.load == nil:
-		m.load, m.loadVersion = dirLoader(c), dirVersionLoader(c)
+		m.load, m.loadVersion = dirLoader(c, m, s.cfg.Logger), dirVersionLoader(c)
 	}
 	for _, label := range slices.Sorted(maps.Keys(m.labels)) {
 		if !labelRE.MatchString(label) {
@@ -84,7 +93,7 @@ func (s *Server) addModel(c ModelConfig) error {
 			return fmt.Errorf("model %q: label %q names version %d: versions are positive integers", c.Name, label, v)
 		}
 	}
-	if err := m.loadFirst(); err != nil {
+	if err := m.loadFirst(s.cfg.Logger); err != nil {
 		for _, v := range m.takeAll() {
 			v.s.Close()
 		}
@@ -98,14 +107,17 @@ func (s *Server) addModel(c ModelConfig) error {
 	return nil
 }
 
-// loadFirst loads m's newest version and those its labels name.
-func (m *servedModel) loadFirst() error {
+// loadFirst loads m's newest version and those its labels name. Newer
+// versions that failed to load beside the newest that did are logged.
+func (m *servedModel) loadFirst(logger *slog.Logger) error {
 	sv, err := m.load(0)
-	if err == nil && sv == nil {
-		err = export.ErrNoVersion
-	}
-	if err != nil {
+	switch {
+	case sv == nil && err == nil:
+		return export.ErrNoVersion
+	case sv == nil:
 		return err
+	case err != nil:
+		logger.Error("newer versions failed to load", "model", m.name, "serving", sv.Version(), "error", err)
 	}
 	v, err := newServedVersion(sv)
 	if err != nil {
@@ -152,29 +164,53 @@ func (s *Server) closeLoaded() {
 	}
 }
 
-// dirLoader loads c's versions from its base directory: the newest, when
-// it is not the one served.
-func dirLoader(c ModelConfig) func(int64) (Servable, error) {
+// dirLoader loads m's versions from c's base directory: the newest
+// version newer than the one served that loads, trying them newest first.
+// A version that fails to load is recorded in m (its status shows it),
+// and not tried again; the loader returns the version it loaded, if any,
+// with the errors of the newer ones that failed. Directories whose names
+// are not versions (exportdir.ParseVersion) are ignored, and logged once.
+func dirLoader(c ModelConfig, m *servedModel, logger *slog.Logger) func(int64) (Servable, error) {
+	var mu sync.Mutex // Reload is serialized, but for the race detector's sake
+	logged := map[string]bool{}
 	return func(current int64) (Servable, error) {
-		if current == 0 {
-			p, err := export.LoadLatest(c.BaseDir, c.Model)
-			if err != nil {
-				return nil, err
+		vs, ignored, err := exportdir.ScanVersions(c.BaseDir)
+		if err != nil {
+			return nil, fmt.Errorf("listing the versions of %s: %w", c.BaseDir, err)
+		}
+		mu.Lock()
+		for _, name := range ignored {
+			if !logged[name] {
+				logged[name] = true
+				logger.Warn("ignoring a directory that is not a version: a version is named by a positive integer in canonical decimal, without leading zeros or sign",
+					"model", c.Name, "dir", filepath.Join(c.BaseDir, name))
 			}
-			return p, nil
 		}
-		vs, err := estimator.Versions(c.BaseDir)
-		if err != nil {
-			return nil, err
+		mu.Unlock()
+		var errs []error
+		for i := len(vs) - 1; i >= 0 && vs[i] > current; i-- {
+			if m.failedToLoad(vs[i]) {
+				continue
+			}
+			p, err := export.Load(filepath.Join(c.BaseDir, strconv.FormatInt(vs[i], 10)), c.Model)
+			if err == nil {
+				if _, err = newServedVersion(p); err != nil { // signatures the server cannot serve
+					p.Close()
+				}
+			}
+			if err != nil {
+				m.loadFailed(vs[i], err)
+				errs = append(errs, fmt.Errorf("version %d: %w", vs[i], err))
+				continue
+			}
+			return p, errors.Join(errs...)
 		}
-		if len(vs) == 0 || vs[len(vs)-1] == current {
-			return nil, nil // nothing newer; a base dir emptied by mistake keeps the current version
+		if current == 0 && len(errs) == 0 {
+			return nil, fmt.Errorf("%w in %s", export.ErrNoVersion, c.BaseDir)
 		}
-		p, err := export.Load(filepath.Join(c.BaseDir, strconv.FormatInt(vs[len(vs)-1], 10)), c.Model)
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
+		// Nothing newer (a base directory emptied by mistake keeps the
+		// current version), or nothing newer that loads.
+		return nil, errors.Join(errs...)
 	}
 }
 

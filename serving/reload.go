@@ -16,8 +16,12 @@ import (
 // once the last of them is done (in the background; Close waits for it),
 // unless a label names it. A version replaced is listed by the model
 // status API with state UNLOADING, then END once closed. A version that
-// fails to load leaves the model on its current version; the errors are
-// joined.
+// fails to load never blocks the others: from a base directory, the
+// newest version that loads is served, and each one that failed is listed
+// by the status API as END with its error, logged, and not tried again
+// (TensorFlow Serving too keeps serving the last good version). A model
+// with nothing newer that loads stays on its current version. The errors
+// are joined.
 func (s *Server) Reload() error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
@@ -40,9 +44,9 @@ func (s *Server) Reload() error {
 // version it replaces.
 func (s *Server) reloadModel(m *servedModel) error {
 	cur := m.latestVersion()
-	sv, err := m.load(cur)
-	if err != nil || sv == nil {
-		return err
+	sv, failed := m.load(cur) // failed: newer versions that did not load
+	if sv == nil {
+		return failed
 	}
 	v, err := newServedVersion(sv)
 	if err == nil && v.version == cur {
@@ -64,7 +68,7 @@ func (s *Server) reloadModel(m *servedModel) error {
 	if old != nil {
 		s.retire(m.name, old, retired)
 	}
-	return nil
+	return failed
 }
 
 // retire closes a version no longer served in the background, once its

@@ -35,7 +35,7 @@ func decodeRun(body []byte, method string, v *servedVersion, maxRows int) (runRe
 	}
 	sig, ok := v.sigs[rr.sig]
 	if !ok {
-		return runRequest{}, badRequestf("Serving signature name: %q not found in signature def (the model has %q)", rr.sig, slices.Sorted(maps.Keys(v.sigs)))
+		return runRequest{}, badRequestf("Serving signature name: %q not found in signature def (the model has %q)", echo(rr.sig), slices.Sorted(maps.Keys(v.sigs)))
 	}
 	inputs := v.inputs[rr.sig]
 	lim := limits{rows: maxRows, values: len(body)/2 + 1}
@@ -43,7 +43,7 @@ func decodeRun(body []byte, method string, v *servedVersion, maxRows int) (runRe
 	case method == "predict":
 		rr.features, rr.rows, rr.columnar, err = predictFeatures(req, inputs, lim)
 	case sig.Method != method:
-		return runRequest{}, badRequestf("Expected %s signature method_name to be tensorflow/serving/%s. Was: tensorflow/serving/%s (signature %q)", method, method, sig.Method, rr.sig)
+		return runRequest{}, badRequestf("Expected %s signature method_name to be tensorflow/serving/%s. Was: tensorflow/serving/%s (signature %q)", method, method, sig.Method, echo(rr.sig))
 	default:
 		rr.features, rr.rows, err = exampleFeatures(req, method, inputs, lim)
 	}
@@ -133,7 +133,7 @@ func checkNames(obj map[string]any, inputs map[string]inputSpec, where string) e
 	}
 	for _, name := range slices.Sorted(maps.Keys(obj)) {
 		if _, ok := inputs[name]; !ok {
-			return badRequestf("%sunknown input %q (the signature takes %q)", where, name, slices.Sorted(maps.Keys(inputs)))
+			return badRequestf("%sunknown input %q (the signature takes %q)", where, echo(name), slices.Sorted(maps.Keys(inputs)))
 		}
 	}
 	return nil

@@ -271,3 +271,45 @@ func TestJSONValues(t *testing.T) {
 		}
 	}
 }
+
+// TestBoolForFloat: a JSON boolean for a float input is refused alike by
+// predict, classify and regress, as TensorFlow Serving refuses it for a
+// float input; tf.Example's integer and bool features still take
+// booleans and 0/1 for each other.
+func TestBoolForFloat(t *testing.T) {
+	_, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: fixed(newFake(3, 1))}}, Config{})
+	const (
+		predict  = "/v1/models/m:predict"
+		classify = "/v1/models/m:classify"
+		regress  = "/v1/models/m:regress"
+	)
+	flags := func(flag, n, u, f string) string {
+		return fmt.Sprintf(`{"signature_name": "regress_flags", "examples": [{"flag": %s, "n": %s, "u": %s, "f": %s}]}`, flag, n, u, f)
+	}
+	tests := []struct {
+		name, path, body string
+		code             int
+		want             string // in the error
+	}{
+		{"predict, row", predict, `{"instances": [[true]]}`, 400, "JSON Value: true Type: True is not of expected type: float64"},
+		{"predict, columnar", predict, `{"inputs": [[false]]}`, 400, "JSON Value: false Type: False is not of expected type: float64"},
+		{"classify", classify, `{"signature_name": "classify", "examples": [{"x": true}]}`, 400, `example 0: feature "x": JSON Value: true Type: True is not of expected type: float64`},
+		{"classify, context", classify, `{"signature_name": "classify", "context": {"x": [false]}, "examples": [{}]}`, 400, "JSON Value: false Type: False is not of expected type: float64"},
+		{"regress", regress, `{"signature_name": "regress", "examples": [{"x": true}]}`, 400, "JSON Value: true Type: True is not of expected type: float64"},
+		{"regress, float32", regress, flags("true", "[1, 2]", "1", "true"), 400, `feature "f": JSON Value: true Type: True is not of expected type: float32`},
+		{"regress, integers and bools lenient", regress, flags("1", "[true, false]", "true", "0.5"), 200, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := do(t, hs, "POST", tc.path, tc.body)
+			if res.code != tc.code {
+				t.Fatalf("status %d, want %d: %.300s", res.code, tc.code, res.body)
+			}
+			if tc.code != 200 {
+				if msg := errorOf(t, res.body); !strings.Contains(msg, tc.want) {
+					t.Errorf("error %q does not contain %q", msg, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -87,14 +87,14 @@ func (s *Server) route(w *statusWriter, r *http.Request) error {
 	if m := runPathRE.FindStringSubmatch(path); m != nil {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			return &httpError{http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed for %s: use POST", r.Method, path)}
+			return &httpError{http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed for %s: use POST", echo(r.Method), echo(path))}
 		}
 		return s.serveRun(w, r, m[1], versionSpec{number: m[2], label: m[3]}, strings.ToLower(m[4]))
 	}
 	if m := statusPathRE.FindStringSubmatch(path); m != nil {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			return &httpError{http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed for %s: use GET", r.Method, path)}
+			return &httpError{http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed for %s: use GET", echo(r.Method), echo(path))}
 		}
 		if m[1] == "" {
 			return badRequestf("Missing model name in request.")
@@ -106,9 +106,9 @@ func (s *Server) route(w *statusWriter, r *http.Request) error {
 		return s.serveStatus(w, m[1], spec)
 	}
 	if len(path) >= 4 && strings.EqualFold(path[:4], "/v1/") {
-		return badRequestf("Malformed request: %s %s", r.Method, path)
+		return badRequestf("Malformed request: %s %s", echo(r.Method), echo(path))
 	}
-	return &httpError{http.StatusNotFound, fmt.Sprintf("Not found: %s %s", r.Method, path)}
+	return &httpError{http.StatusNotFound, fmt.Sprintf("Not found: %s %s", echo(r.Method), echo(path))}
 }
 
 // versionSpec is the version a URL asks for: a version number, a label,
@@ -124,7 +124,7 @@ type versionSpec struct {
 func (s *Server) find(name string, spec versionSpec, forStatus bool) (m *servedModel, want int64, specific bool, err error) {
 	if spec.number != "" {
 		if want, err = strconv.ParseInt(spec.number, 10, 64); err != nil {
-			return nil, 0, false, badRequestf("Failed to convert version: %s to numeric.", spec.number)
+			return nil, 0, false, badRequestf("Failed to convert version: %s to numeric.", echo(spec.number))
 		}
 		specific = true
 	}
@@ -137,7 +137,7 @@ func (s *Server) find(name string, spec versionSpec, forStatus bool) (m *servedM
 	}
 	if spec.label != "" {
 		if want, ok = m.labels[spec.label]; !ok {
-			return nil, 0, false, badRequestf("Unrecognized servable version label: %s", spec.label)
+			return nil, 0, false, badRequestf("Unrecognized servable version label: %s", echo(spec.label))
 		}
 		specific = true
 	}
@@ -165,6 +165,7 @@ func (s *Server) acquire(name string, spec versionSpec, forStatus bool) (*served
 // server does not serve, in the words of the status API or of the others.
 func notFound(name string, want int64, specific, forStatus bool) error {
 	var msg string
+	name = echo(name)
 	switch {
 	case forStatus && !specific:
 		msg = fmt.Sprintf("Could not find any versions of model %s", name)
@@ -182,7 +183,7 @@ func notFound(name string, want int64, specific, forStatus bool) error {
 // runs the signature on its version and writes the outputs.
 func (s *Server) serveRun(w *statusWriter, r *http.Request, name string, spec versionSpec, method string) error {
 	// The body first: a slow upload does not hold a version.
-	body, taken, err := s.readBody(r)
+	body, taken, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}

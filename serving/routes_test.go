@@ -68,8 +68,8 @@ func TestServerEndpoints(t *testing.T) {
 			`{"predictions":[{"classes":[2,0],"scores":[0.75,0.25]}]}`},
 		{"regress", "POST", "/v1/models/m:regress", `{"signature_name": "regress", "examples": [{"x": 1}, {"x": [2.5]}]}`,
 			`{"results":[3.0,6.0]}`},
-		{"regress, booleans as 0/1 and back", "POST", "/v1/models/m:regress",
-			`{"signature_name": "regress_flags", "context": {"u": true}, "examples": [{"flag": 1, "n": [true, 2], "f": false}, {"flag": false, "n": [0, false], "f": true}]}`,
+		{"regress, booleans as 0/1 and back in integer and bool features", "POST", "/v1/models/m:regress",
+			`{"signature_name": "regress_flags", "context": {"u": true}, "examples": [{"flag": 1, "n": [true, 2], "f": 0}, {"flag": false, "n": [0, false], "f": 1}]}`,
 			`{"results":[121.5,1100.0]}`},
 	}
 	for _, tc := range tests {

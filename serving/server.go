@@ -50,9 +50,10 @@ var _ Servable = (*export.Predictor)(nil)
 //	POST /v1/models/{name}[/versions/{v}|/labels/{l}]:classify   {"signature_name", "context", "examples"}
 //	POST /v1/models/{name}[/versions/{v}|/labels/{l}]:regress    {"signature_name", "context", "examples"}
 //
-// The model status lists every version served (AVAILABLE) and those
+// The model status lists every version served (AVAILABLE), those
 // replaced by a reload (UNLOADING until their last request is done, then
-// END), the newest first.
+// END) and those that failed to load (END, with their error), the newest
+// first.
 //
 // A request without signature_name uses "serving_default". Predict takes
 // the row format ("instances": one entry per example, a value or nested
@@ -66,19 +67,21 @@ var _ Servable = (*export.Predictor)(nil)
 // lists must be rectangular with the signature's per-example shape.
 // Classify and regress take tf.Example-like objects, each feature a value
 // or a flat list of one example's values in row-major order (booleans and
-// 0/1 stand for each other), a "context" holding features shared by every
-// example; they answer {"results": ...} (the key TensorFlow Serving
-// writes; its documentation says "result"): per example, [label, score]
-// pairs, labels from the "classes" output (named by the signature's class
-// names when it has them), or else the class names of the "scores"
-// columns, or "" (as TensorFlow Serving answers a classifier without
-// classes); or one value from the "outputs" output. Bodies may be gzipped
-// (Content-Encoding: gzip).
+// 0/1 stand for each other in integer and bool features; a float feature
+// refuses booleans, as predict and TensorFlow Serving do), a "context"
+// holding features shared by every example; they answer {"results": ...}
+// (the key TensorFlow Serving writes; its documentation says "result"):
+// per example, [label, score] pairs, labels from the "classes" output
+// (named by the signature's class names when it has them), or else the
+// class names of the "scores" columns, or "" (as TensorFlow Serving
+// answers a classifier without classes); or one value from the "outputs"
+// output. Bodies may be gzipped (Content-Encoding: gzip).
 //
 // Errors are answered with {"error": message} and TensorFlow Serving's
 // status: 400 for malformed JSON, wrong shapes or dtypes, missing inputs,
 // an unknown signature or label, or too many rows; 404 for an unknown
-// model or version; 405 for a wrong method; 413 for a body over the
+// model or version; 405 for a wrong method; 408 for a body that stopped
+// arriving (Config.BodyReadTimeout); 413 for a body over the
 // limit; 415 for a Content-Encoding other than gzip; 429 when the bodies
 // in flight would exceed Config.MaxInflightBytes; 503 once closed; 500
 // for the server's own failures and panics (logged).
@@ -106,6 +109,9 @@ type Server struct {
 	// connState, when set (by tests), is the ConnState hook of Serve's
 	// connections.
 	connState func(net.Conn, http.ConnState)
+	// readingBody, when set (by tests), is called when a request's body
+	// is about to be read.
+	readingBody func()
 }
 
 // NewServer loads the newest version of every model, and the versions its

@@ -308,6 +308,9 @@ func TestNewServerErrors(t *testing.T) {
 		{"negative read timeout", one(), Config{ReadTimeout: -1}, "read timeout -1ns: must not be negative", nil},
 		{"negative write timeout", one(), Config{WriteTimeout: -1}, "write timeout -1ns: must not be negative", nil},
 		{"negative idle timeout", one(), Config{IdleTimeout: -1}, "idle timeout -1ns: must not be negative", nil},
+		{"negative body read timeout", one(), Config{BodyReadTimeout: -1}, "body read timeout -1ns: must not be negative", nil},
+		{"negative header bytes", one(), Config{MaxHeaderBytes: -1}, "max header bytes -1: must not be negative", nil},
+		{"negative connections", one(), Config{MaxConnections: -1}, "max connections -1: must not be negative", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -342,8 +345,8 @@ func TestConfigDefaults(t *testing.T) {
 	}{
 		{"zero value", Config{}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: 64 << 20})},
 		{"every field",
-			Config{MaxBodyBytes: 64, MaxBatchSize: 8, MaxInflightBytes: 100, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4, Logger: logger},
-			Config{MaxBodyBytes: 64, MaxBatchSize: 8, MaxInflightBytes: 100, BatchTimeout: time.Second, ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4, Logger: logger}},
+			Config{MaxBodyBytes: 64, MaxBatchSize: 8, MaxInflightBytes: 100, BatchTimeout: time.Second, MaxHeaderBytes: 6, MaxConnections: 7, ReadHeaderTimeout: 1, ReadTimeout: 2, BodyReadTimeout: 5, WriteTimeout: 3, IdleTimeout: 4, Logger: logger},
+			Config{MaxBodyBytes: 64, MaxBatchSize: 8, MaxInflightBytes: 100, BatchTimeout: time.Second, MaxHeaderBytes: 6, MaxConnections: 7, ReadHeaderTimeout: 1, ReadTimeout: 2, BodyReadTimeout: 5, WriteTimeout: 3, IdleTimeout: 4, Logger: logger}},
 		{"a limit without batching", Config{MaxBatchSize: 3}, withTimeouts(Config{MaxBodyBytes: DefaultMaxBodyBytes, MaxBatchSize: 3, MaxInflightBytes: 64 << 20})},
 		{"in-flight bytes follow the body limit", Config{MaxBodyBytes: 100}, withTimeouts(Config{MaxBodyBytes: 100, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: 400})},
 		{"in-flight bytes for a huge body limit", Config{MaxBodyBytes: math.MaxInt64 / 2}, withTimeouts(Config{MaxBodyBytes: math.MaxInt64 / 2, MaxBatchSize: DefaultMaxBatchSize, MaxInflightBytes: math.MaxInt64})},
@@ -369,9 +372,10 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
-// withTimeouts sets c's timeouts to their defaults.
+// withTimeouts sets c's connection limits and timeouts to their defaults.
 func withTimeouts(c Config) Config {
-	c.ReadHeaderTimeout, c.ReadTimeout, c.WriteTimeout, c.IdleTimeout = DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultWriteTimeout, DefaultIdleTimeout
+	c.MaxHeaderBytes, c.MaxConnections = DefaultMaxHeaderBytes, DefaultMaxConnections
+	c.ReadHeaderTimeout, c.ReadTimeout, c.BodyReadTimeout, c.WriteTimeout, c.IdleTimeout = DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultBodyReadTimeout, DefaultWriteTimeout, DefaultIdleTimeout
 	return c
 }
 

@@ -29,8 +29,9 @@ var servedDtypes = map[string]struct {
 // column gathers the values of one input, converted to its dtype.
 type column interface {
 	// add converts one JSON scalar and appends it; lenient also takes
-	// booleans as 0/1 and 0/1 as booleans (tf.Example features carry
-	// booleans as int64).
+	// booleans as 0/1 for integer dtypes and 0/1 as booleans (tf.Example
+	// features carry booleans as int64). A float dtype refuses booleans
+	// either way, as TensorFlow Serving refuses them for a float input.
 	add(v any, lenient bool) error
 	dense(shape []int) *tensor.Dense
 }
@@ -58,12 +59,12 @@ func (c *typedColumn[T]) dense(shape []int) *tensor.Dense {
 func newColumn(dtype string, size int) (column, error) {
 	switch dtype {
 	case "float32":
-		return &typedColumn[float32]{vals: make([]float32, 0, size), conv: func(v any, lenient bool) (float32, error) {
-			f, err := jsonFloat(v, 32, lenient)
+		return &typedColumn[float32]{vals: make([]float32, 0, size), conv: func(v any, _ bool) (float32, error) {
+			f, err := jsonFloat(v, 32)
 			return float32(f), err
 		}}, nil
 	case "float64":
-		return &typedColumn[float64]{vals: make([]float64, 0, size), conv: func(v any, lenient bool) (float64, error) { return jsonFloat(v, 64, lenient) }}, nil
+		return &typedColumn[float64]{vals: make([]float64, 0, size), conv: func(v any, _ bool) (float64, error) { return jsonFloat(v, 64) }}, nil
 	case "int64":
 		return &typedColumn[int64]{vals: make([]int64, 0, size), conv: func(v any, lenient bool) (int64, error) { return jsonInt(v, 64, "int64", lenient) }}, nil
 	case "int32":
@@ -82,7 +83,7 @@ func newColumn(dtype string, size int) (column, error) {
 			}
 			u, err := strconv.ParseUint(string(n), 10, 8)
 			if err != nil {
-				return 0, badRequestf("JSON Value: %s does not fit in uint8", n)
+				return 0, badRequestf("JSON Value: %s does not fit in uint8", echo(string(n)))
 			}
 			return uint8(u), nil
 		}}, nil
@@ -119,14 +120,11 @@ func isIntLiteral(n jsonNumber) bool {
 
 // jsonFloat converts a number to a float of bits bits, refusing what the
 // float cannot hold: integers beyond its exact range, magnitudes beyond
-// its largest value.
-func jsonFloat(v any, bits int, lenient bool) (float64, error) {
+// its largest value. Booleans are refused.
+func jsonFloat(v any, bits int) (float64, error) {
 	name := "float64"
 	if bits == 32 {
 		name = "float32"
-	}
-	if b, ok := v.(bool); ok && lenient {
-		return float64(boolByte(b)), nil
 	}
 	n, ok := v.(jsonNumber)
 	if !ok {
@@ -141,7 +139,7 @@ func jsonFloat(v any, bits int, lenient bool) (float64, error) {
 		return math.Inf(-1), nil
 	}
 	lossy := func() error {
-		return badRequestf("Cannot convert JSON value: %s to %s without loss of precision.", n, name)
+		return badRequestf("Cannot convert JSON value: %s to %s without loss of precision.", echo(string(n)), name)
 	}
 	maxInt := int64(1)<<24 - 1
 	if bits == 64 {
@@ -172,7 +170,7 @@ func jsonInt(v any, bits int, name string, lenient bool) (int64, error) {
 	}
 	i, err := strconv.ParseInt(string(n), 10, bits)
 	if err != nil {
-		return 0, badRequestf("JSON Value: %s does not fit in %s", n, name)
+		return 0, badRequestf("JSON Value: %s does not fit in %s", echo(string(n)), name)
 	}
 	return i, nil
 }

@@ -32,6 +32,7 @@ type servedModel struct {
 	latest   *servedVersion           // the newest; nil once the server is closed
 	versions map[int64]*servedVersion // every version served: latest and those labels name
 	retired  []*retiredVersion        // versions replaced, oldest first, at most maxRetired
+	failed   map[int64]error          // versions of the base directory that failed to load
 }
 
 // servedVersion is one loaded version. refs counts the requests and
@@ -213,20 +214,43 @@ func (m *servedModel) takeAll() []*servedVersion {
 	return all
 }
 
+// loadFailed records that version failed to load with err; it is not
+// tried again.
+func (m *servedModel) loadFailed(version int64, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failed == nil {
+		m.failed = map[int64]error{}
+	}
+	m.failed[version] = err
+}
+
+// failedToLoad tells whether version failed to load before.
+func (m *servedModel) failedToLoad(version int64) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, failed := m.failed[version]
+	return failed
+}
+
 // versionState is one version's state in the model status API.
 type versionState struct {
 	version int64
 	state   string // AVAILABLE, UNLOADING or END
-	err     error  // a failed Close
+	err     error  // a failed Close, or load
 }
 
 // states returns the state of every version the model serves or served,
-// the newest first, as TensorFlow Serving lists them.
+// and of those that failed to load (END with their error), the newest
+// first, as TensorFlow Serving lists them.
 func (m *servedModel) states() []versionState {
 	m.mu.RLock()
 	var out []versionState
 	for version := range m.versions {
 		out = append(out, versionState{version: version, state: "AVAILABLE"})
+	}
+	for version, err := range m.failed {
+		out = append(out, versionState{version: version, state: "END", err: err})
 	}
 	retired := slices.Clone(m.retired)
 	m.mu.RUnlock()

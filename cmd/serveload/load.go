@@ -30,6 +30,9 @@ type loadConfig struct {
 	clients  int
 	maxBody  int64
 	seed     uint64
+	// serverBin is the program run as the server with -serve; empty:
+	// this one.
+	serverBin string
 }
 
 // kind is one kind of request of the mix.
@@ -143,29 +146,57 @@ func pick(r *rand.Rand, ks []kind) int {
 	return len(ks) - 1
 }
 
-// runLoad starts the server, sends the mix for cfg.duration, prints the
-// report and stops the server.
-func runLoad(ctx context.Context, cfg loadConfig) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
+// server is the server's child process.
+type server struct {
+	cmd  *exec.Cmd
+	base string // http://host:port
+	pid  int
+}
+
+// startServer starts the server as a child process: cfg.serverBin (or
+// this program) with -serve, and waits until it listens.
+func startServer(cfg loadConfig) (*server, error) {
+	bin := cfg.serverBin
+	if bin == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		bin = self
 	}
-	child := exec.Command(self, "-serve", "-max-body", strconv.FormatInt(cfg.maxBody, 10)+"B")
+	child := exec.Command(bin, "-serve", "-max-body", strconv.FormatInt(cfg.maxBody, 10)+"B")
 	child.Stderr = os.Stderr
 	out, err := child.StdoutPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := child.Start(); err != nil {
-		return err
+		return nil, err
 	}
-	defer child.Process.Kill() // if not stopped gracefully below
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		return fmt.Errorf("the server did not start: %v", err)
+		child.Process.Kill()
+		child.Wait()
+		return nil, fmt.Errorf("the server did not start: %v", err)
 	}
-	base := "http://" + strings.TrimSpace(strings.TrimPrefix(line, "listening "))
-	pid := child.Process.Pid
+	return &server{cmd: child, base: "http://" + strings.TrimSpace(strings.TrimPrefix(line, "listening ")), pid: child.Process.Pid}, nil
+}
+
+// stop stops the server gracefully (SIGTERM) and returns how it exited.
+func (s *server) stop() error {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	return s.cmd.Wait()
+}
+
+// runLoad starts the server, sends the mix for cfg.duration, prints the
+// report and stops the server.
+func runLoad(ctx context.Context, cfg loadConfig) error {
+	srv, err := startServer(cfg)
+	if err != nil {
+		return err
+	}
+	defer srv.cmd.Process.Kill() // if not stopped gracefully below
+	base, pid := srv.base, srv.pid
 	rssStart, _ := memStatus(pid, "VmRSS")
 
 	ks := kinds(cfg.maxBody)
@@ -206,8 +237,7 @@ func runLoad(ctx context.Context, cfg loadConfig) error {
 	<-collected
 	peak, peakErr := memStatus(pid, "VmHWM")
 
-	child.Process.Signal(syscall.SIGTERM)
-	waitErr := child.Wait()
+	waitErr := srv.stop()
 
 	failures := report(os.Stdout, ks, all, elapsed, cfg)
 	if peakErr != nil {

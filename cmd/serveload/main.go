@@ -26,6 +26,25 @@
 // server's peak RSS (VmHWM from /proc: Linux only) with its RSS before the
 // load. The server is then shut down gracefully (SIGTERM).
 //
+// Two more modes measure valid requests beside connections that hold the
+// server's resources, reporting the valid requests' answers and latency
+// percentiles (each on a new connection, from -clients clients for
+// -duration), what ended the attacking connections, and the server's peak
+// RSS and the highest RSS sampled (every 50 ms) while the valid requests
+// ran:
+//
+//	-mode headers   -conns connections each send -headers header lines of
+//	                -header-size bytes and never end them, holding until
+//	                the server answers or closes (then again after -pause)
+//	-mode slow      -conns uploads announce a body of -max-body bytes and
+//	                send one byte a second
+//
+//	go run ./cmd/serveload -mode headers -conns 1000 -pause 10s
+//	go run ./cmd/serveload -mode slow -conns 4
+//
+// -server runs another build of serveload as the server (it is started
+// with -serve -max-body), to compare two versions of the server.
+//
 // serveload is a measuring tool, not a test: it passes nothing and fails
 // nothing, but exits 1 when any request got a 5xx or a transport error.
 package main
@@ -50,6 +69,12 @@ func main() {
 		clients  = flag.Int("clients", 16, "concurrent clients")
 		maxBody  = flag.String("max-body", "16MiB", "the server's MaxBodyBytes (B, KiB, MiB)")
 		seed     = flag.Uint64("seed", 1, "seed of the request mix")
+		mode     = flag.String("mode", "mix", "mix: the request mix; headers: valid requests beside connections that hold big headers; slow: valid requests beside trickling uploads")
+		conns    = flag.Int("conns", 1000, "with -mode headers or slow: the attacking connections")
+		headers  = flag.Int("headers", 15, "with -mode headers: the header lines each attacking connection sends")
+		hdrSize  = flag.String("header-size", "64KiB", "with -mode headers: the bytes of each header line")
+		pause    = flag.Duration("pause", time.Second, "with -mode headers or slow: how long an attacking connection waits to connect again once the server answered or closed it")
+		server   = flag.String("server", "", "the program run as the server with -serve -max-body (another build of serveload); empty: this one")
 	)
 	flag.Parse()
 	limit, err := parseBytes(*maxBody)
@@ -57,12 +82,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, "serveload:", err)
 		os.Exit(2)
 	}
+	headerSize, err := parseBytes(*hdrSize)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "serveload: -header-size:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *serve {
+	cfg := loadConfig{duration: *duration, clients: *clients, maxBody: limit, seed: *seed, serverBin: *server}
+	switch {
+	case *serve:
 		err = runServer(ctx, *listen, limit)
-	} else {
-		err = runLoad(ctx, loadConfig{duration: *duration, clients: *clients, maxBody: limit, seed: *seed})
+	case *mode == "mix":
+		err = runLoad(ctx, cfg)
+	case *mode == "headers" || *mode == "slow":
+		err = runAttack(ctx, cfg, attackConfig{mode: *mode, conns: *conns, headers: *headers, headerSize: headerSize, pause: *pause})
+	default:
+		fmt.Fprintf(os.Stderr, "serveload: -mode %q: want mix, headers or slow\n", *mode)
+		os.Exit(2)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "serveload:", err)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"io"
 	"math/rand/v2"
+	"net"
 	"testing"
 	"time"
 
@@ -66,5 +68,29 @@ func TestKindsMix(t *testing.T) {
 		if d := counts[i] - want; d < -want/10 || d > want/10 {
 			t.Errorf("kind %s picked %d times in %d, want about %d", k.name, counts[i], n, want)
 		}
+	}
+}
+
+// TestAnswer checks what an attacking connection reports of the server's
+// answer.
+func TestAnswer(t *testing.T) {
+	tests := []struct {
+		name, server, want string
+	}{
+		{"a status", "HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n", "431"},
+		{"closed", "", "closed"},
+		{"not HTTP", "SSH-2.0\r\n\r\n", "unreadable"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client, server := net.Pipe()
+			go func() {
+				io.WriteString(server, tc.server)
+				server.Close()
+			}()
+			if got := answer(client); got != tc.want {
+				t.Errorf("answer %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
