@@ -31,9 +31,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -234,12 +232,11 @@ func printHistory(path string, from int64, out io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var r estimator.EvalRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
+	records, err := estimator.ReadEvalHistory(f, path, nil)
+	if err != nil {
+		return err
+	}
+	for _, r := range records {
 		if r.Step <= from {
 			continue
 		}
@@ -247,5 +244,5 @@ func printHistory(path string, from int64, out io.Writer) error {
 			return err
 		}
 	}
-	return sc.Err()
+	return nil
 }
