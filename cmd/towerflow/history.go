@@ -1,18 +1,13 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/towerflow/towerflow/estimator"
 )
@@ -28,109 +23,37 @@ type (
 	evalRecord  = estimator.EvalRecord
 )
 
-// readTrainHistory reads a train_history.jsonl file. A missing file gives
-// an error wrapping fs.ErrNotExist.
-func readTrainHistory(path string) ([]trainRecord, error) {
-	var out []trainRecord
-	err := readJSONLines(path, func(line []byte) error {
-		var r struct {
-			Step *int64    `json:"step"`
-			Loss *float64  `json:"loss"`
-			Time time.Time `json:"time"`
-		}
-		if err := decodeLine(line, &r); err != nil {
-			return err
-		}
-		if r.Step == nil {
-			return errors.New(`no "step"`)
-		}
-		if r.Loss == nil {
-			return errors.New(`no "loss"`)
-		}
-		out = append(out, trainRecord{Step: *r.Step, Loss: *r.Loss, Time: r.Time})
-		return nil
-	})
+// readTrainHistory reads a train_history.jsonl file
+// (estimator.ReadTrainHistory), skipped torn last line reported to warn,
+// sorted by step. A missing file gives an error wrapping fs.ErrNotExist.
+func readTrainHistory(path string, warn func(error)) ([]trainRecord, error) {
+	out, err := readHistoryFile(path, warn, estimator.ReadTrainHistory)
 	if err != nil {
 		return nil, err
 	}
 	return dedupSteps(out, func(r trainRecord) (string, int64) { return "", r.Step }), nil
 }
 
-// readEvalHistory reads an eval_history.jsonl file. A missing file gives an
-// error wrapping fs.ErrNotExist.
-func readEvalHistory(path string) ([]evalRecord, error) {
-	var out []evalRecord
-	err := readJSONLines(path, func(line []byte) error {
-		var r struct {
-			Step    *int64                     `json:"step"`
-			Time    time.Time                  `json:"time"`
-			Name    string                     `json:"name"`
-			Metrics map[string]json.RawMessage `json:"metrics"`
-		}
-		if err := decodeLine(line, &r); err != nil {
-			return err
-		}
-		if r.Step == nil {
-			return errors.New(`no "step"`)
-		}
-		if r.Metrics == nil {
-			return errors.New(`no "metrics"`)
-		}
-		metrics := make(map[string]float64, len(r.Metrics))
-		for k, raw := range r.Metrics {
-			var v float64
-			if err := json.Unmarshal(raw, &v); err != nil {
-				return fmt.Errorf("metric %q is %s, not a number", k, raw)
-			}
-			metrics[k] = v
-		}
-		out = append(out, evalRecord{Step: *r.Step, Time: r.Time, Name: r.Name, Metrics: metrics})
-		return nil
-	})
+// readEvalHistory reads an eval_history.jsonl file
+// (estimator.ReadEvalHistory), skipped torn last line reported to warn,
+// sorted by name and step. A missing file gives an error wrapping
+// fs.ErrNotExist.
+func readEvalHistory(path string, warn func(error)) ([]evalRecord, error) {
+	out, err := readHistoryFile(path, warn, estimator.ReadEvalHistory)
 	if err != nil {
 		return nil, err
 	}
 	return dedupSteps(out, func(r evalRecord) (string, int64) { return r.Name, r.Step }), nil
 }
 
-// decodeLine decodes one JSON object that must fill the line.
-func decodeLine(line []byte, v any) error {
-	if len(line) == 0 || line[0] != '{' {
-		return errors.New("not a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("data after the JSON object")
-	}
-	return nil
-}
-
-// readJSONLines calls fn with every non-blank line of the file, trimmed.
-// Errors name the file and, for fn's errors, the line number.
-func readJSONLines(path string, fn func(line []byte) error) error {
+// readHistoryFile opens path and reads it with read.
+func readHistoryFile[T any](path string, warn func(error), read func(io.Reader, string, func(error)) ([]T, error)) ([]T, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err // *fs.PathError names the file
+		return nil, err // *fs.PathError names the file
 	}
 	defer f.Close()
-	br := bufio.NewReader(f)
-	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if err != nil && err != io.EOF {
-			return fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		if t := bytes.TrimSpace(line); len(t) > 0 {
-			if ferr := fn(t); ferr != nil {
-				return fmt.Errorf("%s:%d: %w", path, n, ferr)
-			}
-		}
-		if err == io.EOF {
-			return nil
-		}
-	}
+	return read(f, path, warn)
 }
 
 // dedupSteps sorts records by their key, a name (of an evaluation) and a

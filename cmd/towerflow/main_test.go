@@ -438,7 +438,7 @@ func TestReadTrainHistoryResumedRun(t *testing.T) {
 		`{"step": 20, "loss": 0.7}`,
 		`{"step": 30, "loss": 0.6, "extra": "ignored"}`,
 	}, nil)
-	got, err := readTrainHistory(filepath.Join(dir, TrainHistoryFile))
+	got, err := readTrainHistory(filepath.Join(dir, TrainHistoryFile), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +531,7 @@ func TestReadEvalHistoryNamed(t *testing.T) {
 		map[string]any{"step": 2, "name": "test", "metrics": map[string]float64{"loss": 2}},
 		map[string]any{"step": 2, "name": "test", "metrics": map[string]float64{"loss": 3}},
 	})
-	got, err := readEvalHistory(filepath.Join(dir, EvalHistoryFile))
+	got, err := readEvalHistory(filepath.Join(dir, EvalHistoryFile), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

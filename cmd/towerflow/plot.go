@@ -32,7 +32,7 @@ const (
 
 // plotHistory is the plot command: it draws a model directory's training
 // and evaluation history as a PNG.
-func plotHistory(stdout, _ io.Writer, args []string) error {
+func plotHistory(stdout, stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
 	out := fs.String("o", "", "output PNG `file` (default <model dir>/history.png)")
 	metricsFlag := fs.String("metrics", "", "comma-separated `names` of the metrics to draw; \"loss\" is the training and evaluation loss (default: loss and every evaluation metric but global_step)")
@@ -63,7 +63,8 @@ func plotHistory(stdout, _ io.Writer, args []string) error {
 		*out = filepath.Join(dir, "history.png")
 	}
 
-	train, eval, err := readHistories(dir)
+	warn := func(err error) { fmt.Fprintf(stderr, "towerflow plot: warning: %v\n", err) }
+	train, eval, err := readHistories(dir, warn)
 	if err != nil {
 		return err
 	}
@@ -94,15 +95,16 @@ func plotHistory(stdout, _ io.Writer, args []string) error {
 }
 
 // readHistories reads the model directory's history files; one may be
-// missing, not both.
-func readHistories(dir string) ([]trainRecord, []evalRecord, error) {
+// missing, not both. A torn last line of either is skipped and reported to
+// warn.
+func readHistories(dir string, warn func(error)) ([]trainRecord, []evalRecord, error) {
 	trainPath := filepath.Join(dir, TrainHistoryFile)
 	evalPath := filepath.Join(dir, EvalHistoryFile)
-	train, terr := readTrainHistory(trainPath)
+	train, terr := readTrainHistory(trainPath, warn)
 	if terr != nil && !isNotExist(terr) {
 		return nil, nil, terr
 	}
-	eval, eerr := readEvalHistory(evalPath)
+	eval, eerr := readEvalHistory(evalPath, warn)
 	if eerr != nil && !isNotExist(eerr) {
 		return nil, nil, eerr
 	}

@@ -22,7 +22,12 @@ func ReadFile(path string) ([]Event, error) {
 		return nil, fmt.Errorf("tfevents: %w", err)
 	}
 	defer f.Close()
-	r := bufio.NewReader(f)
+	return readEvents(bufio.NewReader(f), path)
+}
+
+// readEvents reads the events of r, an event file named name, as ReadFile
+// does.
+func readEvents(r io.Reader, name string) ([]Event, error) {
 	var events []Event
 	for {
 		data, err := readRecord(r)
@@ -30,11 +35,11 @@ func ReadFile(path string) ([]Event, error) {
 			return events, nil
 		}
 		if err != nil {
-			return events, fmt.Errorf("tfevents: %s: event %d: %w", path, len(events), err)
+			return events, fmt.Errorf("tfevents: %s: event %d: %w", name, len(events), err)
 		}
 		e, err := parseEvent(data)
 		if err != nil {
-			return events, fmt.Errorf("tfevents: %s: event %d: %w", path, len(events), err)
+			return events, fmt.Errorf("tfevents: %s: event %d: %w", name, len(events), err)
 		}
 		events = append(events, e)
 	}

@@ -1,6 +1,7 @@
 package tfevents
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -64,14 +65,17 @@ func readRecord(r io.Reader) ([]byte, error) {
 	if n > maxRecord {
 		return nil, fmt.Errorf("%w: length %d", ErrCorrupt, n)
 	}
-	data := make([]byte, n+footerSize)
-	if _, err := io.ReadFull(r, data); err != nil {
+	// Grow as the data comes, not as the header says: a damaged length
+	// is no reason to allocate.
+	var buf bytes.Buffer
+	buf.Grow(int(min(n+footerSize, 1<<16)))
+	if _, err := io.CopyN(&buf, r, int64(n+footerSize)); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, fmt.Errorf("record of %d bytes: %w", n, err)
 	}
-	data, footer := data[:n], data[n:]
+	data, footer := buf.Bytes()[:n], buf.Bytes()[n:]
 	if got, want := binary.LittleEndian.Uint32(footer), maskedCRC(data); got != want {
 		return nil, fmt.Errorf("%w: data checksum %#08x, want %#08x", ErrCorrupt, got, want)
 	}

@@ -31,12 +31,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -91,13 +90,9 @@ func main() {
 	flag.Parse()
 	var err error
 	if o.boundaries, err = parseInts(bounds); err != nil {
-		fmt.Fprintln(os.Stderr, "cifar10: -boundaries:", err)
-		os.Exit(2)
+		run.Usage("cifar10", fmt.Errorf("-boundaries: %w", err))
 	}
-	if err := o.check(); err != nil {
-		fmt.Fprintln(os.Stderr, "cifar10:", err)
-		os.Exit(2)
-	}
+	run.Usage("cifar10", o.check())
 	var leave func()
 	o.procs, leave = run.Processes("cifar10", o.Flags)
 	defer leave()
@@ -113,14 +108,34 @@ func main() {
 	})
 }
 
+// maxDepth is the deepest ResNet -depth may ask for: the paper's
+// deepest, ResNet-1202.
+const maxDepth = 1202
+
+// check checks the flags: the ranges they may take, and that the
+// synthetic data they ask for fits in memory.
 func (o options) check() error {
-	if _, err := (cifar.ResNet{Depth: o.depth}).Blocks(); err != nil {
-		return err
+	var c run.Check
+	c.Add(o.Flags.Check())
+	c.Int("depth", int64(o.depth), 8, maxDepth)
+	if o.depth >= 8 && o.depth <= maxDepth {
+		if _, err := (cifar.ResNet{Depth: o.depth}).Blocks(); err != nil {
+			c.Add(fmt.Errorf("-depth %d: %w", o.depth, err))
+		}
 	}
-	if o.batch < 1 || o.evalEvery < 1 || o.steps < 1 {
-		return fmt.Errorf("-batch %d, -eval_every %d, -steps %d: want each at least 1", o.batch, o.evalEvery, o.steps)
+	c.Int("steps", o.steps, 1, run.NoLimit)
+	c.Int("batch", int64(o.batch), 1, run.NoLimit)
+	c.Float("lr", o.lr, 0, math.Inf(1))
+	c.Float("weight_decay", o.weightDecay, 0, math.Inf(1))
+	c.Int("eval_every", o.evalEvery, 1, run.NoLimit)
+	if o.data == "" {
+		c.Int("synthetic_train", int64(o.synthetic[0]), max(int64(o.batch), 1), run.NoLimit) // every batch whole
+		c.Int("synthetic_test", int64(o.synthetic[1]), 1, run.NoLimit)
+		// Each image's bytes, and its float32 pixels.
+		examples := float64(o.synthetic[0]) + float64(o.synthetic[1])
+		c.Memory(fmt.Sprintf("-synthetic_train %d -synthetic_test %d", o.synthetic[0], o.synthetic[1]), "the data", examples*cifar.Channels*cifar.Side*cifar.Side*(1+4))
 	}
-	return nil
+	return c.Err()
 }
 
 func joinInts(v []int64) string {
@@ -234,12 +249,11 @@ func printHistory(path string, from int64, out io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var r estimator.EvalRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
+	records, err := estimator.ReadEvalHistory(f, path, nil)
+	if err != nil {
+		return err
+	}
+	for _, r := range records {
 		if r.Step <= from {
 			continue
 		}
@@ -247,5 +261,5 @@ func printHistory(path string, from int64, out io.Writer) error {
 			return err
 		}
 	}
-	return sc.Err()
+	return nil
 }

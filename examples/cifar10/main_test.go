@@ -1,9 +1,13 @@
 package main
 
 import (
+	"math"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/towerflow/towerflow/examples/internal/run"
+	"github.com/towerflow/towerflow/internal/wanterr"
 )
 
 // small is a quick run: ResNet-8 on a small synthetic set, two towers.
@@ -34,24 +38,39 @@ func steps(t *testing.T, out string) []string {
 	return got
 }
 
-// TestOptionErrors: flags the command cannot run with are errors naming
-// them.
+// TestOptionErrors: flags the command cannot run with, out of their range
+// or asking for more memory than the machine has, are errors naming them
+// and what they may be.
 func TestOptionErrors(t *testing.T) {
+	old := run.AvailableMemory
+	run.AvailableMemory = func() (int64, bool) { return 24e9, true }
+	t.Cleanup(func() { run.AvailableMemory = old })
+	if err := defaults.check(); err != nil {
+		t.Fatalf("the defaults: %v", err)
+	}
 	tests := []struct {
 		name string
 		edit func(*options)
 		want string
 	}{
-		{"depth", func(o *options) { o.depth = 21 }, "depth 21 is not 6n + 2"},
-		{"batch", func(o *options) { o.batch = 0 }, "-batch 0"},
+		{"depth", func(o *options) { o.depth = 21 }, "-depth 21: ResNet: depth 21 is not 6n + 2"},
+		{"depth too small", func(o *options) { o.depth = 2 }, "-depth 2: want 8 to 1202"},
+		{"depth too large", func(o *options) { o.depth = 6000002 }, "-depth 6000002: want 8 to 1202"},
+		{"batch", func(o *options) { o.batch = 0 }, "-batch 0: want at least 1"},
+		{"steps", func(o *options) { o.steps = -1 }, "-steps -1: want at least 1"},
+		{"eval_every", func(o *options) { o.evalEvery = 0 }, "-eval_every 0: want at least 1"},
+		{"lr", func(o *options) { o.lr = math.NaN() }, "-lr NaN: want a finite number, at least 0"},
+		{"weight_decay", func(o *options) { o.weightDecay = -1e-4 }, "-weight_decay -0.0001: want a finite number, at least 0"},
+		{"synthetic_train", func(o *options) { o.synthetic[0] = -5 }, "-synthetic_train -5: want at least 128"},
+		{"synthetic_test", func(o *options) { o.synthetic[1] = -1 }, "-synthetic_test -1: want at least 1"},
+		{"synthetic data too large", func(o *options) { o.synthetic[0] = 1e9 }, "-synthetic_train 1000000000 -synthetic_test 500 needs about 15360 GB for the data; this machine has 24 GB available"},
+		{"towers", func(o *options) { o.Towers = -2 }, "-towers -2: want 0 to 1024"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			o := small("")
+			o := defaults
 			tc.edit(&o)
-			if err := o.check(); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want one containing %q", err, tc.want)
-			}
+			wanterr.Mentions(t, o.check(), tc.want)
 		})
 	}
 	if _, err := parseInts("100,x"); err == nil || !strings.Contains(err.Error(), `"x"`) {

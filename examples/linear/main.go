@@ -17,6 +17,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 
 	"gorgonia.org/tensor"
 
@@ -44,6 +45,7 @@ func main() {
 	flag.Float64Var(&o.lr, "lr", 0.5, "SGD learning rate")
 	flag.IntVar(&o.examples, "examples", 1000, "training examples")
 	flag.Parse()
+	run.Usage("linear", o.check())
 	run.Main("linear", o.Flags, func(ctx context.Context) error { return train(ctx, o) }, run.Serving{
 		Name:   "linear",
 		Model:  func() (*replicate.Model, error) { return newModel(o) },
@@ -51,6 +53,20 @@ func main() {
 		Try:    `curl -d '{"instances": [[0.5], [1.0]]}' %s/v1/models/linear:predict`,
 		Logger: run.Logger(),
 	})
+}
+
+// check checks the flags: the ranges they may take, and that the data
+// they ask for fits in memory.
+func (o options) check() error {
+	var c run.Check
+	c.Add(o.Flags.Check())
+	c.Int("steps", o.steps, 0, run.NoLimit)
+	c.Int("batch", int64(o.batch), 1, run.NoLimit)
+	c.Float("lr", o.lr, 0, math.Inf(1))
+	c.Int("examples", int64(o.examples), 1, run.NoLimit)
+	// x and y, float64 each.
+	c.Memory(fmt.Sprintf("-examples %d", o.examples), "the data", float64(o.examples)*2*8)
+	return c.Err()
 }
 
 // newModel returns the model on o's towers.

@@ -36,6 +36,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -91,11 +92,8 @@ func main() {
 	flag.IntVar(&o.synthetic[0], "synthetic_train", o.synthetic[0], "training examples of the synthetic data set")
 	flag.IntVar(&o.synthetic[1], "synthetic_test", o.synthetic[1], "test examples of the synthetic data set")
 	flag.Parse()
-	net, err := newNet(o)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mnist:", err)
-		os.Exit(2)
-	}
+	run.Usage("mnist", o.check())
+	net, _ := newNet(o) // check checked it
 	var leave func()
 	o.procs, leave = run.Processes("mnist", o.Flags)
 	defer leave()
@@ -129,6 +127,52 @@ type result struct {
 // requestFile is a classify request of two test images that a run with
 // -serve writes into the model directory.
 const requestFile = "classify_request.json"
+
+// maxUnits is the most units or filters a layer may have.
+const maxUnits = math.MaxInt32
+
+// check checks the flags: the ranges they may take, and that the model and
+// the synthetic data they ask for fit in memory.
+func (o options) check() error {
+	var c run.Check
+	c.Add(o.Flags.Check())
+	c.OneOf("model", o.net, "mlp", "cnn")
+	c.OneOf("optimizer", o.optimizer, "momentum", "adam")
+	c.Int("hidden", int64(o.hidden), 0, maxUnits)
+	c.Int("filters", int64(o.filters), 0, maxUnits)
+	c.Int("steps", o.steps, 0, run.NoLimit)
+	c.Int("batch", int64(o.batch), 1, run.NoLimit)
+	c.Float("lr", o.lr, 0, math.Inf(1))
+	c.Float("momentum", o.momentum, 0, 1)
+	if o.data == "" {
+		c.Int("synthetic_train", int64(o.synthetic[0]), max(int64(o.batch), 1), run.NoLimit) // every batch whole
+		c.Int("synthetic_test", int64(o.synthetic[1]), 1, run.NoLimit)
+		// Each image's bytes, and its float32 pixels.
+		examples := float64(o.synthetic[0]) + float64(o.synthetic[1])
+		c.Memory(fmt.Sprintf("-synthetic_train %d -synthetic_test %d", o.synthetic[0], o.synthetic[1]), "the data", examples*mnistSide*mnistSide*(1+4))
+	}
+	if err := c.Err(); err != nil {
+		return err // the net's size needs sizes in range
+	}
+	net, err := newNet(o)
+	if err != nil {
+		return err
+	}
+	slots := 1 // momentum's
+	if o.optimizer == "adam" {
+		slots = 2
+	}
+	flags := fmt.Sprintf("-hidden %d", o.hidden)
+	if o.net == "cnn" {
+		flags = fmt.Sprintf("-filters %d -hidden %d", o.filters, o.hidden)
+	}
+	c.Memory(flags, "the weights and optimizer slots", run.ModelBytes(net.Params(mnistSide, mnistSide), 4, slots))
+	return c.Err()
+}
+
+// mnistSide is the side of MNIST's images, of which the memory a run needs
+// is estimated.
+const mnistSide = 28
 
 // newOptimizer returns the optimizer o names.
 func newOptimizer(o options) (optimizers.Optimizer, error) {

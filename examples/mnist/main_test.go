@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -266,6 +267,48 @@ func TestTrainErrors(t *testing.T) {
 			if tc.is != nil && !errors.Is(err, tc.is) {
 				t.Errorf("error %v does not wrap %v", err, tc.is)
 			}
+		})
+	}
+}
+
+// TestFlagErrors: flags out of their range, or asking for more memory than
+// the machine has, are refused up front with an error naming the flag and
+// what it may be.
+func TestFlagErrors(t *testing.T) {
+	old := run.AvailableMemory
+	run.AvailableMemory = func() (int64, bool) { return 24e9, true }
+	t.Cleanup(func() { run.AvailableMemory = old })
+	if err := defaults.check(); err != nil {
+		t.Fatalf("the defaults: %v", err)
+	}
+	tests := []struct {
+		name string
+		edit func(*options)
+		want string
+	}{
+		{"hidden too large", func(o *options) { o.hidden = 100000000 }, "-hidden 100000000 needs about 636 GB for the weights and optimizer slots; this machine has 24 GB available"},
+		{"hidden too large for adam", func(o *options) { o.hidden, o.optimizer = 10000000, "adam" }, "-hidden 10000000 needs about 95 GB for the weights and optimizer slots"},
+		{"filters too large", func(o *options) { o.net, o.filters = "cnn", 100000 }, "-filters 100000 -hidden 0 needs about 4010 GB for the weights and optimizer slots"},
+		{"hidden out of range", func(o *options) { o.hidden = 1 << 40 }, "-hidden 1099511627776: want 0 to 2147483647"},
+		{"negative hidden", func(o *options) { o.hidden = -1 }, "-hidden -1: want 0 to 2147483647"},
+		{"negative filters", func(o *options) { o.filters = -3 }, "-filters -3: want 0 to 2147483647"},
+		{"model", func(o *options) { o.net = "rnn" }, `-model "rnn": want mlp or cnn`},
+		{"optimizer", func(o *options) { o.optimizer = "sgd" }, `-optimizer "sgd": want momentum or adam`},
+		{"steps", func(o *options) { o.steps = -1 }, "-steps -1: want at least 0"},
+		{"batch", func(o *options) { o.batch = -100 }, "-batch -100: want at least 1"},
+		{"lr", func(o *options) { o.lr = math.Inf(1) }, "-lr +Inf: want a finite number, at least 0"},
+		{"momentum", func(o *options) { o.momentum = 1.5 }, "-momentum 1.5: want a number from 0 to 1"},
+		{"synthetic_train", func(o *options) { o.synthetic[0] = -5 }, "-synthetic_train -5: want at least 100"},
+		{"synthetic_train below the batch", func(o *options) { o.synthetic[0] = 50 }, "-synthetic_train 50: want at least 100"},
+		{"synthetic_test", func(o *options) { o.synthetic[1] = 0 }, "-synthetic_test 0: want at least 1"},
+		{"synthetic data too large", func(o *options) { o.synthetic[0] = 1e10 }, "-synthetic_train 10000000000 -synthetic_test 1000 needs about 39200 GB for the data"},
+		{"towers", func(o *options) { o.Towers = 1 << 20 }, "-towers 1048576: want 0 to 1024"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := defaults
+			tc.edit(&o)
+			wanterr.Mentions(t, o.check(), tc.want)
 		})
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/towerflow/towerflow/collective"
+	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/examples/weightavg/weightavg"
 )
 
@@ -15,10 +17,14 @@ func (o *options) fillGradients() error {
 	if o.data != "" || o.ModelDir != "" || o.net != defaults.net || o.computeSteps != defaults.computeSteps || o.optimizer != defaults.optimizer {
 		return fmt.Errorf("-mode gradients trains the linear model with SGD on its own data: -data, -model_dir, -model, -compute_steps and -optimizer belong to -mode weights")
 	}
-	if o.workers < 0 || o.steps < 0 || o.batch < 0 || o.lr < 0 || o.evalEvery < 0 {
-		return fmt.Errorf("-workers %d, -steps %d, -batch %d, -lr %g, -eval_every %d: none may be negative", o.workers, o.steps, o.batch, o.lr, o.evalEvery)
-	}
-	return o.Check()
+	var c run.Check
+	c.Add(o.Check())
+	c.Int("workers", int64(o.workers), 0, maxWorkers)
+	c.Int("steps", o.steps, 0, run.NoLimit)
+	c.Int("batch", int64(o.batch), 0, run.NoLimit)
+	c.Float("lr", o.lr, 0, math.Inf(1))
+	c.Int("eval_every", o.evalEvery, 0, run.NoLimit)
+	return c.Err()
 }
 
 // trainGradients runs the gradient mode on the workers of comms, printing

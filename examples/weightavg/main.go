@@ -49,6 +49,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 
 	"github.com/towerflow/towerflow/collective"
@@ -148,14 +149,34 @@ func (o *options) fill() error {
 			o.synthetic[i] = d.synthetic[i]
 		}
 	}
-	switch {
-	case o.workers < 0 || o.computeSteps < 1 || o.steps < 1 || o.batch < 1 || o.evalEvery < 0:
-		return fmt.Errorf("-workers %d, -compute_steps %d, -steps %d, -batch %d, -eval_every %d: want -compute_steps, -steps and -batch at least 1, none negative", o.workers, o.computeSteps, o.steps, o.batch, o.evalEvery)
-	case o.steps%o.computeSteps != 0:
-		return fmt.Errorf("-steps %d is not a multiple of -compute_steps %d: every round takes -compute_steps steps", o.steps, o.computeSteps)
+	var c run.Check
+	c.Add(o.Check())
+	c.Int("workers", int64(o.workers), 0, maxWorkers)
+	c.Int("compute_steps", o.computeSteps, 1, run.NoLimit)
+	c.Int("steps", o.steps, 1, run.NoLimit)
+	c.Int("batch", int64(o.batch), 1, run.NoLimit)
+	c.Int("eval_every", o.evalEvery, 0, run.NoLimit)
+	c.Float("lr", o.lr, 0, math.Inf(1))
+	c.OneOf("optimizer", o.optimizer, "sgd", "momentum", "adam")
+	if o.data == "" {
+		c.Int("synthetic_train", int64(o.synthetic[0]), 1, run.NoLimit)
+		c.Int("synthetic_test", int64(o.synthetic[1]), 1, run.NoLimit)
+		// Each image's bytes, and its float32 pixels.
+		pixels := 28 * 28
+		if o.net == "resnet20" {
+			pixels = cifar.Channels * cifar.Side * cifar.Side
+		}
+		examples := float64(o.synthetic[0]) + float64(o.synthetic[1])
+		c.Memory(fmt.Sprintf("-synthetic_train %d -synthetic_test %d", o.synthetic[0], o.synthetic[1]), "the data", examples*float64(pixels)*(1+4))
 	}
-	return o.Check()
+	if o.computeSteps >= 1 && o.steps%o.computeSteps != 0 {
+		c.Add(fmt.Errorf("-steps %d is not a multiple of -compute_steps %d: every round takes -compute_steps steps", o.steps, o.computeSteps))
+	}
+	return c.Err()
 }
+
+// maxWorkers is the most workers -workers may ask for.
+const maxWorkers = 1024
 
 func main() {
 	o, err := parse(os.Args[1:], os.Stderr)

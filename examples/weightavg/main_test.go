@@ -16,6 +16,7 @@ import (
 
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
+	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/internal/wanterr"
 )
 
@@ -162,17 +163,32 @@ func TestFlagErrors(t *testing.T) {
 	}{
 		{[]string{"-model", "rnn"}, []string{`-model "rnn": want mlp or resnet20`}},
 		{[]string{"-steps", "25", "-compute_steps", "10"}, []string{"-steps 25 is not a multiple of -compute_steps 10"}},
-		{[]string{"-compute_steps", "0"}, []string{"-compute_steps 0"}},
-		{[]string{"-workers", "-1"}, []string{"-workers -1"}},
-		{[]string{"-batch", "-5"}, []string{"-batch -5"}},
-		{[]string{"-eval_every", "-1"}, []string{"-eval_every -1"}},
-		{[]string{"-towers", "-1"}, []string{"-1"}},
+		{[]string{"-compute_steps", "0"}, []string{"-compute_steps 0: want at least 1"}},
+		{[]string{"-workers", "-1"}, []string{"-workers -1: want 0 to 1024"}},
+		{[]string{"-workers", "100000"}, []string{"-workers 100000: want 0 to 1024"}},
+		{[]string{"-batch", "-5"}, []string{"-batch -5: want at least 1"}},
+		{[]string{"-steps", "-10"}, []string{"-steps -10: want at least 1"}},
+		{[]string{"-eval_every", "-1"}, []string{"-eval_every -1: want at least 0"}},
+		{[]string{"-lr", "NaN"}, []string{"-lr NaN: want a finite number, at least 0"}},
+		{[]string{"-lr", "-1"}, []string{"-lr -1: want a finite number, at least 0"}},
+		{[]string{"-optimizer", "rmsprop"}, []string{`-optimizer "rmsprop": want sgd or momentum or adam`}},
+		{[]string{"-synthetic_train", "-5"}, []string{"-synthetic_train -5: want at least 1"}},
+		{[]string{"-synthetic_test", "-1"}, []string{"-synthetic_test -1: want at least 1"}},
+		{[]string{"-synthetic_train", "1000000000000"}, []string{"-synthetic_train 1000000000000 -synthetic_test 1000 needs about 3920000 GB for the data"}},
+		{[]string{"-towers", "-1"}, []string{"-towers -1: want 0 to 1024"}},
+		{[]string{"-mode", "gradients", "-workers", "-2"}, []string{"-workers -2: want 0 to 1024"}},
+		{[]string{"-mode", "gradients", "-steps", "-2"}, []string{"-steps -2: want at least 0"}},
+		{[]string{"-mode", "gradients", "-lr", "Inf"}, []string{"-lr +Inf: want a finite number, at least 0"}},
+		{[]string{"-mode", "gradients", "-eval_every", "-3"}, []string{"-eval_every -3: want at least 0"}},
 		{[]string{"-steps", "ten"}, []string{"invalid value", "-steps"}},
 		{[]string{"extra"}, []string{`unexpected arguments ["extra"]`}},
 		{[]string{"-mode", "average"}, []string{`-mode "average": want weights or gradients`}},
 		{[]string{"-mode", "gradients", "-compute_steps", "5"}, []string{"-mode gradients", "-compute_steps", "belong to -mode weights"}},
-		{[]string{"-mode", "gradients", "-batch", "-1"}, []string{"-batch -1", "negative"}},
+		{[]string{"-mode", "gradients", "-batch", "-1"}, []string{"-batch -1: want at least 0"}},
 	}
+	old := run.AvailableMemory
+	run.AvailableMemory = func() (int64, bool) { return 24e9, true }
+	t.Cleanup(func() { run.AvailableMemory = old })
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, err := parse(tc.args, io.Discard)
@@ -194,7 +210,6 @@ func TestRunErrors(t *testing.T) {
 		want []string
 	}{
 		{"no data", context.Background(), []string{"-data", missing}, []string{missing, "neither train-images-idx3-ubyte"}},
-		{"unknown optimizer", context.Background(), []string{"-optimizer", "lbfgs"}, []string{`optimizer "lbfgs"`}},
 		{"batch larger than the data", context.Background(), []string{"-batch", "400"}, []string{"600 rows make no whole batch of 800"}},
 		{"cancelled", cancelled, nil, []string{"round 1", "context canceled"}},
 	}

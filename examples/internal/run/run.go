@@ -44,15 +44,17 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&f.Towers, "towers", 0, "towers to train with: 0 for one per local device (each GPU, else each core)")
 }
 
+// MaxTowers is the most towers -towers may ask for.
+const MaxTowers = 1024
+
 // Check checks the flags' values together.
 func (f *Flags) Check() error {
+	var c Check
 	if f.Serve != "" && f.ModelDir == "" {
-		return errors.New("-serve needs -model_dir")
+		c.Add(errors.New("-serve needs -model_dir"))
 	}
-	if f.Towers < 0 {
-		return fmt.Errorf("-towers %d, want 0 or more", f.Towers)
-	}
-	return nil
+	c.Int("towers", int64(f.Towers), 0, MaxTowers)
+	return c.Err()
 }
 
 // Devices returns the devices of n towers: towers.LocalDevices() for 0;
@@ -93,13 +95,10 @@ func Config(modelDir string, seed uint64, logEvery int, log *slog.Logger) estima
 
 // Main runs an example's command after its flags are parsed: train with a
 // context an interrupt cancels, then, with -serve, serve until
-// interrupted. Bad flags exit the process with status 2, an error with 1,
-// each printed after name on standard error.
+// interrupted. Bad flags exit the process with status 2 (see Usage), an
+// error with 1, each printed after name on standard error.
 func Main(name string, f Flags, train func(ctx context.Context) error, serve Serving) {
-	if err := f.Check(); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		os.Exit(2)
-	}
+	Usage(name, f.Check())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := train(ctx)
 	if err == nil && f.Serve != "" {

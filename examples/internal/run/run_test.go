@@ -20,7 +20,8 @@ func TestFlags(t *testing.T) {
 		{nil, run.Flags{}, ""},
 		{[]string{"-model_dir", "d", "-serve", ":8501", "-towers", "3"}, run.Flags{ModelDir: "d", Serve: ":8501", Towers: 3}, ""},
 		{[]string{"-serve", ":8501"}, run.Flags{Serve: ":8501"}, "-serve needs -model_dir"},
-		{[]string{"-towers", "-2"}, run.Flags{Towers: -2}, "-towers -2, want 0 or more"},
+		{[]string{"-towers", "-2"}, run.Flags{Towers: -2}, "-towers -2: want 0 to 1024"},
+		{[]string{"-towers", "100000"}, run.Flags{Towers: 100000}, "-towers 100000: want 0 to 1024"},
 	}
 	for _, tc := range tests {
 		var f run.Flags

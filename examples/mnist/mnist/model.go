@@ -26,6 +26,9 @@ import (
 type Net interface {
 	Model(s *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, params model.Params) (*model.Spec, error)
 	Layout() Layout
+	// Params is the number of the net's parameters (its variables'
+	// elements) for images of rows×cols.
+	Params(rows, cols int) float64
 }
 
 // PredictSignature is the key of the export signature of both predictions.
@@ -40,6 +43,12 @@ type MLP struct {
 
 // Layout returns Flat.
 func (MLP) Layout() Layout { return Flat }
+
+// Params is the number of the MLP's parameters for images of rows×cols.
+func (m MLP) Params(rows, cols int) float64 {
+	h := float64(cmp.Or(m.Hidden, 128))
+	return denseParams(float64(rows)*float64(cols), h) + denseParams(h, Classes)
+}
 
 // Model is the MLP's model function.
 func (m MLP) Model(s *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
@@ -71,6 +80,19 @@ type CNN struct {
 
 // Layout returns NCHW.
 func (CNN) Layout() Layout { return NCHW }
+
+// Params is the number of the CNN's parameters for images of rows×cols.
+func (c CNN) Params(rows, cols int) float64 {
+	f1, f2 := float64(cmp.Or(c.Filters[0], 32)), float64(cmp.Or(c.Filters[1], 64))
+	h := float64(cmp.Or(c.Hidden, 128))
+	// Each block's 2×2 max-pool halves the image, rounding down.
+	flat := f2 * float64(rows/4) * float64(cols/4)
+	return denseParams(25, f1) + denseParams(25*f1, f2) + denseParams(flat, h) + denseParams(h, Classes)
+}
+
+// denseParams is the number of parameters of a dense layer (or of a
+// convolution, in*kernel area inputs) of in inputs and out outputs.
+func denseParams(in, out float64) float64 { return in*out + out }
 
 // Model is the CNN's model function.
 func (c CNN) Model(s *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {

@@ -2,6 +2,7 @@ package mnist_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -211,5 +212,35 @@ func TestModelErrors(t *testing.T) {
 func TestLayouts(t *testing.T) {
 	if (mnist.MLP{}).Layout() != mnist.Flat || (mnist.CNN{}).Layout() != mnist.NCHW {
 		t.Error("MLP takes flat images and CNN NCHW ones")
+	}
+}
+
+// TestParams: Params counts the elements of the variables the model
+// function makes.
+func TestParams(t *testing.T) {
+	for _, net := range []mnist.Net{mnist.MLP{Hidden: 16}, smallCNN, mnist.CNN{Filters: [2]int{3, 5}}} {
+		est := newEstimator(t, net, 1)
+		s := mnist.Synthetic(4, 1)
+		in, err := estimator.FromTensors(s.Features(net.Layout()), s.LabelTensors(), estimator.TensorInput{BatchSize: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := est.Train(context.Background(), in, estimator.Steps(1)); err != nil {
+			t.Fatal(err)
+		}
+		var got float64
+		for _, name := range est.VariableNames() {
+			if !strings.HasSuffix(name, "/kernel") && !strings.HasSuffix(name, "/bias") {
+				continue // the global step, the optimizer's slots
+			}
+			v, err := est.VariableValue(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += float64(v.Shape().TotalSize())
+		}
+		if want := net.Params(28, 28); got != want {
+			t.Errorf("%T%+v: the variables have %v elements, Params says %v", net, net, got, want)
+		}
 	}
 }
