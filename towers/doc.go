@@ -14,6 +14,9 @@
 //     creates variables; later towers reuse them and prefix their node
 //     names "tower_i/". Each tower reads the masters through its own tensor
 //     header, because gorgonia rewrites operand headers in place.
+//   - IndexedSlices: the sparse gradient of a variable (the rows a batch
+//     touched, as an embedding lookup's), deduplicated, densified, and
+//     concatenated over towers with their loss weights (ConcatSlices).
 //   - SetBLASThreads and BLAS: the BLAS under the towers (gonum's pure Go
 //     by default, OpenBLAS with the openblas build tag, one thread a call
 //     unless set).
