@@ -31,7 +31,7 @@ func TestVersionDirs(t *testing.T) {
 	input := estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}}
 	export := func() string {
 		t.Helper()
-		dir, err := est.Export(ctx, base, input)
+		dir, err := est.Export(ctx, base, input, estimator.AllowUntrained())
 		if err != nil {
 			t.Fatal(err)
 		}
