@@ -205,6 +205,7 @@ func setGradients(b *build, grads []Gradient) error {
 		for j, v := range p.vars {
 			p.apply[j] = byName[v.Name()]
 		}
+		p.borrowed = true
 	}
 	return nil
 }
