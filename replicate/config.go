@@ -91,7 +91,7 @@ type Config struct {
 	// estimator does. Every process must also build what rank 0 builds —
 	// the same variables (names, order, shapes, dtypes, trainability),
 	// train ops (optimizer Config, learning rates at sampled steps, the
-	// variables trained), state updates, eval metrics, Reduction,
+	// variables trained, clipping), state updates, eval metrics, Reduction,
 	// Averaging and BucketBytes; only the rows and the towers may differ:
 	// at the start of a run and at every step or evaluation that follows a
 	// new build, the processes compare a hash of their builds, and a
