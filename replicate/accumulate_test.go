@@ -9,11 +9,14 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/towerflow/towerflow/internal/vartest"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/collective"
+	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/optimizers"
@@ -305,5 +308,51 @@ func TestClipAndAccumulateConfigErrors(t *testing.T) {
 	e := linearSetup{Opt: sgd}.engine(t, linearSetup{Opt: sgd}.config(1))
 	if _, err := e.TrainMicroBatches(context.Background(), nil, replicate.StepHooks{}); err == nil || !strings.Contains(err.Error(), "no micro-batches") {
 		t.Errorf("no micro-batches: error %v", err)
+	}
+}
+
+// TestAccumulateBatchNormPerMicroBatch: batch norm normalizes each
+// micro-batch by its own statistics, as PyTorch does: 4 accumulated
+// micro-batches of 6 rows on one device train bit for bit as 4 towers of 6
+// rows normalized per tower (moving statistics included), and not as one
+// device normalizing the 24 rows together.
+func TestAccumulateBatchNormPerMicroBatch(t *testing.T) {
+	const rows = 24
+	r := rand.New(rand.NewPCG(3, 8))
+	xs, ys := make([]float64, rows*16), make([]float64, rows)
+	for i := range xs {
+		xs[i] = r.NormFloat64()*2 + 1
+	}
+	for i := range ys {
+		ys[i] = xs[16*i+5] - xs[16*i+10]
+	}
+	feats := map[string]*tensor.Dense{"x": numeric.Over(tensor.Shape{rows, 1, 4, 4}, xs)}
+	labels := map[string]*tensor.Dense{"y": numeric.Over(tensor.Shape{rows, 1}, ys)}
+	train := func(fn model.Fn, cfg replicate.Config, batch int) map[string][]float64 {
+		est, err := estimator.New(replicate.ModelFn(fn, cfg), estimator.RunConfig{Seed: 5, LogEvery: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer est.Close()
+		in, err := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: batch, Epochs: estimator.Forever})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := est.Train(context.Background(), in, estimator.Steps(3)); err != nil {
+			t.Fatal(err)
+		}
+		return vartest.Variables(t, est)
+	}
+	got := train(bnModel(false), replicate.Config{Devices: cpus(1), AccumulateSteps: 4}, rows/4)
+	perTower := train(bnModel(true), replicate.Config{Devices: cpus(4)}, rows)
+	if diff := cmp.Diff(perTower, got); diff != "" {
+		t.Errorf("4 micro-batches differ from 4 towers normalized per tower (-towers +micro-batches):\n%s", diff)
+	}
+	if got["global_step"][0] != 3 {
+		t.Errorf("global step %v after 3 updates", got["global_step"])
+	}
+	together := train(bnModel(false), replicate.Config{Devices: cpus(1)}, rows)
+	if cmp.Equal(together["d2/kernel"], got["d2/kernel"], cmpopts.EquateApprox(1e-9, 1e-12)) {
+		t.Errorf("micro-batches trained as one device normalizing their rows together")
 	}
 }
