@@ -43,7 +43,8 @@ import (
 // minimizes (those with a gradient), in train op order, each op's in its
 // own order. Values are the engine's buffers, valid until its next step;
 // a caller that keeps them copies them. hooks are TrainStep's; a
-// CheckLoss error is returned with the loss and no gradients.
+// CheckLoss error is returned with the loss and no gradients. They are not
+// clipped: ApplyGradients clips what it is given (model.Clip), on a copy.
 func (e *Engine) ComputeGradients(ctx context.Context, batch sharding.Batch, hooks StepHooks) (float64, []Gradient, error) {
 	if err := e.alone("compute gradients"); err != nil {
 		return 0, nil, err
@@ -205,6 +206,7 @@ func setGradients(b *build, grads []Gradient) error {
 		for j, v := range p.vars {
 			p.apply[j] = byName[v.Name()]
 		}
+		p.borrowed = true
 	}
 	return nil
 }
