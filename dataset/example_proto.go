@@ -151,7 +151,32 @@ func appendFeature(b []byte, f Feature) []byte {
 // empty slice. The values share no memory with data. An error wraps
 // ErrMalformed and names the feature, where known.
 func DecodeExample(data []byte) (Example, error) {
-	ex := Example{}
+	var d exampleDecoder
+	return d.decode(data)
+}
+
+// exampleDecoder decodes Examples one after another, sharing work between
+// them: feature names interned, and values copied into arenas, slices of
+// which (capped at their length, so that an append to one copies it) the
+// Examples hold.
+type exampleDecoder struct {
+	names  map[string]string // interned feature names
+	size   int               // the features of the last example, a size hint
+	ints   []int64           // the free parts of the arenas
+	floats []float32
+	lists  [][]byte
+	raw    []byte
+}
+
+// arenaSize is an arena's values, when one is made.
+const arenaSize = 512
+
+// maxNames bounds the interned names: a file of ever new names costs no
+// more than this.
+const maxNames = 1 << 12
+
+func (d *exampleDecoder) decode(data []byte) (Example, error) {
+	ex := make(Example, d.size)
 	err := walk(data, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		if num != exampleFeatures || typ != protowire.BytesType {
 			return nil
@@ -160,19 +185,37 @@ func DecodeExample(data []byte) (Example, error) {
 			if num != featuresFeature || typ != protowire.BytesType {
 				return nil
 			}
-			return decodeEntry(ex, v)
+			return d.entry(ex, v)
 		})
 	})
 	if err != nil {
 		return nil, err
 	}
+	d.size = len(ex)
 	return ex, nil
 }
 
-// decodeEntry decodes one entry of Features.feature into ex.
-func decodeEntry(ex Example, entry []byte) error {
-	var name string
-	var value [][]byte // the value's occurrences, merged in order
+// name is v as a string, interned.
+func (d *exampleDecoder) name(v []byte) string {
+	if s, ok := d.names[string(v)]; ok {
+		return s
+	}
+	s := string(v)
+	if d.names == nil {
+		d.names = map[string]string{}
+	}
+	if len(d.names) < maxNames {
+		d.names[s] = s
+	}
+	return s
+}
+
+// entry decodes one entry of Features.feature into ex.
+func (d *exampleDecoder) entry(ex Example, entry []byte) error {
+	var name []byte
+	var value [2][]byte // the value's first occurrences (more are rare)
+	var more [][]byte
+	nv := 0
 	err := walk(entry, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		if typ != protowire.BytesType {
 			return nil
@@ -182,9 +225,14 @@ func decodeEntry(ex Example, entry []byte) error {
 			if !utf8.Valid(v) {
 				return fmt.Errorf("%w: feature name %q is not UTF-8", ErrMalformed, v)
 			}
-			name = string(v)
+			name = v
 		case mapValue:
-			value = append(value, v)
+			if nv < len(value) {
+				value[nv] = v
+			} else {
+				more = append(more, v)
+			}
+			nv++
 		}
 		return nil
 	})
@@ -192,17 +240,17 @@ func decodeEntry(ex Example, entry []byte) error {
 		return fmt.Errorf("a feature's map entry: %w", err)
 	}
 	var f Feature
-	for _, v := range value {
-		if err := decodeFeature(&f, v); err != nil {
+	for _, v := range append(value[:min(nv, len(value))], more...) {
+		if err := d.feature(&f, v); err != nil {
 			return fmt.Errorf("feature %q: %w", name, err)
 		}
 	}
-	ex[name] = f
+	ex[d.name(name)] = f
 	return nil
 }
 
-// decodeFeature merges a Feature message into f.
-func decodeFeature(f *Feature, msg []byte) error {
+// feature merges a Feature message into f.
+func (d *exampleDecoder) feature(f *Feature, msg []byte) error {
 	return walk(msg, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		if typ != protowire.BytesType {
 			return nil
@@ -223,43 +271,71 @@ func decodeFeature(f *Feature, msg []byte) error {
 		}
 		switch k {
 		case KindBytes:
-			if f.Bytes == nil {
-				f.Bytes = [][]byte{}
-			}
-			return walk(v, func(num protowire.Number, typ protowire.Type, v []byte) error {
-				if num == listValue && typ == protowire.BytesType {
-					c := make([]byte, len(v))
-					copy(c, v)
-					f.Bytes = append(f.Bytes, c)
-				}
-				return nil
-			})
+			return d.bytesList(f, v)
 		case KindFloat:
-			if f.Floats == nil {
-				f.Floats = []float32{}
+			vals := f.Floats
+			if vals == nil {
+				if cap(d.floats) == 0 {
+					d.floats = make([]float32, 0, arenaSize)
+				}
+				vals = d.floats[:0]
 			}
-			return walkList(v, protowire.Fixed32Type, func(b []byte) (int, error) {
+			err := walkList(v, protowire.Fixed32Type, func(b []byte) (int, error) {
 				x, n := protowire.ConsumeFixed32(b)
 				if n < 0 {
 					return 0, fmt.Errorf("%w: float_list value: %v", ErrMalformed, protowire.ParseError(n))
 				}
-				f.Floats = append(f.Floats, math.Float32frombits(x))
+				vals = append(vals, math.Float32frombits(x))
 				return n, nil
 			})
+			f.Floats, d.floats = vals[:len(vals):len(vals)], vals[len(vals):]
+			return err
 		default:
-			if f.Int64s == nil {
-				f.Int64s = []int64{}
+			vals := f.Int64s
+			if vals == nil {
+				if cap(d.ints) == 0 {
+					d.ints = make([]int64, 0, arenaSize)
+				}
+				vals = d.ints[:0]
 			}
-			return walkList(v, protowire.VarintType, func(b []byte) (int, error) {
+			err := walkList(v, protowire.VarintType, func(b []byte) (int, error) {
 				x, n := protowire.ConsumeVarint(b)
 				if n < 0 {
 					return 0, fmt.Errorf("%w: int64_list value: %v", ErrMalformed, protowire.ParseError(n))
 				}
-				f.Int64s = append(f.Int64s, int64(x))
+				vals = append(vals, int64(x))
 				return n, nil
 			})
+			f.Int64s, d.ints = vals[:len(vals):len(vals)], vals[len(vals):]
+			return err
 		}
 	})
+}
+
+// bytesList merges a BytesList message into f, its values copied into
+// the arena.
+func (d *exampleDecoder) bytesList(f *Feature, msg []byte) error {
+	vals := f.Bytes
+	if vals == nil {
+		if cap(d.lists) == 0 {
+			d.lists = make([][]byte, 0, arenaSize/8)
+		}
+		vals = d.lists[:0]
+	}
+	err := walk(msg, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if num != listValue || typ != protowire.BytesType {
+			return nil
+		}
+		if cap(d.raw) < len(v) {
+			d.raw = make([]byte, 0, max(len(v), 8*arenaSize))
+		}
+		c := append(d.raw[:0], v...)
+		d.raw = c[len(v):len(v)]
+		vals = append(vals, c[:len(v):len(v)])
+		return nil
+	})
+	f.Bytes, d.lists = vals[:len(vals):len(vals)], vals[len(vals):]
+	return err
 }
 
 // walkList reads a FloatList or Int64List message: its values field

@@ -183,3 +183,51 @@ func TestNextExampleNamesTheRecord(t *testing.T) {
 		t.Errorf("after the last record: %v, want io.EOF", err)
 	}
 }
+
+// TestDecodedValuesAreTheirOwn: the examples a reader decodes one after
+// another share no values: appending to, or writing, one's lists leaves
+// the others' as they were.
+func TestDecodedValuesAreTheirOwn(t *testing.T) {
+	var file bytes.Buffer
+	w, err := NewRecordWriter(&file, "mem", NoCompression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(i int) Example {
+		return Example{
+			"a": {Int64s: []int64{int64(i), int64(i)}},
+			"b": {Floats: []float32{float32(i)}},
+			"c": {Bytes: [][]byte{[]byte{byte(i)}, []byte("xy")}},
+		}
+	}
+	for i := range 3 {
+		if err := w.WriteExample(mk(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	r, err := NewRecordReader(&file, "mem", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Example
+	for range 3 {
+		ex, err := r.NextExample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ex)
+	}
+	for _, ex := range got[:2] {
+		_ = append(ex["a"].Int64s, 99)
+		_ = append(ex["b"].Floats, 99)
+		_ = append(ex["c"].Bytes, []byte("z"))
+		_ = append(ex["c"].Bytes[1], 'z')
+	}
+	got[0]["a"].Int64s[1] = 42 // writes only example 0
+	want := []Example{mk(0), mk(1), mk(2)}
+	want[0]["a"].Int64s[1] = 42
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

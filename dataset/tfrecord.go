@@ -95,6 +95,7 @@ type RecordReader struct {
 	offset  int64 // its byte offset in the (uncompressed) records
 	skipped int
 	err     error // sticky: the error every later Next returns
+	dec     exampleDecoder
 }
 
 // NewRecordReader reads the records of r, a TFRecord file named name (for
@@ -182,7 +183,7 @@ func (r *RecordReader) NextExample() (Example, error) {
 		return nil, err
 	}
 	offset := r.offset - int64(len(data)) - tfrecord.Overhead
-	ex, err := DecodeExample(data)
+	ex, err := r.dec.decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %s: record %d at byte %d: %w", r.name, r.record-1, offset, err)
 	}
