@@ -385,13 +385,15 @@ func walk(msg []byte, fn func(protowire.Number, protowire.Type, []byte) error) e
 			return fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(n))
 		}
 		msg = msg[n:]
-		m := protowire.ConsumeFieldValue(num, typ, msg)
+		var v []byte
+		var m int
+		if typ == protowire.BytesType {
+			v, m = protowire.ConsumeBytes(msg)
+		} else {
+			m = protowire.ConsumeFieldValue(num, typ, msg)
+		}
 		if m < 0 {
 			return fmt.Errorf("%w: field %d: %v", ErrMalformed, num, protowire.ParseError(m))
-		}
-		var v []byte
-		if typ == protowire.BytesType {
-			v, _ = protowire.ConsumeBytes(msg)
 		}
 		if err := fn(num, typ, v); err != nil {
 			return err
