@@ -1,0 +1,471 @@
+package dataset
+
+import (
+	"bufio"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Source is a stream of Examples, one a call: Next returns io.EOF after
+// the last. CSVReader is one.
+type Source interface {
+	Next() (Example, error)
+}
+
+// CSVOptions says how to read CSV files. Its zero value, given a Schema,
+// reads comma-separated files with a header row.
+type CSVOptions struct {
+	// Schema is every column of the files, in order. With a header row,
+	// the header must name the same columns in the same order.
+	Schema Schema
+	// Comma is the field delimiter; 0 is ','.
+	Comma rune
+	// Comment, if not 0, starts a comment line, which is skipped (it
+	// still counts in line numbers).
+	Comment rune
+	// NoHeader says the files have no header row: their first line is
+	// data, and the columns' names are the schema's.
+	NoHeader bool
+	// Columns are the names of the columns an Example holds; nil holds
+	// every column of the schema. The values of other columns are not
+	// parsed (a row must still have every column of the schema).
+	//
+	// An Example does not tell features from labels: the input pipeline
+	// splits them by name, the same for CSV rows and tf.Examples.
+	Columns []string
+	// ReuseExample makes Next return the same Example, its values
+	// overwritten, every call: no allocation a row, but an Example is
+	// valid only until the next call (as csv.Reader's ReuseRecord). Copy
+	// what must outlive it.
+	ReuseExample bool
+}
+
+// CSVError is an error in a CSV file: a malformed row, a value its
+// column cannot hold, a missing value, a header that does not match the
+// schema.
+type CSVError struct {
+	File string
+	// Line is the line of the file, counting from 1 as a text editor
+	// does: the header, comment lines and every line of a quoted field
+	// with newlines count.
+	Line int
+	// Column is the column's number, from 1; 0 when the error concerns
+	// the whole row. Name is its name in the schema.
+	Column int
+	Name   string
+	Err    error
+}
+
+func (e *CSVError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	switch {
+	case e.Column > 0 && e.Name != "":
+		fmt.Fprintf(&b, "column %q (%d): ", e.Name, e.Column)
+	case e.Column > 0:
+		fmt.Fprintf(&b, "column %d: ", e.Column)
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *CSVError) Unwrap() error { return e.Err }
+
+// ErrMissing is what an empty value in a column that is not Optional
+// wraps.
+var ErrMissing = errors.New("empty value, and the column is not Optional")
+
+// CSVReader reads Examples from CSV files (RFC 4180, through
+// encoding/csv), one row at a time: its memory is a row's, whatever the
+// size of the files. A row becomes an Example holding the selected
+// columns, each a Feature of one value of its column's kind.
+//
+// Errors concerning a row are *CSVError; after one, Next goes on with
+// the next row. An error opening or reading a file, or a header that does
+// not match the schema, ends the stream: Next returns it again.
+type CSVReader struct {
+	files []string
+	opts  CSVOptions
+	cols  []column
+	sel   []int // the schema's indices of the selected columns
+
+	nInt, nFloat, nBytes int
+
+	fi  int // the file being read, or next to be opened
+	f   io.ReadCloser
+	cr  *csv.Reader
+	err error // sticky
+
+	// openFile opens a file: os.Open, but for tests.
+	openFile func(name string) (io.ReadCloser, error)
+
+	// Reused when opts.ReuseExample.
+	ex     Example
+	ints   []int64
+	floats []float32
+	bytes  [][]byte
+	buf    []byte
+}
+
+// NewCSVReader reads files in order. Each of files is a path or a
+// filepath.Match pattern, whose matches are read in lexical order; a
+// pattern that matches no file, and a file named twice, are errors.
+// Files are opened one at a time, as Next reaches them; Close closes the
+// one open.
+func NewCSVReader(files []string, opts CSVOptions) (*CSVReader, error) {
+	paths, err := expandFiles(files)
+	if err != nil {
+		return nil, err
+	}
+	return newCSVReader(paths, opts, openFile)
+}
+
+// newCSVReader is NewCSVReader of paths, each opened by open.
+func newCSVReader(paths []string, opts CSVOptions, open func(string) (io.ReadCloser, error)) (*CSVReader, error) {
+	if err := checkDelimiters(opts); err != nil {
+		return nil, err
+	}
+	cols, err := opts.Schema.compile()
+	if err != nil {
+		return nil, err
+	}
+	r := &CSVReader{files: paths, opts: opts, cols: cols, openFile: open}
+	if opts.Columns == nil {
+		for i := range cols {
+			r.sel = append(r.sel, i)
+		}
+	} else {
+		index := make(map[string]int, len(cols))
+		for i, c := range cols {
+			index[c.Name] = i
+		}
+		chosen := make(map[string]bool, len(opts.Columns))
+		for _, name := range opts.Columns {
+			i, ok := index[name]
+			if !ok {
+				return nil, fmt.Errorf("column %q selected, and the schema has no such column", name)
+			}
+			if chosen[name] {
+				return nil, fmt.Errorf("column %q selected twice", name)
+			}
+			chosen[name] = true
+			r.sel = append(r.sel, i)
+		}
+		if len(r.sel) == 0 {
+			return nil, errors.New("no column selected (Columns is empty, not nil)")
+		}
+	}
+	for _, i := range r.sel {
+		switch cols[i].Kind {
+		case KindInt64:
+			r.nInt++
+		case KindFloat:
+			r.nFloat++
+		case KindBytes:
+			r.nBytes++
+		}
+	}
+	return r, nil
+}
+
+func checkDelimiters(opts CSVOptions) error {
+	// encoding/csv checks these when it reads; checked here they fail
+	// before any file is opened.
+	comma := opts.Comma
+	if comma == 0 {
+		comma = ','
+	}
+	w := csv.NewReader(strings.NewReader(""))
+	w.Comma, w.Comment = comma, opts.Comment
+	if _, err := w.Read(); err != io.EOF {
+		return fmt.Errorf("delimiter %q, comment %q: %w", comma, opts.Comment, err)
+	}
+	return nil
+}
+
+// expandFiles expands the patterns in files, each in lexical order.
+func expandFiles(files []string) ([]string, error) {
+	if len(files) == 0 {
+		return nil, errors.New("no files given")
+	}
+	var paths []string
+	seen := make(map[string]bool)
+	for _, pattern := range files {
+		matches, err := filepath.Glob(pattern)
+		if err != nil {
+			return nil, fmt.Errorf("file pattern %q: %w", pattern, err)
+		}
+		if len(matches) == 0 {
+			return nil, fmt.Errorf("file pattern %q matches no file", pattern)
+		}
+		for _, m := range matches {
+			if seen[m] {
+				return nil, fmt.Errorf("file %s named twice (by %q and before)", m, pattern)
+			}
+			seen[m] = true
+			paths = append(paths, m)
+		}
+	}
+	return paths, nil
+}
+
+// Files is the files the reader reads, patterns expanded, in order.
+func (r *CSVReader) Files() []string { return append([]string(nil), r.files...) }
+
+// Next returns the next row's Example, io.EOF after the last row of the
+// last file.
+func (r *CSVReader) Next() (Example, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	for {
+		if r.cr == nil {
+			if r.fi == len(r.files) {
+				return nil, io.EOF
+			}
+			if err := r.open(); err != nil {
+				r.err = err
+				return nil, err
+			}
+		}
+		rec, err := r.cr.Read()
+		if err == io.EOF {
+			if err := r.closeFile(); err != nil {
+				r.err = err
+				return nil, err
+			}
+			r.fi++
+			continue
+		}
+		if err != nil {
+			return nil, r.readError(err)
+		}
+		return r.example(rec)
+	}
+}
+
+// Close closes the file open, if any; Next then returns an error.
+func (r *CSVReader) Close() error {
+	err := r.closeFile()
+	if r.err == nil {
+		r.err = errors.New("dataset: CSVReader closed")
+	}
+	return err
+}
+
+func (r *CSVReader) closeFile() error {
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f, r.cr = nil, nil
+	if err != nil {
+		return fmt.Errorf("%s: %w", r.files[r.fi], err)
+	}
+	return nil
+}
+
+// open opens r.files[r.fi] and reads its header.
+func (r *CSVReader) open() error {
+	name := r.files[r.fi]
+	f, err := r.openFile(name)
+	if err != nil {
+		return err
+	}
+	r.f = f
+	r.cr = newRowReader(f, r.opts)
+	if r.opts.NoHeader {
+		return nil
+	}
+	return checkHeader(name, r.cr, r.cols)
+}
+
+func openFile(name string) (io.ReadCloser, error) { return os.Open(name) }
+
+func newRowReader(f io.Reader, opts CSVOptions) *csv.Reader {
+	cr := csv.NewReader(bufio.NewReaderSize(f, 1<<16))
+	if opts.Comma != 0 {
+		cr.Comma = opts.Comma
+	}
+	cr.Comment = opts.Comment
+	cr.FieldsPerRecord = -1 // the reader checks, naming the columns
+	cr.ReuseRecord = true
+	return cr
+}
+
+// readHeader reads the header row of the file name, a UTF-8 byte order
+// mark dropped.
+func readHeader(name string, cr *csv.Reader) ([]string, error) {
+	rec, err := cr.Read()
+	if err == io.EOF {
+		return nil, &CSVError{File: name, Err: errors.New("empty file: no header row (CSVOptions.NoHeader is false)")}
+	}
+	if err != nil {
+		return nil, csvReadError(name, err)
+	}
+	rec[0] = strings.TrimPrefix(rec[0], "\uFEFF")
+	return rec, nil
+}
+
+func checkHeader(name string, cr *csv.Reader, cols []column) error {
+	header, err := readHeader(name, cr)
+	if err != nil {
+		return err
+	}
+	line, _ := cr.FieldPos(0)
+	return compareHeader(name, line, header, columnNames(cols), "the schema")
+}
+
+// compareHeader is an error, on line of the file name, when header is
+// not want, the names in whose (the schema, or another file).
+func compareHeader(name string, line int, header, want []string, whose string) error {
+	if len(header) != len(want) {
+		return &CSVError{File: name, Line: line, Err: fmt.Errorf("the header has %d columns %s, %s %d %s",
+			len(header), columnList(header), whose, len(want), columnList(want))}
+	}
+	for i, h := range header {
+		if h != want[i] {
+			return &CSVError{File: name, Line: line, Column: i + 1,
+				Err: fmt.Errorf("named %q in the header, %q in %s", h, want[i], whose)}
+		}
+	}
+	return nil
+}
+
+func columnNames(cols []column) []string {
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	return names
+}
+
+// columnList is names as (a, b, c), at most a dozen of them.
+func columnList(names []string) string {
+	const most = 12
+	quoted := make([]string, 0, most+1)
+	for i, n := range names {
+		if i == most {
+			quoted = append(quoted, fmt.Sprintf("... %d more", len(names)-most))
+			break
+		}
+		quoted = append(quoted, fmt.Sprintf("%q", n))
+	}
+	return "(" + strings.Join(quoted, ", ") + ")"
+}
+
+func (r *CSVReader) readError(err error) error {
+	err = csvReadError(r.files[r.fi], err)
+	var ce *CSVError
+	if !errors.As(err, &ce) {
+		r.err = err // an I/O error: the stream ends
+	}
+	return err
+}
+
+// csvReadError is err, from csv.Reader.Read on the file name, naming the
+// file and line.
+func csvReadError(name string, err error) error {
+	var pe *csv.ParseError
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	where := fmt.Sprintf("character %d of the line", pe.Column)
+	if pe.StartLine != pe.Line {
+		where += fmt.Sprintf("; the row starts on line %d", pe.StartLine)
+	}
+	return &CSVError{File: name, Line: pe.Line, Err: fmt.Errorf("%w (%s)", pe.Err, where)}
+}
+
+// example is the row rec as an Example.
+func (r *CSVReader) example(rec []string) (Example, error) {
+	name := r.files[r.fi]
+	if len(rec) != len(r.cols) {
+		line, _ := r.cr.FieldPos(0)
+		return nil, &CSVError{File: name, Line: line,
+			Err: fmt.Errorf("%d columns, the schema has %d %s", len(rec), len(r.cols), columnList(columnNames(r.cols)))}
+	}
+	// The values: one slice of each kind for the row, each Feature a
+	// one-value window on it.
+	bytesLen := 0
+	for _, i := range r.sel {
+		if r.cols[i].Kind == KindBytes {
+			if v := rec[i]; v != "" {
+				bytesLen += len(v)
+			} else {
+				bytesLen += len(r.cols[i].Default)
+			}
+		}
+	}
+	ex, ints, floats, bytes, buf := r.ex, r.ints, r.floats, r.bytes, r.buf
+	if ex == nil || !r.opts.ReuseExample {
+		ex = make(Example, len(r.sel))
+		ints = make([]int64, r.nInt)
+		floats = make([]float32, r.nFloat)
+		bytes = make([][]byte, r.nBytes)
+		buf = nil
+	}
+	if buf == nil || cap(buf) < bytesLen {
+		buf = make([]byte, 0, bytesLen)
+	}
+	buf = buf[:0]
+	var ni, nf, nb int
+	for _, i := range r.sel {
+		c := &r.cols[i]
+		v := rec[i]
+		if v == "" && !c.Optional {
+			return nil, r.valueError(i, ErrMissing)
+		}
+		switch c.Kind {
+		case KindInt64:
+			x := c.defInt
+			if v != "" {
+				var err error
+				if x, err = parseInt(v); err != nil {
+					return nil, r.valueError(i, err)
+				}
+			}
+			ints[ni] = x
+			ex[c.Name] = Feature{Int64s: ints[ni : ni+1 : ni+1]}
+			ni++
+		case KindFloat:
+			x := c.defFloat
+			if v != "" {
+				var err error
+				if x, err = parseFloat(v); err != nil {
+					return nil, r.valueError(i, err)
+				}
+			}
+			floats[nf] = x
+			ex[c.Name] = Feature{Floats: floats[nf : nf+1 : nf+1]}
+			nf++
+		case KindBytes:
+			if v == "" {
+				v = c.Default
+			}
+			start := len(buf)
+			buf = append(buf, v...)
+			bytes[nb] = buf[start:len(buf):len(buf)]
+			ex[c.Name] = Feature{Bytes: bytes[nb : nb+1 : nb+1]}
+			nb++
+		}
+	}
+	if r.opts.ReuseExample {
+		r.ex, r.ints, r.floats, r.bytes, r.buf = ex, ints, floats, bytes, buf
+	}
+	return ex, nil
+}
+
+func (r *CSVReader) valueError(i int, err error) error {
+	line, _ := r.cr.FieldPos(i)
+	return &CSVError{File: r.files[r.fi], Line: line, Column: i + 1, Name: r.cols[i].Name, Err: err}
+}
