@@ -381,3 +381,29 @@ func TestSchemaString(t *testing.T) {
 		t.Errorf("String (-want +got):\n%s", diff)
 	}
 }
+
+// TestCSVReaderReuseHoldsARow checks that a reused Example's buffer holds
+// the longest row's strings, not every row's.
+func TestCSVReaderReuseHoldsARow(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("id,age,name\n")
+	for range 1000 {
+		b.WriteString("1,2,twenty bytes long.\n")
+	}
+	dir := writeFiles(t, map[string]string{"data.csv": b.String()})
+	r, err := NewCSVReader([]string{filepath.Join(dir, "data.csv")}, CSVOptions{Schema: people, ReuseExample: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for {
+		if _, err := r.Next(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := cap(r.buf); n > 20 {
+		t.Errorf("after 1000 rows of 20 bytes of strings, the buffer holds %d bytes", n)
+	}
+}
