@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -100,10 +101,14 @@ type CSVReader struct {
 
 	nInt, nFloat, nBytes int
 
-	fi  int // the file being read, or next to be opened
-	f   io.ReadCloser
-	cr  *csv.Reader
-	err error // sticky
+	fi int // the file being read, or next to be opened
+	f  io.ReadCloser
+	cr *csv.Reader
+	// cr began reading at byte base of the file, after line lineBase.
+	base     int64
+	lineBase int
+	err      error // sticky
+	closed   bool
 
 	// openFile opens a file: os.Open, but for tests.
 	openFile func(name string) (io.ReadCloser, error)
@@ -118,7 +123,7 @@ type CSVReader struct {
 	ex     Example
 	ints   []int64
 	floats []float32
-	bytes  [][]byte
+	strs   [][]byte
 	buf    []byte
 }
 
@@ -238,7 +243,7 @@ func (r *CSVReader) Next() (Example, error) {
 			if r.fi == len(r.files) {
 				return nil, io.EOF
 			}
-			if err := r.open(); err != nil {
+			if err := r.open(0); err != nil {
 				r.err = err
 				return nil, err
 			}
@@ -262,10 +267,62 @@ func (r *CSVReader) Next() (Example, error) {
 // Close closes the file open, if any; Next then returns an error.
 func (r *CSVReader) Close() error {
 	err := r.closeFile()
-	if r.err == nil {
-		r.err = errors.New("dataset: CSVReader closed")
-	}
+	r.closed = true
+	r.err = errClosed
 	return err
+}
+
+var errClosed = errors.New("dataset: CSVReader closed")
+
+// CSVPosition is a place in a CSVReader's files: byte Offset of file
+// File, an index into its Files. A position is that of a row's start or
+// of a file's end; the position File == len(Files()), Offset 0, is the
+// end of the last file.
+type CSVPosition struct {
+	File   int
+	Offset int64
+}
+
+// Position is where the next row Next reads starts (or the end of the
+// file, after its last row): save it to go on later from there by Seek,
+// on a reader of the same files and options. After an error ending the
+// stream it says where the reader stopped.
+func (r *CSVReader) Position() CSVPosition {
+	if r.cr == nil {
+		return CSVPosition{File: r.fi}
+	}
+	return CSVPosition{File: r.fi, Offset: r.base + r.cr.InputOffset()}
+}
+
+// Seek makes Next go on from pos, a position Position returned on a
+// reader of the same files and options: Next then returns the rows from
+// there, and the same errors, line numbers included, as a reader that
+// read the files up to pos. Seek checks the file's header and reads the
+// file up to pos to count its lines. It does not tell a position inside
+// a row from a row's start: such a position reads the rest of the row
+// as a row. After an error, Next returns it until a Seek succeeds.
+func (r *CSVReader) Seek(pos CSVPosition) error {
+	if r.closed {
+		return errClosed
+	}
+	if pos.File < 0 || pos.File > len(r.files) || pos.Offset < 0 || pos.File == len(r.files) && pos.Offset != 0 {
+		r.err = fmt.Errorf("position %+v is not in the %d files", pos, len(r.files))
+		return r.err
+	}
+	if err := r.closeFile(); err != nil {
+		r.err = err
+		return err
+	}
+	r.err = nil
+	r.fi = pos.File
+	if pos.Offset == 0 {
+		return nil // Next opens the file, as it opens the first
+	}
+	if err := r.open(pos.Offset); err != nil {
+		r.err = err
+		return err
+	}
+	return nil
 }
 
 func (r *CSVReader) closeFile() error {
@@ -280,19 +337,58 @@ func (r *CSVReader) closeFile() error {
 	return nil
 }
 
-// open opens r.files[r.fi] and reads its header.
-func (r *CSVReader) open() error {
+// open opens r.files[r.fi], reads its header, and goes on to offset,
+// counting the lines before it.
+func (r *CSVReader) open(offset int64) error {
 	name := r.files[r.fi]
 	f, err := r.openFile(name)
 	if err != nil {
 		return err
 	}
 	r.f = f
-	r.cr = newRowReader(f, r.opts)
-	if r.opts.NoHeader {
+	r.cr, r.base, r.lineBase = newRowReader(f, r.opts), 0, 0
+	if !r.opts.NoHeader {
+		if err := checkHeader(name, r.cr, r.cols); err != nil {
+			return err
+		}
+	}
+	if offset == 0 {
 		return nil
 	}
-	return checkHeader(name, r.cr, r.cols)
+	if start := r.cr.InputOffset(); offset < start {
+		return fmt.Errorf("%s: offset %d is inside the header, which ends at %d", name, offset, start)
+	}
+	seeker, ok := f.(io.Seeker)
+	if !ok {
+		return fmt.Errorf("%s: cannot seek in it", name)
+	}
+	if _, err := seeker.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	lines, err := countLines(f, offset)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	r.cr, r.base, r.lineBase = newRowReader(f, r.opts), offset, lines
+	return nil
+}
+
+// countLines reads n bytes of f and counts the newlines in them.
+func countLines(f io.Reader, n int64) (int, error) {
+	buf := make([]byte, 1<<16)
+	lines := 0
+	for left := n; left > 0; {
+		m, err := io.ReadFull(f, buf[:min(left, int64(len(buf)))])
+		lines += bytes.Count(buf[:m], []byte{'\n'})
+		left -= int64(m)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return 0, fmt.Errorf("offset %d is beyond the end of the file (%d bytes)", n, n-left)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return lines, nil
 }
 
 func openFile(name string) (io.ReadCloser, error) { return os.Open(name) }
@@ -316,7 +412,7 @@ func readHeader(name string, cr *csv.Reader) ([]string, error) {
 		return nil, &CSVError{File: name, Err: errors.New("empty file: no header row (CSVOptions.NoHeader is false)")}
 	}
 	if err != nil {
-		return nil, csvReadError(name, err)
+		return nil, csvReadError(name, err, 0)
 	}
 	rec[0] = strings.TrimPrefix(rec[0], "\uFEFF")
 	return rec, nil
@@ -370,7 +466,7 @@ func columnList(names []string) string {
 }
 
 func (r *CSVReader) readError(err error) error {
-	err = csvReadError(r.files[r.fi], err)
+	err = csvReadError(r.files[r.fi], err, r.lineBase)
 	var ce *CSVError
 	if !errors.As(err, &ce) {
 		r.err = err // an I/O error: the stream ends
@@ -380,16 +476,16 @@ func (r *CSVReader) readError(err error) error {
 
 // csvReadError is err, from csv.Reader.Read on the file name, naming the
 // file and line.
-func csvReadError(name string, err error) error {
+func csvReadError(name string, err error, lineBase int) error {
 	var pe *csv.ParseError
 	if !errors.As(err, &pe) {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	where := fmt.Sprintf("character %d of the line", pe.Column)
 	if pe.StartLine != pe.Line {
-		where += fmt.Sprintf("; the row starts on line %d", pe.StartLine)
+		where += fmt.Sprintf("; the row starts on line %d", lineBase+pe.StartLine)
 	}
-	return &CSVError{File: name, Line: pe.Line, Err: fmt.Errorf("%w (%s)", pe.Err, where)}
+	return &CSVError{File: name, Line: lineBase + pe.Line, Err: fmt.Errorf("%w (%s)", pe.Err, where)}
 }
 
 // example is the row rec as an Example.
@@ -397,6 +493,7 @@ func (r *CSVReader) example(rec []string) (Example, error) {
 	name := r.files[r.fi]
 	if len(rec) != len(r.cols) {
 		line, _ := r.cr.FieldPos(0)
+		line += r.lineBase
 		return nil, &CSVError{File: name, Line: line,
 			Err: fmt.Errorf("%d columns, the schema has %d %s", len(rec), len(r.cols), columnList(columnNames(r.cols)))}
 	}
@@ -412,7 +509,7 @@ func (r *CSVReader) example(rec []string) (Example, error) {
 			}
 		}
 	}
-	ex, ints, floats, bytes, buf := r.ex, r.ints, r.floats, r.bytes, r.buf
+	ex, ints, floats, strs, buf := r.ex, r.ints, r.floats, r.strs, r.buf
 	if ex == nil || !r.opts.ReuseExample {
 		// A new Example's values are carved out of slabs shared by the
 		// next rows' Examples: four allocations every slabRows rows
@@ -420,7 +517,7 @@ func (r *CSVReader) example(rec []string) (Example, error) {
 		ex = make(Example, len(r.sel))
 		ints = carve(&r.intSlab, r.nInt, slabRows*r.nInt)
 		floats = carve(&r.floatSlab, r.nFloat, slabRows*r.nFloat)
-		bytes = carve(&r.bytesSlab, r.nBytes, slabRows*r.nBytes)
+		strs = carve(&r.bytesSlab, r.nBytes, slabRows*r.nBytes)
 		buf = carve(&r.bufSlab, bytesLen, slabBytes)
 	} else if cap(buf) < bytesLen {
 		buf = make([]byte, 0, bytesLen)
@@ -462,13 +559,13 @@ func (r *CSVReader) example(rec []string) (Example, error) {
 			}
 			start := len(buf)
 			buf = append(buf, v...)
-			bytes[nb] = buf[start:len(buf):len(buf)]
-			ex[c.Name] = Feature{Bytes: bytes[nb : nb+1 : nb+1]}
+			strs[nb] = buf[start:len(buf):len(buf)]
+			ex[c.Name] = Feature{Bytes: strs[nb : nb+1 : nb+1]}
 			nb++
 		}
 	}
 	if r.opts.ReuseExample {
-		r.ex, r.ints, r.floats, r.bytes, r.buf = ex, ints, floats, bytes, buf
+		r.ex, r.ints, r.floats, r.strs, r.buf = ex, ints, floats, strs, buf
 	}
 	return ex, nil
 }
@@ -493,5 +590,6 @@ func carve[T any](slab *[]T, n, size int) []T {
 
 func (r *CSVReader) valueError(i int, err error) error {
 	line, _ := r.cr.FieldPos(i)
+	line += r.lineBase
 	return &CSVError{File: r.files[r.fi], Line: line, Column: i + 1, Name: r.cols[i].Name, Err: err}
 }

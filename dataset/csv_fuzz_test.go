@@ -50,6 +50,7 @@ func FuzzCSVReader(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkSeek(t, data, opts)
 		ref := csv.NewReader(bytes.NewReader(data))
 		ref.Comma, ref.Comment, ref.FieldsPerRecord = opts.Comma, opts.Comment, -1
 
@@ -164,6 +165,36 @@ func FuzzCSVReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+type seekCloser struct{ *bytes.Reader }
+
+func (seekCloser) Close() error { return nil }
+
+// checkSeek checks that Seek to any position Position gave reading data
+// reads what follows it.
+func checkSeek(t *testing.T, data []byte, opts CSVOptions) {
+	t.Helper()
+	open := func(string) (io.ReadCloser, error) { return seekCloser{bytes.NewReader(data)}, nil }
+	r, err := newCSVReader([]string{"fuzz.csv"}, opts, open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := readSteps(t, r)
+	for k := range all {
+		s, err := newCSVReader([]string{"fuzz.csv"}, opts, open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Seek(all[k].Pos); err != nil {
+			t.Fatalf("Seek(%+v): %v", all[k].Pos, err)
+		}
+		if diff := cmp.Diff(all[k:], readSteps(t, s), cmp.Comparer(func(a, b float32) bool {
+			return a == b || a != a && b != b
+		})); diff != "" {
+			t.Fatalf("after Seek(%+v) (-want +got):\n%s", all[k].Pos, diff)
+		}
+	}
 }
 
 func errString(err error) string {

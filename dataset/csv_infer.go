@@ -96,7 +96,7 @@ func (inf *inference) sampleFile(name string, opts CSVOptions, rows int) error {
 			return nil
 		}
 		if err != nil {
-			return csvReadError(name, err)
+			return csvReadError(name, err, 0)
 		}
 		if inf.names == nil {
 			names := make([]string, len(rec))

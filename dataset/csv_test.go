@@ -407,3 +407,108 @@ func TestCSVReaderReuseHoldsARow(t *testing.T) {
 		t.Errorf("after 1000 rows of 20 bytes of strings, the buffer holds %d bytes", n)
 	}
 }
+
+// step is one call of Next: the position before it, and its Example or
+// error.
+type step struct {
+	Pos CSVPosition
+	Ex  Example
+	Err string
+}
+
+// readSteps calls Next until io.EOF or an error that ends the stream.
+func readSteps(t *testing.T, r *CSVReader) []step {
+	t.Helper()
+	var steps []step
+	var last error
+	for {
+		pos := r.Position()
+		ex, err := r.Next()
+		if err == io.EOF || err != nil && err == last {
+			return steps
+		}
+		s := step{Pos: pos, Ex: ex}
+		if err != nil {
+			s.Err, last = err.Error(), err
+		}
+		steps = append(steps, s)
+	}
+}
+
+// TestCSVReaderSeek checks that a reader that Seeks to any position
+// Position gave reads what a reader reading from the start reads from
+// there: the same rows, and the same errors on the same lines.
+func TestCSVReaderSeek(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"a.csv": "# comment\nid,age,name\n1,2,\"x\ny\"\n\n# another\n2,,b\n\"3\",4,\"c\n\nd\"\n4,x,e\n5,5,\"\"\"\"",
+		"b.csv": "id,age,name\n6,6,f\n7,7,g\n",
+	})
+	opts := CSVOptions{Schema: people, Comment: '#', ReuseExample: false}
+	r, err := NewCSVReader([]string{filepath.Join(dir, "*.csv")}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	all := readSteps(t, r)
+	if end := r.Position(); end != (CSVPosition{File: 2}) {
+		t.Errorf("Position at the end: %+v, want {File: 2}", end)
+	}
+	var errs []string
+	for _, s := range all {
+		if s.Err != "" {
+			errs = append(errs, strings.ReplaceAll(s.Err, dir+string(filepath.Separator), ""))
+		}
+	}
+	wantErrs := []string{
+		`a.csv:7: column "age" (2): empty value, and the column is not Optional`,
+		`a.csv:11: column "age" (2): "x" is not a number`,
+	}
+	if diff := cmp.Diff(wantErrs, errs); diff != "" || len(all) != 7 {
+		t.Fatalf("%d steps; errors (-want +got):\n%s", len(all), diff)
+	}
+	for k := range all {
+		s, err := NewCSVReader([]string{filepath.Join(dir, "*.csv")}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Seek(all[k].Pos); err != nil {
+			t.Fatalf("Seek(%+v): %v", all[k].Pos, err)
+		}
+		if diff := cmp.Diff(all[k:], readSteps(t, s)); diff != "" {
+			t.Errorf("after Seek(%+v) (-want +got):\n%s", all[k].Pos, diff)
+		}
+		s.Close()
+	}
+}
+
+func TestCSVReaderSeekErrors(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"data.csv": "id,age,name\n1,2,a\n"})
+	tests := []struct {
+		pos CSVPosition
+		err string
+	}{
+		{CSVPosition{File: -1}, `position {File:-1 Offset:0} is not in the 1 files`},
+		{CSVPosition{File: 1, Offset: 3}, `position {File:1 Offset:3} is not in the 1 files`},
+		{CSVPosition{File: 0, Offset: -1}, `position {File:0 Offset:-1} is not in the 1 files`},
+		{CSVPosition{File: 0, Offset: 5}, `data.csv: offset 5 is inside the header, which ends at 12`},
+		{CSVPosition{File: 0, Offset: 19}, `data.csv: offset 19 is beyond the end of the file (18 bytes)`},
+	}
+	for _, tt := range tests {
+		r, err := NewCSVReader([]string{filepath.Join(dir, "data.csv")}, CSVOptions{Schema: people})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Seek(tt.pos)
+		got := ""
+		if err != nil {
+			got = strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "")
+		}
+		if got != tt.err {
+			t.Errorf("Seek(%+v): %q, want %q", tt.pos, got, tt.err)
+		}
+		if _, nerr := r.Next(); err != nil && nerr != err {
+			t.Errorf("Next after Seek's error: %v, want it again", nerr)
+		}
+		r.Close()
+	}
+}
