@@ -40,9 +40,10 @@ type CSVOptions struct {
 	// splits them by name, the same for CSV rows and tf.Examples.
 	Columns []string
 	// ReuseExample makes Next return the same Example, its values
-	// overwritten, every call: no allocation a row, but an Example is
-	// valid only until the next call (as csv.Reader's ReuseRecord). Copy
-	// what must outlive it.
+	// overwritten, every call: no allocation a row but encoding/csv's
+	// one, and rows about half as costly, but an Example is valid only
+	// until the next call (as csv.Reader's ReuseRecord). Copy what must
+	// outlive it, and do not change it.
 	ReuseExample bool
 }
 
@@ -93,6 +94,9 @@ var ErrMissing = errors.New("empty value, and the column is not Optional")
 // Errors concerning a row are *CSVError; after one, Next goes on with
 // the next row. An error opening or reading a file, or a header that does
 // not match the schema, ends the stream: Next returns it again.
+//
+// Position and Seek save and restore where it is, to resume exactly.
+// A CSVReader is a Source; one goroutine at a time may use it.
 type CSVReader struct {
 	files []string
 	opts  CSVOptions
@@ -216,6 +220,9 @@ func expandFiles(files []string) ([]string, error) {
 			return nil, fmt.Errorf("file pattern %q: %w", pattern, err)
 		}
 		if len(matches) == 0 {
+			if _, err := os.Lstat(pattern); err != nil && !strings.ContainsAny(pattern, `*?[\`) {
+				return nil, err // a path: why it is not there
+			}
 			return nil, fmt.Errorf("file pattern %q matches no file", pattern)
 		}
 		for _, m := range matches {
@@ -228,6 +235,8 @@ func expandFiles(files []string) ([]string, error) {
 	}
 	return paths, nil
 }
+
+var _ Source = (*CSVReader)(nil)
 
 // Files is the files the reader reads, patterns expanded, in order.
 func (r *CSVReader) Files() []string { return append([]string(nil), r.files...) }

@@ -254,6 +254,12 @@ func TestCSVReader(t *testing.T) {
 		opts:  CSVOptions{Schema: people},
 		errs:  []string{`file pattern "nothing-*.csv" matches no file`},
 	}, {
+		name:  "a file that is not there",
+		files: map[string]string{"data.csv": ""},
+		read:  []string{"data.csv", "other.csv"},
+		opts:  CSVOptions{Schema: people},
+		errs:  []string{`lstat other.csv: no such file or directory`},
+	}, {
 		name:  "a file named twice",
 		files: map[string]string{"data.csv": ""},
 		read:  []string{"*.csv", "data.csv"},
