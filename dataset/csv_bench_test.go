@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -164,15 +163,6 @@ df = pd.read_csv(sys.argv[1], dtype=dtype, engine="c")
 print(len(df), time.perf_counter() - t, time.process_time() - c)
 `
 
-// cpuSeconds is the CPU time this process has used, all its threads.
-func cpuSeconds(t *testing.T) float64 {
-	var u syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(u.Utime.Nano() + u.Stime.Nano()).Seconds()
-}
-
 // TestCSVSpeedAgainstPandas reads the file with each reader in turn,
 // runs times, and reports each one's best wall time and best CPU time:
 // on a shared machine the CPU time is the steadier figure.
@@ -201,9 +191,9 @@ func TestCSVSpeedAgainstPandas(t *testing.T) {
 			read func() (int, float64, float64)
 		}{fmt.Sprintf("dataset.CSVReader reuse=%v", reuse), func() (int, float64, float64) {
 			runtime.GC()
-			start, cpu := time.Now(), cpuSeconds(t)
+			start, cpu := time.Now(), cpuSeconds()
 			n := readAllCSV(t, name, CSVOptions{ReuseExample: reuse})
-			return n, time.Since(start).Seconds(), cpuSeconds(t) - cpu
+			return n, time.Since(start).Seconds(), cpuSeconds() - cpu
 		}})
 	}
 	readers = append(readers, struct {
