@@ -28,7 +28,9 @@ type Comm interface {
 	// of elements, and this rank's contribution is already at its offset,
 	// the sum of counts before its rank. On return buf holds every rank's
 	// contribution, in rank order. A count may be 0; when all are, nothing
-	// is exchanged.
+	// is exchanged. MPI's takes at most 2³¹-1 elements in all (its
+	// displacements are C ints): more is an error on every rank, before
+	// any of them starts it.
 	AllGatherInt64(ctx context.Context, buf []int64, counts []int) error
 	// AllGatherFloat32 is AllGatherInt64 for float32 buffers.
 	AllGatherFloat32(ctx context.Context, buf []float32, counts []int) error

@@ -216,6 +216,17 @@ var mpiCases = []mpiCase{
 		}
 		return got, nil
 	}, func(np, r int) []float64 { return []float64{1, 1} }},
+	{"an all-gather larger than one MPI call is an error that breaks nothing", func(ctx context.Context, c Comm) ([]float64, error) {
+		defer func(m int) { maxCount = m }(maxCount)
+		maxCount = c.Size()
+		counts := make([]int, c.Size())
+		counts[0] = c.Size() + 1
+		err := c.AllGatherFloat64(ctx, make([]float64, c.Size()+1), counts)
+		if err != nil && strings.Contains(err.Error(), "more than one MPI call takes") {
+			return []float64{1}, nil
+		}
+		return []float64{0}, err
+	}, func(np, r int) []float64 { return []float64{1} }},
 	{"all-reduce after the error", allReduce64(3), func(np, r int) []float64 { return rankSum(np, 3) }},
 	// OpenMPI installs its SIGSEGV handler only where none is: Go's stays.
 	{"a nil dereference is still a Go panic", func(ctx context.Context, c Comm) (got []float64, err error) {
