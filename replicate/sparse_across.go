@@ -375,76 +375,105 @@ func gatherRows[T float32 | float64](ctx context.Context, x *across, what string
 }
 
 // densifySparse sums every gradient plans densify into out: each process
-// adds its rows into a buffer of the table's shape, with a mask of the rows
-// it touched, and every buffer and mask is summed over the processes in
-// one fused all-reduce; the rows any process touched are then taken from
-// the sums.
+// adds its rows into a buffer of the table's shape, followed by a mask of
+// the rows it touched (one value a row, 1 where touched), and the buffers
+// and masks are summed over the processes in place, those of float32
+// tables in one all-reduce and those of float64 tables in another (in
+// buckets of Config.BucketBytes, as the dense gradients); the rows any
+// process touched are then taken from the sums.
 func (x *across) densifySparse(ctx context.Context, plans []sparsePlan, names []string, grads []towers.IndexedSlices, out []towers.IndexedSlices) error {
-	var segs []collective.Segment
+	var n32, n64 int
 	for i, p := range plans {
 		if !p.dense {
 			continue
 		}
-		g := grads[i]
-		rows := g.DenseShape[0]
-		var buf, mask any
+		n := grads[i].DenseShape[0] * (p.rowSize + 1)
 		switch p.kind {
 		case 4:
-			buf, mask = make([]float32, rows*p.rowSize), markRows[float32](rows, g.Indices)
+			n32 += n
 		case 8:
-			buf, mask = make([]float64, rows*p.rowSize), markRows[float64](rows, g.Indices)
+			n64 += n
 		}
-		if err := g.AddTo(buf); err != nil {
-			return fmt.Errorf("sum sparse gradients across processes: densify %s: %w", sparseName(names, i), err)
-		}
-		segs = append(segs, collective.Segment{Data: buf, Scale: 1}, collective.Segment{Data: mask, Scale: 1})
 	}
-	if len(segs) == 0 {
+	if n32+n64 == 0 {
 		return nil
 	}
-	if err := x.fusion.AllReduce(ctx, x.comm, segs); err != nil {
-		return x.sparseFail("all-reduce of densified gradients", err)
-	}
+	buf32, buf64 := make([]float32, n32), make([]float64, n64)
+	var at32, at64 int
 	for i, p := range plans {
 		if !p.dense {
 			continue
 		}
-		buf, mask := segs[0].Data, segs[1].Data
-		segs = segs[2:]
+		var err error
+		switch p.kind {
+		case 4:
+			err = densifyInto(grads[i], buf32, &at32, p.rowSize)
+		case 8:
+			err = densifyInto(grads[i], buf64, &at64, p.rowSize)
+		}
+		if err != nil {
+			return fmt.Errorf("sum sparse gradients across processes: densify %s: %w", sparseName(names, i), err)
+		}
+	}
+	bucket := x.fusion.Bucket()
+	if err := inBuckets(ctx, buf32, max(bucket/4, 1), x.comm.AllReduceFloat32); err != nil {
+		return x.sparseFail("all-reduce of densified float32 gradients", err)
+	}
+	if err := inBuckets(ctx, buf64, max(bucket/8, 1), x.comm.AllReduceFloat64); err != nil {
+		return x.sparseFail("all-reduce of densified float64 gradients", err)
+	}
+	at32, at64 = 0, 0
+	for i, p := range plans {
+		if !p.dense {
+			continue
+		}
 		g := towers.IndexedSlices{DenseShape: slices.Clone(grads[i].DenseShape)}
-		switch b := buf.(type) {
-		case []float32:
-			g.Indices, g.Values = touchedRows(b, mask.([]float32), p.rowSize)
-		case []float64:
-			g.Indices, g.Values = touchedRows(b, mask.([]float64), p.rowSize)
+		switch p.kind {
+		case 4:
+			g.Indices, g.Values = touchedRows(buf32, &at32, g.DenseShape[0], p.rowSize)
+		case 8:
+			g.Indices, g.Values = touchedRows(buf64, &at64, g.DenseShape[0], p.rowSize)
 		}
 		out[i] = g
 	}
 	return nil
 }
 
-// markRows is a mask of rows elements, 1 at every id.
-func markRows[T numeric.Float](rows int, ids []int) []T {
-	m := make([]T, rows)
-	for _, id := range ids {
-		m[id] = 1
+// densifyInto adds g's rows into the table-shaped part of buf at *at and
+// marks the rows it touches in the mask after it; *at moves past both.
+func densifyInto[T numeric.Float](g towers.IndexedSlices, buf []T, at *int, rowSize int) error {
+	rows := g.DenseShape[0]
+	dense := buf[*at : *at+rows*rowSize]
+	mask := buf[*at+rows*rowSize : *at+rows*(rowSize+1)]
+	*at += rows * (rowSize + 1)
+	if err := g.AddTo(dense); err != nil {
+		return err
 	}
-	return m
+	for _, id := range g.Indices {
+		mask[id] = 1
+	}
+	return nil
 }
 
-// touchedRows is the ids of the rows mask marks, ascending, and their rows
-// of dense.
-func touchedRows[T numeric.Float](dense, mask []T, rowSize int) ([]int, []T) {
-	var ids []int
-	var vals []T
+// touchedRows is the ids of the rows the mask marks in the part of buf at
+// *at (a table of rows, then its mask), ascending, and their rows; *at
+// moves past the part.
+func touchedRows[T numeric.Float](buf []T, at *int, rows, rowSize int) ([]int, []T) {
+	dense := buf[*at : *at+rows*rowSize]
+	mask := buf[*at+rows*rowSize : *at+rows*(rowSize+1)]
+	*at += rows * (rowSize + 1)
+	n := 0
+	for _, m := range mask {
+		if m != 0 {
+			n++
+		}
+	}
+	ids, vals := make([]int, 0, n), make([]T, 0, n*rowSize)
 	for id, m := range mask {
 		if m != 0 {
 			ids = append(ids, id)
 			vals = append(vals, dense[id*rowSize:(id+1)*rowSize]...)
 		}
-	}
-	if vals == nil {
-		vals = []T{}
 	}
 	return ids, vals
 }

@@ -17,9 +17,9 @@ import (
 	"github.com/towerflow/towerflow/towers"
 )
 
-// The sparse gradients of the tests: a float32 table of 6 rows of 3 and a
-// float64 table of 5 rows of 2.
-var sparseShapes = [][]int{{6, 3}, {5, 2}}
+// The sparse gradients of the tests: a float32 table of 6 rows of 3, a
+// float64 table of 5 rows of 2 and a float32 table of 4 rows of 2.
+var sparseShapes = [][]int{{6, 3}, {5, 2}, {4, 2}}
 
 // sparseIDs says which rows rank r of np touches in each table.
 type sparseIDs func(r, np int) [][]int
@@ -38,7 +38,7 @@ func sparseGrads(ids sparseIDs, r, np int) []towers.IndexedSlices {
 				vals = append(vals, 0.1*float64(r+1)+0.01*float64(j+t)+0.001*float64(e))
 			}
 		}
-		if t == 0 {
+		if t != 1 {
 			v32 := make([]float32, len(vals))
 			for i, x := range vals {
 				v32[i] = float32(x)
@@ -154,29 +154,29 @@ var sparseCases = []struct {
 }{
 	{"rank 0 empty", func(r, np int) [][]int {
 		if r == 0 {
-			return [][]int{nil, {}}
+			return [][]int{nil, {}, nil}
 		}
-		return [][]int{{r % 6, (r + 2) % 6, r % 6}, {4, r % 5}}
+		return [][]int{{r % 6, (r + 2) % 6, r % 6}, {4, r % 5}, {r % 4}}
 	}},
 	{"the last rank empty, ids repeated across ranks", func(r, np int) [][]int {
 		if r == np-1 && np > 1 {
-			return [][]int{{}, nil}
+			return [][]int{{}, nil, nil}
 		}
-		return [][]int{{1, 1, 5}, {0, 2, 0, 2}}
+		return [][]int{{1, 1, 5}, {0, 2, 0, 2}, {3, 0}}
 	}},
 	{"one rank touches one table", func(r, np int) [][]int {
 		if r == np/2 {
-			return [][]int{{3}, nil}
+			return [][]int{{3}, nil, nil}
 		}
-		return [][]int{nil, nil}
+		return [][]int{nil, nil, nil}
 	}},
-	{"all empty", func(r, np int) [][]int { return [][]int{nil, nil} }},
+	{"all empty", func(r, np int) [][]int { return [][]int{nil, nil, nil} }},
 	{"every row, many times", func(r, np int) [][]int {
-		var a, b []int
+		var a, b, c []int
 		for k := range 12 {
-			a, b = append(a, (k+r)%6), append(b, (k*3+r)%5)
+			a, b, c = append(a, (k+r)%6), append(b, (k*3+r)%5), append(c, (k+2*r)%4)
 		}
-		return [][]int{a, b}
+		return [][]int{a, b, c}
 	}},
 }
 
