@@ -92,8 +92,11 @@ type sparsePlan struct {
 // process knows: first one all-gather of each process's setting and, per
 // gradient, its number of ids, dense shape and value type; then one
 // all-gather of the ids of every gathered gradient, one of their float32
-// rows and one of their float64 rows, and one fused all-reduce of every
-// densified gradient with a mask of its touched rows. A gradient that is
+// rows and one of their float64 rows, and an all-reduce in place of every
+// densified float32 gradient, each followed by a mask of its touched rows
+// (another of the float64 ones), in buckets of Config.BucketBytes. Each
+// is skipped, on every process alike, when it would move nothing. ctx is
+// the phase's (bound), as for the dense all-reduce. A gradient that is
 // invalid on a process, or whose shape or type or whose setting differs
 // between processes, is an error on every process after the first
 // all-gather, which breaks nothing. A collective that fails breaks the
