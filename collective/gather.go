@@ -32,9 +32,9 @@ type Gatherable interface {
 	int64 | float32 | float64
 }
 
-// GatherInto is the Comm's all-gather for T: AllGatherInt64,
+// AllGatherInto is the Comm's all-gather for T: AllGatherInt64,
 // AllGatherFloat32 or AllGatherFloat64.
-func GatherInto[T Gatherable](ctx context.Context, c Comm, buf []T, counts []int) error {
+func AllGatherInto[T Gatherable](ctx context.Context, c Comm, buf []T, counts []int) error {
 	switch b := any(buf).(type) {
 	case []int64:
 		return c.AllGatherInt64(ctx, b, counts)
@@ -74,7 +74,7 @@ func AllGather[T Gatherable](ctx context.Context, c Comm, data []T) ([][]T, erro
 	}
 	all := make([]T, total)
 	copy(all[at:], data)
-	if err := GatherInto(ctx, c, all, counts); err != nil {
+	if err := AllGatherInto(ctx, c, all, counts); err != nil {
 		return nil, err
 	}
 	got := make([][]T, n)

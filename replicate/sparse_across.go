@@ -371,7 +371,7 @@ func gatherRows[T float32 | float64](ctx context.Context, x *across, what string
 	if len(buf) == 0 {
 		return nil
 	}
-	if err := collective.GatherInto(ctx, x.comm, buf, counts); err != nil {
+	if err := collective.AllGatherInto(ctx, x.comm, buf, counts); err != nil {
 		return x.sparseFail("all-gather of "+what, err)
 	}
 	return nil
