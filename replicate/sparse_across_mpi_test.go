@@ -160,7 +160,10 @@ func errString(err error) string {
 // logs the best of 15 sums of one sparse gradient of a 100000 × 16
 // float32 table over 2 processes, gathered, densified and as the default
 // chooses, for 1000 to 200000 ids a process: the figures behind
-// SparseAsDenseAuto's rule. It asserts nothing.
+// SparseAsDenseAuto's rule. It asserts nothing. With
+// TOWERFLOW_SPARSE_TIMES=net the processes are on hosts of their own
+// (mpitest.NetHosts: network namespaces joined by veth links, root only),
+// their traffic over TCP.
 //
 //	TOWERFLOW_SPARSE_TIMES=1 go test -tags mpi -run TestMPIReduceSparseTimes -v ./replicate/
 func TestMPIReduceSparseTimes(t *testing.T) {
@@ -168,7 +171,7 @@ func TestMPIReduceSparseTimes(t *testing.T) {
 		t.Skip("set TOWERFLOW_SPARSE_TIMES=1 to time the sums of sparse gradients")
 	}
 	const rows, dim = 100000, 16
-	ks := []int{1000, 10000, 30000, 60000, 100000, 200000}
+	ks := []int{1000, 10000, 30000, 60000, 100000, 140000, 200000}
 	modes := []SparseAsDense{SparseAsDenseNever, SparseAsDenseAlways, SparseAsDenseAuto}
 	if mpitest.Child() {
 		c, err := collective.MPI()
@@ -204,7 +207,11 @@ func TestMPIReduceSparseTimes(t *testing.T) {
 		}
 		return
 	}
-	for _, line := range mpitest.ReadResults[[]string](t, mpitest.Run(t, 2), 2)[0] {
+	var env []string
+	if os.Getenv("TOWERFLOW_SPARSE_TIMES") == "net" {
+		env = mpitest.NetHosts(t, 2)
+	}
+	for _, line := range mpitest.ReadResults[[]string](t, mpitest.Run(t, 2, env...), 2)[0] {
 		t.Log(line)
 	}
 }
