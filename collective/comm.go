@@ -22,6 +22,20 @@ type Comm interface {
 	AllReduceFloat32(ctx context.Context, buf []float32) error
 	// Broadcast copies root's buf into every other rank's buf.
 	Broadcast(ctx context.Context, root int, buf []byte) error
+	// AllGatherInt64 gathers contributions of different lengths, in place:
+	// counts[r] is the length of rank r's contribution (every rank passes
+	// the same counts; AllGather exchanges them first), buf has their sum
+	// of elements, and this rank's contribution is already at its offset,
+	// the sum of counts before its rank. On return buf holds every rank's
+	// contribution, in rank order. A count may be 0; when all are, nothing
+	// is exchanged. MPI's takes at most 2³¹-1 elements in all (its
+	// displacements are C ints): more is an error on every rank, before
+	// any of them starts it.
+	AllGatherInt64(ctx context.Context, buf []int64, counts []int) error
+	// AllGatherFloat32 is AllGatherInt64 for float32 buffers.
+	AllGatherFloat32(ctx context.Context, buf []float32, counts []int) error
+	// AllGatherFloat64 is AllGatherInt64 for float64 buffers.
+	AllGatherFloat64(ctx context.Context, buf []float64, counts []int) error
 	// Close leaves the group; for MPI it finalizes MPI, after which the
 	// process cannot start it again.
 	Close() error

@@ -1,8 +1,9 @@
 // Package collective is what a group of training processes does together:
-// sum buffers across all of them (all-reduce) and copy one member's buffer
-// to the others (broadcast). It is the transport under replicate's
-// cross-process training and under weight averaging; it moves values, never
-// graphs.
+// sum buffers across all of them (all-reduce), copy one member's buffer to
+// the others (broadcast), and give every member every member's
+// contribution, of any length (all-gather: the ids and rows of sparse
+// gradients). It is the transport under replicate's cross-process training
+// and under weight averaging; it moves values, never graphs.
 //
 // A Comm is one member (a rank) of a group. Two implementations:
 //
@@ -14,7 +15,11 @@
 //     without it MPI returns an error that says how to build with it.
 //
 // Every rank calls the same collectives in the same order with buffers of
-// the same length. A collective waits for every rank; a cancelled context
+// the same length. An all-gather's contributions differ in length, so every
+// rank passes the same counts instead: AllGather exchanges the lengths
+// first, in an all-gather of one count per rank, then the data in one
+// MPI_Iallgatherv; a rank that contributes nothing (count 0) takes part as
+// the others do. A collective waits for every rank; a cancelled context
 // makes it return, and leaves the Comm broken: every later call fails with
 // the first error (an MPI collective cannot be taken back half done, so the
 // process should stop; mpirun then stops the others).

@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -36,7 +37,8 @@ type localRound struct {
 	kind    string
 	root    int
 	length  int
-	first   int // the rank that set kind, root and length
+	counts  []int // of an all-gather
+	first   int   // the rank that set kind, root, length and counts
 	bufs    []any
 	arrived int
 	done    chan struct{}
@@ -55,23 +57,43 @@ func (c *localComm) Size() int { return c.g.size }
 func (c *localComm) Close() error { return nil }
 
 func (c *localComm) AllReduceFloat64(ctx context.Context, buf []float64) error {
-	return c.collect(ctx, "all-reduce float64", 0, len(buf), buf)
+	return c.collect(ctx, "all-reduce float64", 0, len(buf), nil, buf)
 }
 
 func (c *localComm) AllReduceFloat32(ctx context.Context, buf []float32) error {
-	return c.collect(ctx, "all-reduce float32", 0, len(buf), buf)
+	return c.collect(ctx, "all-reduce float32", 0, len(buf), nil, buf)
 }
 
 func (c *localComm) Broadcast(ctx context.Context, root int, buf []byte) error {
 	if root < 0 || root >= c.g.size {
 		return fmt.Errorf("collective: broadcast from rank %d in a group of %d", root, c.g.size)
 	}
-	return c.collect(ctx, "broadcast", root, len(buf), buf)
+	return c.collect(ctx, "broadcast", root, len(buf), nil, buf)
+}
+
+func (c *localComm) AllGatherInt64(ctx context.Context, buf []int64, counts []int) error {
+	return localGather(ctx, c, "all-gather int64", buf, counts)
+}
+
+func (c *localComm) AllGatherFloat32(ctx context.Context, buf []float32, counts []int) error {
+	return localGather(ctx, c, "all-gather float32", buf, counts)
+}
+
+func (c *localComm) AllGatherFloat64(ctx context.Context, buf []float64, counts []int) error {
+	return localGather(ctx, c, "all-gather float64", buf, counts)
+}
+
+// localGather checks an all-gather's arguments and brings it to a round.
+func localGather[T any](ctx context.Context, c *localComm, kind string, buf []T, counts []int) error {
+	if err := checkGather(kind, c.g.size, len(buf), counts); err != nil {
+		return err
+	}
+	return c.collect(ctx, kind, 0, len(buf), counts, buf)
 }
 
 // collect brings this rank's buffer to the current round and waits for the
 // others; the last to arrive combines every buffer in place.
-func (c *localComm) collect(ctx context.Context, kind string, root, length int, buf any) error {
+func (c *localComm) collect(ctx context.Context, kind string, root, length int, counts []int, buf any) error {
 	g := c.g
 	g.mu.Lock()
 	if g.broken != nil {
@@ -85,12 +107,18 @@ func (c *localComm) collect(ctx context.Context, kind string, root, length int, 
 	}
 	r := g.round
 	if r == nil {
-		r = &localRound{kind: kind, root: root, length: length, first: c.rank, bufs: make([]any, g.size), done: make(chan struct{})}
+		r = &localRound{kind: kind, root: root, length: length, counts: counts, first: c.rank, bufs: make([]any, g.size), done: make(chan struct{})}
 		g.round = r
 	}
 	if r.kind != kind || r.root != root || r.length != length {
 		g.breakLocked(fmt.Errorf("collective: rank %d called %s (root %d) of %d elements while rank %d called %s (root %d) of %d: every rank must run the same collectives in the same order",
 			c.rank, kind, root, length, r.first, r.kind, r.root, r.length))
+		g.mu.Unlock()
+		return g.broken
+	}
+	if !slices.Equal(r.counts, counts) {
+		g.breakLocked(fmt.Errorf("collective: rank %d called %s with counts %v while rank %d called it with counts %v: every rank must pass the same counts",
+			c.rank, kind, counts, r.first, r.counts))
 		g.mu.Unlock()
 		return g.broken
 	}
@@ -147,6 +175,27 @@ func (r *localRound) combine() {
 		sumInto[float64](r.bufs)
 	case "all-reduce float32":
 		sumInto[float32](r.bufs)
+	case "all-gather int64":
+		gatherInto[int64](r.bufs, r.counts)
+	case "all-gather float32":
+		gatherInto[float32](r.bufs, r.counts)
+	case "all-gather float64":
+		gatherInto[float64](r.bufs, r.counts)
+	}
+}
+
+// gatherInto copies each rank's contribution, at its offset in its own
+// buffer, to the same offset in every other buffer.
+func gatherInto[T any](bufs []any, counts []int) {
+	off := 0
+	for r, n := range counts {
+		src := bufs[r].([]T)[off : off+n]
+		for i, b := range bufs {
+			if i != r {
+				copy(b.([]T)[off:off+n], src)
+			}
+		}
+		off += n
 	}
 }
 

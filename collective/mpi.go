@@ -5,6 +5,7 @@ package collective
 /*
 #cgo pkg-config: ompi-c
 #include <mpi.h>
+#include <stdlib.h>
 
 // OpenMPI's handles and constants are macros over its globals, which cgo
 // cannot name: these return them.
@@ -21,6 +22,13 @@ static int tf_iallreduce(void *buf, int count, int f32, MPI_Comm comm, MPI_Reque
 
 static int tf_ibcast(void *buf, int count, int root, MPI_Comm comm, MPI_Request *req) {
 	return MPI_Ibcast(buf, count, MPI_BYTE, root, comm, req);
+}
+
+// tf_iallgatherv gathers in place into buf: type 0 is int64, 1 float32,
+// 2 float64.
+static int tf_iallgatherv(void *buf, const int *counts, const int *displs, int type, MPI_Comm comm, MPI_Request *req) {
+	MPI_Datatype t = type == 0 ? MPI_INT64_T : type == 1 ? MPI_FLOAT : MPI_DOUBLE;
+	return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, t, comm, req);
 }
 
 static int tf_test(MPI_Request *req, int *done) {
@@ -235,6 +243,10 @@ type mpiComm struct {
 	// collective that broke the Comm stays pinned, and alive, for good.
 	poll *mpiPoll
 	pin  runtime.Pinner
+	// gatherv is an all-gather's counts and displacements, size C ints
+	// each, in C memory (MPI reads them until the collective completes);
+	// made by the first all-gather.
+	gatherv *C.int
 }
 
 // mpiPoll is what MPI writes while a collective runs: memory without Go
@@ -274,6 +286,47 @@ func (c *mpiComm) Broadcast(ctx context.Context, root int, buf []byte) error {
 	}
 	return c.run(ctx, op{"broadcast", root, len(buf)}, "MPI_Ibcast", unsafe.Pointer(&buf[0]), 1, func(p unsafe.Pointer, n C.int, req *C.MPI_Request) C.int {
 		return C.tf_ibcast(p, n, C.int(root), c.comm, req)
+	})
+}
+
+func (c *mpiComm) AllGatherInt64(ctx context.Context, buf []int64, counts []int) error {
+	return mpiGather(ctx, c, "all-gather int64", 0, buf, counts)
+}
+
+func (c *mpiComm) AllGatherFloat32(ctx context.Context, buf []float32, counts []int) error {
+	return mpiGather(ctx, c, "all-gather float32", 1, buf, counts)
+}
+
+func (c *mpiComm) AllGatherFloat64(ctx context.Context, buf []float64, counts []int) error {
+	return mpiGather(ctx, c, "all-gather float64", 2, buf, counts)
+}
+
+// mpiGather runs MPI_Iallgatherv in place on buf, of elements of C type
+// typ (see tf_iallgatherv). The displacements are C ints, so the whole
+// gather must fit in one MPI count: a larger one is an error before any
+// MPI call, on every rank alike (they all pass the same counts).
+func mpiGather[T any](ctx context.Context, c *mpiComm, kind string, typ C.int, buf []T, counts []int) error {
+	if err := checkGather(kind, c.size, len(buf), counts); err != nil {
+		return err
+	}
+	if len(buf) == 0 {
+		return c.check()
+	}
+	if len(buf) > maxCount {
+		return fmt.Errorf("collective: rank %d, %s of %d elements: more than one MPI call takes (%d); gather less at a time", c.rank, kind, len(buf), maxCount)
+	}
+	var zero T
+	return c.run(ctx, op{kind, 0, len(buf)}, "MPI_Iallgatherv", unsafe.Pointer(&buf[0]), int(unsafe.Sizeof(zero)), func(p unsafe.Pointer, _ C.int, req *C.MPI_Request) C.int {
+		if c.gatherv == nil {
+			c.gatherv = (*C.int)(C.malloc(C.size_t(2 * c.size * C.sizeof_int)))
+		}
+		arr := unsafe.Slice(c.gatherv, 2*c.size)
+		off := 0
+		for r, n := range counts {
+			arr[r], arr[c.size+r] = C.int(n), C.int(off)
+			off += n
+		}
+		return C.tf_iallgatherv(p, &arr[0], &arr[c.size], typ, c.comm, req)
 	})
 }
 
@@ -371,6 +424,10 @@ func (c *mpiComm) Close() error {
 	var errs []error
 	if rc := C.MPI_Comm_free(&c.comm); rc != C.MPI_SUCCESS {
 		errs = append(errs, c.opError(text("close"), "MPI_Comm_free", rc))
+	}
+	if c.gatherv != nil {
+		C.free(unsafe.Pointer(c.gatherv))
+		c.gatherv = nil
 	}
 	if c.finalize {
 		if rc := C.MPI_Finalize(); rc != C.MPI_SUCCESS {

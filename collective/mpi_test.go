@@ -125,7 +125,61 @@ func wantBroadcast(root, n int) func(np, r int) []float64 {
 	}
 }
 
+// gatherLen is rank r's number of elements in the all-gather cases: none
+// on rank 1.
+func gatherLen(r int) int {
+	if r == 1 {
+		return 0
+	}
+	return r + 3
+}
+
+// gatherValue is element i of rank r's contribution to an all-gather.
+func gatherValue(r, i int) float64 { return float64(100*r + i) }
+
+// allGather gathers every rank's lens(rank) values as T and returns the
+// lengths got, then the values.
+func allGather[T Gatherable](lens func(r int) int) func(context.Context, Comm) ([]float64, error) {
+	return func(ctx context.Context, c Comm) ([]float64, error) {
+		data := make([]T, lens(c.Rank()))
+		for i := range data {
+			data[i] = T(gatherValue(c.Rank(), i))
+		}
+		parts, err := AllGather(ctx, c, data)
+		got := []float64{}
+		for _, p := range parts {
+			got = append(got, float64(len(p)))
+		}
+		for _, p := range parts {
+			for _, x := range p {
+				got = append(got, float64(x))
+			}
+		}
+		return got, err
+	}
+}
+
+func wantGather(lens func(r int) int) func(np, r int) []float64 {
+	return func(np, _ int) []float64 {
+		want := []float64{}
+		for r := range np {
+			want = append(want, float64(lens(r)))
+		}
+		for r := range np {
+			for i := range lens(r) {
+				want = append(want, gatherValue(r, i))
+			}
+		}
+		return want
+	}
+}
+
 var mpiCases = []mpiCase{
+	{"all-gather int64, rank 1 empty", allGather[int64](gatherLen), wantGather(gatherLen)},
+	{"all-gather float32, rank 1 empty", allGather[float32](gatherLen), wantGather(gatherLen)},
+	{"all-gather float64, rank 1 empty", allGather[float64](gatherLen), wantGather(gatherLen)},
+	{"all-gather float64, all empty", allGather[float64](func(int) int { return 0 }), wantGather(func(int) int { return 0 })},
+	{"all-gather of 64 Ki float64 a rank", allGather[float64](func(int) int { return 1 << 16 }), wantGather(func(int) int { return 1 << 16 })},
 	{"all-reduce float64", allReduce64(5), func(np, r int) []float64 { return rankSum(np, 5) }},
 	{"all-reduce float32", allReduce32(5), func(np, r int) []float64 { return rankSum(np, 5) }},
 	{"all-reduce float64 of 64 Ki (512 KiB)", allReduce64(1 << 16), func(np, r int) []float64 { return rankSum(np, 1<<16) }},
@@ -162,6 +216,17 @@ var mpiCases = []mpiCase{
 		}
 		return got, nil
 	}, func(np, r int) []float64 { return []float64{1, 1} }},
+	{"an all-gather larger than one MPI call is an error that breaks nothing", func(ctx context.Context, c Comm) ([]float64, error) {
+		defer func(m int) { maxCount = m }(maxCount)
+		maxCount = c.Size()
+		counts := make([]int, c.Size())
+		counts[0] = c.Size() + 1
+		err := c.AllGatherFloat64(ctx, make([]float64, c.Size()+1), counts)
+		if err != nil && strings.Contains(err.Error(), "more than one MPI call takes") {
+			return []float64{1}, nil
+		}
+		return []float64{0}, err
+	}, func(np, r int) []float64 { return []float64{1} }},
 	{"all-reduce after the error", allReduce64(3), func(np, r int) []float64 { return rankSum(np, 3) }},
 	// OpenMPI installs its SIGSEGV handler only where none is: Go's stays.
 	{"a nil dereference is still a Go panic", func(ctx context.Context, c Comm) (got []float64, err error) {

@@ -107,6 +107,15 @@ type Config struct {
 	// bucket (Horovod's tensor fusion, DDP's buckets); 0 means
 	// collective.DefaultBucketBytes, 64 MiB.
 	BucketBytes int
+	// SparseAsDense says how sparse gradients (an embedding table's: the
+	// ids and rows a batch touched) cross processes: gathered, every
+	// process receiving every process's ids and rows, or densified and
+	// all-reduced as dense gradients are (Horovod's sparse_as_dense). The
+	// default, SparseAsDenseAuto, takes whichever moves fewer bytes,
+	// gradient by gradient and step by step; either way the sum names the
+	// same rows with the same values, up to float rounding. Every process
+	// must have the same setting.
+	SparseAsDense SparseAsDense
 	// PeerTimeout bounds how long a process waits for the others in one
 	// phase of collectives (a training step's header and all-reduce, the
 	// start's sync of variables, a weight average, the sum of metrics):
