@@ -69,8 +69,9 @@ func (e *Engine) ComputeGradients(ctx context.Context, batch sharding.Batch, hoo
 // state updates pending from ComputeGradients, if any, and increments the
 // global step: TrainStep's second half. grads must hold exactly one
 // gradient for every variable ComputeGradients returns one for, in any
-// order, each a []float32 or []float64 of its variable's dtype and size;
-// otherwise the error lists what was expected and nothing changes. The
+// order, each a []float32 or []float64 of its variable's dtype and size or
+// a valid towers.IndexedSlices of the variable (its optimizer must apply
+// those); otherwise the error lists what was expected and nothing changes. The
 // train ops are those of the latest training build, so the engine must
 // have computed gradients (or trained, or built Train towers) before.
 func (e *Engine) ApplyGradients(ctx context.Context, grads []Gradient) error {
@@ -184,7 +185,7 @@ func setGradients(b *build, grads []Gradient) error {
 			if !ok {
 				return fmt.Errorf("no gradient of %q; want gradients of %s", v.Name(), want())
 			}
-			if err := optimizers.CheckGradient(v, g); err != nil {
+			if err := checkGradient(v, g); err != nil {
 				return fmt.Errorf("%w; want gradients of %s", err, want())
 			}
 			n++
@@ -207,4 +208,16 @@ func setGradients(b *build, grads []Gradient) error {
 		}
 	}
 	return nil
+}
+
+// checkGradient checks that g can be v's gradient: a dense slice as
+// optimizers.CheckGradient checks it, or a towers.IndexedSlices of v.
+func checkGradient(v *towers.Variable, g any) error {
+	if s, ok := g.(towers.IndexedSlices); ok {
+		if err := s.CheckFor(v); err != nil {
+			return fmt.Errorf("%w: %w", optimizers.ErrMismatch, err)
+		}
+		return nil
+	}
+	return optimizers.CheckGradient(v, g)
 }

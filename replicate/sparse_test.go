@@ -15,6 +15,8 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/internal/vartest"
 	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/replicate"
@@ -706,5 +708,91 @@ func TestNoTableSizedBufferPerStep(t *testing.T) {
 				t.Errorf("rows 7 and 2^19 untrained: %v, %v", w[7*8], w[(1<<19)*8])
 			}
 		})
+	}
+}
+
+// TestSparseGradientsAsValues: computing an embedding model's gradients
+// and applying them equals a training step, bit for bit, on 1 and 3
+// towers: through the engine (the table's gradient a
+// towers.IndexedSlices) and through the Estimator, by name (the table's
+// rows in Gradients.Sparse) and flat (the rows added into Gradients.Flat).
+func TestSparseGradientsAsValues(t *testing.T) {
+	ctx := context.Background()
+	batches := []sharding.Batch{embedBatch(0), embedBatch(1), embedBatch(2)}
+	for n := 1; n <= 3; n += 2 {
+		t.Run(fmt.Sprintf("engine/towers%d", n), func(t *testing.T) {
+			newEngine := func() *replicate.Engine {
+				e, err := replicate.NewEngine(replicate.ModelFn(embedModel, replicate.Config{Devices: cpus(n), Optimizer: &sparseSGD{lr: 0.2}}), replicate.EngineConfig{Seed: 7})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { e.Close() })
+				return e
+			}
+			trained, stepped := newEngine(), newEngine()
+			for i, b := range batches {
+				if _, err := trained.TrainStep(ctx, b, replicate.StepHooks{}); err != nil {
+					t.Fatal(err)
+				}
+				_, grads, err := stepped.ComputeGradients(ctx, b, replicate.StepHooks{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sparse := 0
+				for _, g := range grads {
+					if _, ok := g.Value.(towers.IndexedSlices); ok {
+						sparse++
+					}
+				}
+				if sparse != 2 {
+					t.Fatalf("batch %d: %d sparse gradients, want the 2 tables'", i, sparse)
+				}
+				if err := stepped.ApplyGradients(ctx, grads); err != nil {
+					t.Fatalf("batch %d: %v", i, err)
+				}
+			}
+			for _, name := range trained.Store().Names() {
+				a, _ := trained.Store().Lookup(name)
+				b, _ := stepped.Store().Lookup(name)
+				if diff := cmp.Diff(a.Data(), b.Data()); diff != "" {
+					t.Errorf("%s (-train +compute/apply):\n%s", name, diff)
+				}
+			}
+		})
+		for _, flat := range []bool{false, true} {
+			t.Run(fmt.Sprintf("estimator/flat=%v/towers%d", flat, n), func(t *testing.T) {
+				newEst := func() *estimator.Estimator {
+					est, err := estimator.New(replicate.ModelFn(embedModel, replicate.Config{Devices: cpus(n), Optimizer: &sparseSGD{lr: 0.2}}),
+						estimator.RunConfig{Seed: 3, LogEvery: -1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { est.Close() })
+					return est
+				}
+				trained, stepped := newEst(), newEst()
+				if err := trained.Train(ctx, batchesOf(batches)); err != nil {
+					t.Fatal(err)
+				}
+				for i, b := range batches {
+					g, err := stepped.ComputeGradients(ctx, b)
+					if err != nil {
+						t.Fatalf("batch %d: %v", i, err)
+					}
+					if _, ok := g.Sparse["bag/embeddings"]; !ok {
+						t.Fatalf("batch %d: no sparse gradient of bag/embeddings: %v", i, g.Sparse)
+					}
+					if flat {
+						g.ByName, g.Sparse = nil, nil
+					}
+					if err := stepped.ApplyGradients(ctx, g); err != nil {
+						t.Fatalf("batch %d: %v", i, err)
+					}
+				}
+				if diff := cmp.Diff(vartest.Variables(t, trained), vartest.Variables(t, stepped)); diff != "" {
+					t.Errorf("variables (-train +compute/apply):\n%s", diff)
+				}
+			})
+		}
 	}
 }
