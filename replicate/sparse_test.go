@@ -16,6 +16,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/vartest"
 	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/model"
@@ -42,7 +43,11 @@ func (o *sparseSGD) Apply(_ *towers.Store, vars []*towers.Variable, grads []any)
 		for _, g := range grads {
 			switch g := g.(type) {
 			case towers.IndexedSlices:
-				cp = append(cp, towers.IndexedSlices{Indices: slices.Clone(g.Indices), Values: slices.Clone(g.Values.([]float64)), DenseShape: g.DenseShape})
+				vals, err := numeric.SliceFloat64s(g.Values)
+				if err != nil {
+					return err
+				}
+				cp = append(cp, towers.IndexedSlices{Indices: slices.Clone(g.Indices), Values: vals, DenseShape: g.DenseShape})
 			case []float64:
 				cp = append(cp, slices.Clone(g))
 			default:
@@ -52,26 +57,39 @@ func (o *sparseSGD) Apply(_ *towers.Store, vars []*towers.Variable, grads []any)
 		*o.record = append(*o.record, cp)
 	}
 	for i, v := range vars {
-		w := v.Data().([]float64)
-		switch g := grads[i].(type) {
-		case towers.IndexedSlices:
-			if err := g.CheckFor(v); err != nil {
-				return err
-			}
-			rs := g.RowSize()
-			vals := g.Values.([]float64)
-			for k, id := range g.Indices {
-				for j := range rs {
-					w[id*rs+j] -= o.lr * vals[k*rs+j]
-				}
-			}
+		var err error
+		switch w := v.Data().(type) {
 		case []float64:
-			for j := range w {
-				w[j] -= o.lr * g[j]
-			}
-		default:
-			return fmt.Errorf("sparseSGD: gradient of %q is a %T", v.Name(), grads[i])
+			err = sgdStep(v, w, grads[i], o.lr)
+		case []float32:
+			err = sgdStep(v, w, grads[i], o.lr)
 		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sgdStep[T float32 | float64](v *towers.Variable, w []T, grad any, lr float64) error {
+	switch g := grad.(type) {
+	case towers.IndexedSlices:
+		if err := g.CheckFor(v); err != nil {
+			return err
+		}
+		rs := g.RowSize()
+		vals, _ := g.Values.([]T)
+		for k, id := range g.Indices {
+			for j := range rs {
+				w[id*rs+j] -= T(lr) * vals[k*rs+j]
+			}
+		}
+	case []T:
+		for j := range w {
+			w[j] -= T(lr) * g[j]
+		}
+	default:
+		return fmt.Errorf("sparseSGD: gradient of %q is a %T", v.Name(), grad)
 	}
 	return nil
 }
@@ -123,6 +141,8 @@ type lookupCase struct {
 	padded   bool
 	ids      *tensor.Dense // dense ids; nil for the sparse bags
 	tied     bool          // the loss also reads the table densely
+	f32      bool          // a float32 table
+	shared   bool          // the table is also looked up by the dense ids "ids"
 }
 
 // lookupModel looks up params["case"] in a table of vocab 6 × dim 3
@@ -133,6 +153,15 @@ func lookupModel(s *towers.Scope, mode model.Mode, f model.Features, _ model.Lab
 	c := p["case"].(lookupCase)
 	cfg := layers.EmbeddingConfig{Vocab: 6, Dim: 3, Dtype: tensor.Float64, Padded: c.padded, PaddingID: 3}
 	if t, ok := p["table"].(*tensor.Dense); ok {
+		if c.f32 {
+			vals, _ := numeric.SliceFloat64s(t.Data())
+			f := make([]float32, len(vals))
+			for i, x := range vals {
+				f[i] = float32(x)
+			}
+			t = tensor.New(tensor.WithShape(t.Shape()...), tensor.WithBacking(f))
+			cfg.Dtype = tensor.Float32
+		}
 		cfg.Init = towers.Values(t)
 	}
 	emb, err := layers.NewEmbedding(layers.NewModule(s, ""), "emb", cfg)
@@ -163,6 +192,13 @@ func lookupModel(s *towers.Scope, mode model.Mode, f model.Features, _ model.Lab
 	if p["linear"] == true {
 		loss = G.Must(G.Mean(out))
 	}
+	if c.shared {
+		out2, err := emb.Lookup(f.Get("ids"))
+		if err != nil {
+			return nil, err
+		}
+		loss = G.Must(G.Add(loss, G.Must(G.Mean(G.Must(G.Square(out2))))))
+	}
 	if c.tied {
 		pen := G.Must(G.Mul(G.Must(G.Sum(G.Must(G.Square(emb.Table())))), G.NewConstant(0.01)))
 		loss = G.Must(G.Add(loss, pen))
@@ -181,6 +217,9 @@ func lookupBatch(c lookupCase) sharding.Batch {
 	} else {
 		b.Features["ids"] = c.ids
 	}
+	if c.shared {
+		b.Features["ids"] = ints([]int{7, 2}, 1, 3, 3, 3, 0, 5, 2, 4, 5, 5, 0, 1, 4, 2)
+	}
 	return b
 }
 
@@ -196,6 +235,15 @@ var lookupCases = []lookupCase{
 	{name: "sparse weighted sqrtn padded", sparse: true, combiner: layers.CombineSqrtN, weighted: true, padded: true},
 	{name: "sparse mean tied", sparse: true, combiner: layers.CombineMean, tied: true},
 	{name: "ids [batch, k] tied", tied: true, ids: ints([]int{7, 2}, 1, 3, 3, 3, 0, 5, 2, 4, 5, 5, 0, 1, 4, 2)},
+	{name: "one table, two features: sparse mean and ids", sparse: true, combiner: layers.CombineMean, shared: true},
+	{name: "int32 ids", ids: tensor.New(tensor.WithShape(7), tensor.WithBacking([]int32{5, 4, 3, 2, 1, 0, 0}))},
+	{name: "int ids", ids: tensor.New(tensor.WithShape(7), tensor.WithBacking([]int{0, 1, 5, 2, 2, 4, 3}))},
+}
+
+// float32Cases are lookup cases on a float32 table.
+var float32Cases = []lookupCase{
+	{name: "float32 ids [batch, k] padded", f32: true, padded: true, ids: ints([]int{7, 2}, 1, 3, 3, 3, 0, 5, 2, 4, 5, 5, 0, 1, 4, 2)},
+	{name: "float32 sparse weighted sqrtn", f32: true, sparse: true, combiner: layers.CombineSqrtN, weighted: true},
 }
 
 // testTable is a 6 × 3 table with distinct entries.
@@ -219,8 +267,9 @@ func lookupRef(c lookupCase, table []float64) (out [][]float64, ids [][]int, sca
 		clear(table[3*dim : 4*dim])
 	}
 	if !c.sparse {
-		raw := c.ids.Data().([]int64)
-		for _, id := range raw {
+		raw, _ := numeric.SliceFloat64s(c.ids.Data())
+		for _, x := range raw {
+			id := int(x)
 			out = append(out, slices.Clone(table[id*dim:(id+1)*dim]))
 			ids = append(ids, []int{int(id)})
 			scales = append(scales, []float64{1})
@@ -283,7 +332,7 @@ func newLookupEngine(t *testing.T, towersN int, c lookupCase, reduction replicat
 // sqrtn, with and without weights; the empty row zeros).
 func TestEmbeddingLookupForward(t *testing.T) {
 	table := testTable().Data().([]float64)
-	for _, c := range lookupCases {
+	for _, c := range append(slices.Clone(lookupCases), float32Cases...) {
 		want, _, _ := lookupRef(c, table)
 		var flat []float64
 		for _, r := range want {
@@ -304,7 +353,15 @@ func TestEmbeddingLookupForward(t *testing.T) {
 				if diff := cmp.Diff(wantShape, []int(got.Shape())); diff != "" {
 					t.Errorf("shape (-want +got):\n%s", diff)
 				}
-				if diff := cmp.Diff(flat, got.Data().([]float64), cmpopts.EquateApprox(0, 1e-14)); diff != "" {
+				tol := 1e-14
+				if c.f32 {
+					tol = 1e-6
+				}
+				gotVals, err := numeric.SliceFloat64s(got.Data())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(flat, gotVals, cmpopts.EquateApprox(0, tol)); diff != "" {
 					t.Errorf("output (-want +got):\n%s", diff)
 				}
 			})
@@ -385,48 +442,54 @@ func TestEmbeddingGradientIsNumeric(t *testing.T) {
 // BatchMean rows/total) and duplicates summed, ids ascending, on 1 to 3
 // towers.
 func TestIndexedSlicesSumOverTowers(t *testing.T) {
-	c := lookupCase{name: "weighted mean", sparse: true, combiner: layers.CombineMean, weighted: true}
-	_, ids, scales := lookupRef(c, testTable().Data().([]float64))
-	for _, red := range []replicate.LossReduction{replicate.Sum, replicate.Mean, replicate.BatchMean} {
-		for n := 1; n <= 3; n++ {
-			t.Run(fmt.Sprintf("%v/towers%d", red, n), func(t *testing.T) {
-				sizes, err := sharding.Sizes(7, n)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rows := map[int][]float64{}
-				r := 0
-				for _, size := range sizes {
-					w := map[replicate.LossReduction]float64{replicate.Sum: 1, replicate.Mean: 1 / float64(n), replicate.BatchMean: float64(size) / 7}[red]
-					for range size {
-						for k, id := range ids[r] {
-							if rows[id] == nil {
-								rows[id] = make([]float64, 3)
-							}
-							for j := range 3 {
-								rows[id][j] += w * scales[r][k] / float64(size*3)
-							}
-						}
-						r++
+	c64 := lookupCase{name: "weighted mean", sparse: true, combiner: layers.CombineMean, weighted: true}
+	_, ids, scales := lookupRef(c64, testTable().Data().([]float64))
+	for _, c := range []lookupCase{c64, {name: "float32 weighted mean", sparse: true, combiner: layers.CombineMean, weighted: true, f32: true}} {
+		tol := 1e-14
+		if c.f32 {
+			tol = 1e-7
+		}
+		for _, red := range []replicate.LossReduction{replicate.Sum, replicate.Mean, replicate.BatchMean} {
+			for n := 1; n <= 3; n++ {
+				t.Run(fmt.Sprintf("%s/%v/towers%d", c.name, red, n), func(t *testing.T) {
+					sizes, err := sharding.Sizes(7, n)
+					if err != nil {
+						t.Fatal(err)
 					}
-				}
-				want := towers.IndexedSlices{DenseShape: []int{6, 3}, Values: []float64{}}
-				for _, id := range slices.Sorted(maps.Keys(rows)) {
-					want.Indices = append(want.Indices, id)
-					want.Values = append(want.Values.([]float64), rows[id]...)
-				}
-				var rec [][]any
-				e := newLookupEngine(t, n, c, red, model.Params{"linear": true}, &sparseSGD{lr: 0.1, record: &rec})
-				if _, err := e.TrainStep(context.Background(), lookupBatch(c), replicate.StepHooks{}); err != nil {
-					t.Fatal(err)
-				}
-				if len(rec) != 1 || len(rec[0]) != 1 {
-					t.Fatalf("optimizer saw %v, want one apply of one gradient", rec)
-				}
-				if diff := cmp.Diff(want, rec[0][0], cmpopts.EquateApprox(0, 1e-14)); diff != "" {
-					t.Errorf("gradient (-want +got):\n%s", diff)
-				}
-			})
+					rows := map[int][]float64{}
+					r := 0
+					for _, size := range sizes {
+						w := map[replicate.LossReduction]float64{replicate.Sum: 1, replicate.Mean: 1 / float64(n), replicate.BatchMean: float64(size) / 7}[red]
+						for range size {
+							for k, id := range ids[r] {
+								if rows[id] == nil {
+									rows[id] = make([]float64, 3)
+								}
+								for j := range 3 {
+									rows[id][j] += w * scales[r][k] / float64(size*3)
+								}
+							}
+							r++
+						}
+					}
+					want := towers.IndexedSlices{DenseShape: []int{6, 3}, Values: []float64{}}
+					for _, id := range slices.Sorted(maps.Keys(rows)) {
+						want.Indices = append(want.Indices, id)
+						want.Values = append(want.Values.([]float64), rows[id]...)
+					}
+					var rec [][]any
+					e := newLookupEngine(t, n, c, red, model.Params{"linear": true}, &sparseSGD{lr: 0.1, record: &rec})
+					if _, err := e.TrainStep(context.Background(), lookupBatch(c), replicate.StepHooks{}); err != nil {
+						t.Fatal(err)
+					}
+					if len(rec) != 1 || len(rec[0]) != 1 {
+						t.Fatalf("optimizer saw %v, want one apply of one gradient", rec)
+					}
+					if diff := cmp.Diff(want, rec[0][0], cmpopts.EquateApprox(0, tol)); diff != "" {
+						t.Errorf("gradient (-want +got):\n%s", diff)
+					}
+				})
+			}
 		}
 	}
 }
