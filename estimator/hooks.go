@@ -39,8 +39,14 @@ type StepResult struct {
 	Step int64
 	// Loss is the step's reduced loss.
 	Loss float64
-	// Examples is the number of rows in the step's batch.
+	// Examples is the number of rows in the step's batch (in all its
+	// micro-batches, with replicate.Config.AccumulateSteps).
 	Examples int
+	// GradientNorm is the global norm of the step's gradients before
+	// clipping, over the train ops that clip by global norm
+	// (model.Clip.GlobalNorm; see replicate.Engine.GradientNorm); 0 when
+	// none does.
+	GradientNorm float64
 	// Values holds what the hook's StepRequest fetched.
 	Values map[string]*tensor.Dense
 }

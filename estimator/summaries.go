@@ -28,6 +28,10 @@ const (
 	// ExamplesPerSecTag is the training speed in examples (batch rows)
 	// per second since the previous summary.
 	ExamplesPerSecTag = "examples/sec"
+	// GradientNormTag is the global norm of the gradients before clipping
+	// (StepResult.GradientNorm), with the loss, when a train op clips by
+	// global norm (model.Clip.GlobalNorm).
+	GradientNormTag = "gradients/global_norm"
 )
 
 // eventsFlushEvery bounds how long training summaries wait in memory
@@ -170,6 +174,9 @@ func (h *summaryHook) AfterStep(_ context.Context, r StepResult) (bool, error) {
 		return false, nil
 	}
 	scalars := []tfevents.Scalar{{Tag: LossTag, Value: r.Loss}}
+	if _, ok := h.e.eng.GradientNorm(); ok {
+		scalars = append(scalars, tfevents.Scalar{Tag: GradientNormTag, Value: r.GradientNorm})
+	}
 	now := time.Now()
 	// At the run's first step there is no interval to time yet.
 	if dt := now.Sub(h.lastTime).Seconds(); !first && dt > 0 {

@@ -23,7 +23,8 @@ type trainOptions struct {
 }
 
 // Steps trains for n more steps (or until the input ends); n must be at
-// least 1.
+// least 1. A step is an update: with replicate.Config.AccumulateSteps K,
+// each reads K batches.
 func Steps(n int64) TrainOption {
 	return func(o *trainOptions) { o.steps, o.hasSteps = n, true }
 }
@@ -92,20 +93,40 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 		return err
 	}
 	defer func() { err = r.end(ctx, err) }()
+	// update runs one update on the micro-batches read for it and reports
+	// whether the run ends.
+	update := func(micro []Batch) (bool, error) {
+		stop, err := r.step(ctx, micro)
+		if peerStopped(err) {
+			e.log.Info("train: another process stopped; stopping with it", "global_step", e.eng.Step(), "cause", err)
+			return true, nil
+		}
+		return stop, err
+	}
+	// micro gathers the micro-batches of one update
+	// (replicate.Config.AccumulateSteps); an input that ends part-way
+	// through one trains on those it gave.
+	k := e.eng.AccumulateSteps()
+	micro := make([]Batch, 0, k)
 	for batch, err, ok := r.first, r.firstErr, r.haveFirst; ok; batch, err, ok = r.nextBatch(ctx) {
 		if err != nil {
 			return fmt.Errorf("train: input at step %d: %w", e.eng.Step(), err)
 		}
-		stop, err := r.step(ctx, batch)
-		if peerStopped(err) {
-			e.log.Info("train: another process stopped; stopping with it", "global_step", e.eng.Step(), "cause", err)
-			break
+		if micro = append(micro, batch); len(micro) < k {
+			continue
 		}
+		stop, err := update(micro)
+		micro = micro[:0]
 		if err != nil {
 			return err
 		}
 		if stop {
 			break
+		}
+	}
+	if len(micro) > 0 && ctx.Err() == nil {
+		if _, err := update(micro); err != nil {
+			return err
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -235,10 +256,11 @@ type lossRejected struct{ err error }
 func (e *lossRejected) Error() string { return e.err.Error() }
 func (e *lossRejected) Unwrap() error { return e.err }
 
-// step runs one training step with its hooks: BeforeStep, the engine's
-// step, the fetches, AfterStep; then the batch is released. It reports
-// whether the run should stop.
-func (r *trainRun) step(ctx context.Context, batch Batch) (stop bool, err error) {
+// step runs one training step (one update) with its hooks: BeforeStep,
+// the engine's step on batch (several: micro-batches accumulated into the
+// update), the fetches, AfterStep; then the batches are released. It
+// reports whether the run should stop.
+func (r *trainRun) step(ctx context.Context, batch []Batch) (stop bool, err error) {
 	e := r.e
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("train: stopped at step %d: %w", e.eng.Step(), err)
@@ -256,12 +278,17 @@ func (r *trainRun) step(ctx context.Context, batch Batch) (stop bool, err error)
 		r.requests[i] = req.Fetch
 		fetch = append(fetch, req.Fetch...)
 	}
-	rows, _ := batch.Rows()
-	loss, err := e.eng.TrainStep(ctx, batch, r.inStep)
+	rows := 0
+	for _, b := range batch {
+		n, _ := b.Rows()
+		rows += n
+	}
+	loss, err := e.eng.TrainMicroBatches(ctx, batch, r.inStep)
 	if err != nil {
 		return false, fmt.Errorf("train: %w", err)
 	}
 	res := StepResult{Step: e.eng.Step(), Loss: loss, Examples: rows}
+	res.GradientNorm, _ = e.eng.GradientNorm()
 	var values map[string]*tensor.Dense
 	if len(fetch) > 0 {
 		if values, err = e.eng.Fetch(fetch); err != nil {
@@ -287,8 +314,10 @@ func (r *trainRun) step(ctx context.Context, batch Batch) (stop bool, err error)
 		}
 		stop = stop || s
 	}
-	if batch.Release != nil {
-		batch.Release()
+	for _, b := range batch {
+		if b.Release != nil {
+			b.Release()
+		}
 	}
 	return stop, nil
 }

@@ -5,6 +5,7 @@ import (
 	"hash"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sync/atomic"
 
 	"github.com/chewxy/hm"
@@ -280,6 +281,16 @@ func gradRows[T float](l *lookupBase, g []T, buf []T) ([]T, error) {
 	return buf, nil
 }
 
+// valuesOf returns the values of a sparse tensor's rank-1 Values: its
+// Data, or an empty slice of its type for no entries (a shard whose rows
+// have none), whose Data panics.
+func valuesOf(t *tensor.Dense) any {
+	if t.Shape().TotalSize() > 0 {
+		return t.Data()
+	}
+	return reflect.MakeSlice(reflect.SliceOf(t.Dtype().Type), 0, 0).Interface()
+}
+
 // intsOf sets dst to the integer values of v (an int, int64 or int32
 // slice).
 func intsOf(v any, dst []int) ([]int, error) {
@@ -412,7 +423,7 @@ func (l *sparseLookupOp) read() error {
 		return fmt.Errorf("embedding lookup: %s was not fed", l.what)
 	}
 	var err error
-	if l.lookupBase.ids, err = intsOf(v.Values.Data(), l.lookupBase.ids); err != nil {
+	if l.lookupBase.ids, err = intsOf(valuesOf(v.Values), l.lookupBase.ids); err != nil {
 		return fmt.Errorf("embedding lookup: %s: %w", l.what, err)
 	}
 	rows := l.feature.Rows()
@@ -439,7 +450,7 @@ func (l *sparseLookupOp) read() error {
 				return fmt.Errorf("embedding lookup: %s: weight entry %d has index %v, its id row %d (weights must have the ids' indices, in order)", l.what, e, idx, l.rows[e])
 			}
 		}
-		switch d := wv.Values.Data().(type) {
+		switch d := valuesOf(wv.Values).(type) {
 		case []float32:
 			for _, x := range d {
 				l.weights = append(l.weights, float64(x))

@@ -97,4 +97,7 @@ type TrainOp struct {
 	// variable the tower asked for. A listed variable the loss does not
 	// depend on gets no gradient and is skipped.
 	Vars []string
+	// Clip clips the gradients before Optimizer applies them (see Clip);
+	// the zero value clips nothing.
+	Clip Clip
 }

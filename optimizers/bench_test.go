@@ -1,6 +1,7 @@
 package optimizers_test
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"gorgonia.org/tensor"
@@ -115,6 +116,67 @@ func BenchmarkUpdateOverSubnormalSlots(b *testing.B) {
 					for _, s := range slots {
 						copy(s, fill)
 					}
+					if err := opt.Apply(store, vars, grads); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkSparseApply times one Apply to a float32 embedding table of
+// 1M rows of 16 (64 MiB) whose gradient touches 4096 rows drawn at
+// random (a few repeat): as a sparse gradient (sparse), and as its
+// densified gradient (dense). SGD, Adagrad and FTRL update the sparse
+// gradient's rows alone; Adam's default walks every row (the dense
+// apply's semantics) and its Lazy option the rows alone. The sparse
+// gradient's deduplication is part of its step.
+func BenchmarkSparseApply(b *testing.B) {
+	const rows, dim, touched = 1 << 20, 16, 4096
+	kinds := []struct {
+		name string
+		opt  func() optimizers.Optimizer
+	}{
+		{"SGD", func() optimizers.Optimizer { return optimizers.SGD(0.01) }},
+		{"Adagrad", func() optimizers.Optimizer { return optimizers.Adagrad(0.01) }},
+		{"FTRL", func() optimizers.Optimizer { return optimizers.FTRL(0.01, optimizers.L1(0.001)) }},
+		{"Adam", func() optimizers.Optimizer { return optimizers.Adam(0.001) }},
+		{"Adam/lazy", func() optimizers.Optimizer { return optimizers.Adam(0.001, optimizers.Lazy()) }},
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	s := towers.IndexedSlices{DenseShape: []int{rows, dim}, Indices: make([]int, touched)}
+	vals := make([]float32, touched*dim)
+	for i := range s.Indices {
+		s.Indices[i] = r.IntN(rows)
+	}
+	for i := range vals {
+		vals[i] = float32(r.NormFloat64())
+	}
+	s.Values = vals
+	for _, k := range kinds {
+		for _, mode := range []string{"dense", "sparse"} {
+			b.Run(k.name+"/"+mode, func(b *testing.B) {
+				store := towers.NewStore(towers.StoreConfig{Seed: 1})
+				w, _, err := store.GetOrCreate(towers.VarSpec{Name: "table", Dtype: tensor.Float32, Shape: tensor.Shape{rows, dim},
+					Init: towers.RandomNormal(0, 0.1), Trainable: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var g any = s
+				if mode == "dense" {
+					d := make([]float32, rows*dim)
+					if err := s.AddTo(d); err != nil {
+						b.Fatal(err)
+					}
+					g = d
+				}
+				opt := k.opt()
+				vars, grads := []*towers.Variable{w}, []any{g}
+				if err := opt.Apply(store, vars, grads); err != nil { // creates the slots
+					b.Fatal(err)
+				}
+				for b.Loop() {
 					if err := opt.Apply(store, vars, grads); err != nil {
 						b.Fatal(err)
 					}

@@ -31,27 +31,68 @@ type step struct {
 // is 1, which leaves w bit for bit as it is. float32 updates on amd64 with
 // AVX2 run in assembly (kernels_amd64.s), eight elements at a time, with
 // these loops' operations in their order, so the same bits; the loops
-// here run the last few elements, float64, and everything elsewhere. The
-// assembly makes an update 8-9x as fast (BenchmarkUpdate), which Go's
-// compiler, vectorizing nothing, leaves to it.
+// here run the last few elements, float64, FTRL, and everything
+// elsewhere. The assembly makes an update 8-9x as fast (BenchmarkUpdate),
+// which Go's compiler, vectorizing nothing, leaves to it. Every element
+// updates on its own, so any split of a variable into ranges, each run
+// through the assembly and the loops, gives the same bits.
 func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
-	k := coefficients[T](c, s)
+	newKernel[T](c, s).run(w, g, slots)
+}
+
+// kernel is update for one Apply and one dtype: the configuration and the
+// step's coefficients, computed once, then run over any number of element
+// ranges (a dense gradient's chunks, a sparse gradient's rows). avx holds
+// the float32 coefficients in vector lanes for the assembly, nil where the
+// assembly does not run (float64, no AVX2, FTRL). zero is a gradient of
+// zeros, read-only, for the rows a sparse gradient does not name where
+// the update still runs over them.
+type kernel[T numeric.Float] struct {
+	c    *config
+	k    coeffs[T]
+	avx  *avx2Coeffs
+	zero []T
+}
+
+// zeroLen is the length of the shared zero gradients.
+const zeroLen = 2048
+
+var (
+	zeros32 [zeroLen]float32
+	zeros64 [zeroLen]float64
+)
+
+func newKernel[T numeric.Float](c *config, s step) *kernel[T] {
+	kn := &kernel[T]{c: c, k: coefficients[T](c, s)}
+	if k32, ok := any(kn.k).(coeffs[float32]); ok {
+		kn.zero = any(zeros32[:]).([]T)
+		if useAVX2 && c.kind != kindFTRL {
+			kn.avx = broadcast(&k32)
+		}
+	} else {
+		kn.zero = any(zeros64[:]).([]T)
+	}
+	return kn
+}
+
+// run applies the step to w from g, slots in slotNames order, all of
+// len(g) elements (w may be longer).
+func (kn *kernel[T]) run(w, g []T, slots [][]T) {
+	c, k := kn.c, &kn.k
 	w = w[:len(g)]
 	if c.kind == kindSGD && c.wd == 0 {
 		numeric.Axpy(-k.lr, g, w) // w - lr·g, bit for bit
 		return
 	}
-	if n := len(g) &^ 7; n > 0 && useAVX2 {
-		if k32, ok := any(k).(coeffs[float32]); ok {
-			// The assembly takes whole vectors, the loops below the rest.
-			var head [maxSlots][]float32
-			var rest [maxSlots][]T
-			for i, slot := range slots {
-				head[i], rest[i] = any(slot[:n]).([]float32), slot[n:]
-			}
-			updateAVX2(c, &k32, any(w[:n]).([]float32), any(g[:n]).([]float32), head[:len(slots)])
-			w, g, slots = w[n:], g[n:], rest[:len(slots)]
+	if n := len(g) &^ 7; n > 0 && kn.avx != nil {
+		// The assembly takes whole vectors, the loops below the rest.
+		var head [maxSlots][]float32
+		var rest [maxSlots][]T
+		for i, slot := range slots {
+			head[i], rest[i] = any(slot[:n]).([]float32), slot[n:]
 		}
+		updateAVX2(c, kn.avx, any(w[:n]).([]float32), any(g[:n]).([]float32), head[:len(slots)])
+		w, g, slots = w[n:], g[n:], rest[:len(slots)]
 	}
 	// Every product is rounded by a conversion, T(…), before it is added:
 	// without it Go may fuse the two into one multiply-add (GOAMD64=v3),
@@ -112,6 +153,49 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 			acc[i] = a
 			w[i] = T(w[i]*k.decay) - T(k.lr*gi)/(sqrt(a)+k.eps)
 		}
+	case kindFTRL:
+		ftrl(k, c.lrPower == -0.5, w, g, slots[0][:len(g)], slots[1][:len(g)])
+	}
+}
+
+// ftrl is update's FTRL-Proximal, TensorFlow's ApplyFtrlV2 (ApplyFtrl
+// without l2 shrinkage), in T arithmetic, with n = acc^-lrPower (a square
+// root when lrPower is -0.5):
+//
+//	gs = g + 2·l2_shrinkage·w
+//	acc' = acc + g·g
+//	lin += gs - (n(acc') - n(acc))/lr · w
+//	w = (sign(lin)·l1 - lin) / (n(acc')/lr + 2·l2) if |lin| > l1, else 0
+//
+// acc' and lin are flushed of subnormals, and acc' takes a tiny g as zero
+// when acc is zero, as Adagrad's accumulator.
+func ftrl[T numeric.Float](k *coeffs[T], half bool, w, g, acc, lin []T) {
+	for i, gi := range g {
+		w0, a0 := w[i], acc[i]
+		gs, gq := gi, gi
+		if k.shrink2 != 0 {
+			gs = gi + T(k.shrink2*w0)
+		}
+		if a0 == 0 && tiny(gi, k.floor) {
+			gq = 0
+		}
+		a := ftz(a0 + T(gq*gq))
+		var n0, n1 T
+		if half {
+			n0, n1 = sqrt(a0), sqrt(a)
+		} else {
+			n0, n1 = pow(a0, k.power), pow(a, k.power)
+		}
+		l := ftz(lin[i] + (gs - T((n1-n0)/k.lr*w0)))
+		acc[i], lin[i] = a, l
+		switch {
+		case l > k.l1:
+			w[i] = (k.l1 - l) / (n1/k.lr + k.l2x2)
+		case l < -k.l1:
+			w[i] = (-k.l1 - l) / (n1/k.lr + k.l2x2)
+		default:
+			w[i] = 0
+		}
 	}
 }
 
@@ -120,6 +204,8 @@ func update[T numeric.Float](c *config, w, g []T, slots [][]T, s step) {
 // and one less it; floor is squareFloor of the factor of g·g.
 type coeffs[T numeric.Float] struct {
 	lr, decay, mom, b1, omb1, b2, omb2, corr1, corr2, eps, floor T
+	// FTRL's: l1, twice l2 and twice the l2 shrinkage, -lrPower.
+	l1, l2x2, shrink2, power T
 }
 
 func coefficients[T numeric.Float](c *config, s step) coeffs[T] {
@@ -138,6 +224,9 @@ func coefficients[T numeric.Float](c *config, s step) coeffs[T] {
 		k.floor = squareFloor(k.omb2)
 	case kindAdagrad:
 		k.floor = squareFloor(T(1))
+	case kindFTRL:
+		k.floor = squareFloor(T(1))
+		k.l1, k.l2x2, k.shrink2, k.power = T(c.l1), T(2*c.l2), T(2*c.shrinkage), T(-c.lrPower)
 	}
 	return k
 }
@@ -145,6 +234,9 @@ func coefficients[T numeric.Float](c *config, s step) coeffs[T] {
 // sqrt is the correctly rounded square root in T (for float32 the float64
 // root rounds to the float32 one).
 func sqrt[T numeric.Float](x T) T { return T(math.Sqrt(float64(x))) }
+
+// pow is x^y in T.
+func pow[T numeric.Float](x, y T) T { return T(math.Pow(float64(x), float64(y))) }
 
 // ftz flushes a subnormal x to a zero of its sign and returns any other x
 // unchanged, without a branch: the bits of x are ANDed with a mask that is

@@ -14,10 +14,9 @@ type avx2Coeffs struct {
 	lr, decay, mom, b1, omb1, b2, omb2, corr1, corr2, eps, floor [8]float32
 }
 
-// updateAVX2 runs update's loop for c's kind over w and g, whose length is
-// a multiple of 8, and the slots.
-func updateAVX2(c *config, k *coeffs[float32], w, g []float32, slots [][]float32) {
-	var p avx2Coeffs
+// broadcast returns k's coefficients, each in the eight lanes of a vector.
+func broadcast(k *coeffs[float32]) *avx2Coeffs {
+	p := new(avx2Coeffs)
 	for _, f := range []struct {
 		lanes *[8]float32
 		v     float32
@@ -29,18 +28,25 @@ func updateAVX2(c *config, k *coeffs[float32], w, g []float32, slots [][]float32
 			f.lanes[i] = f.v
 		}
 	}
+	return p
+}
+
+// updateAVX2 runs update's loop for c's kind (not FTRL, which has no
+// assembly) over w and g, whose length is a multiple of 8, and the slots,
+// with the coefficients p.
+func updateAVX2(c *config, p *avx2Coeffs, w, g []float32, slots [][]float32) {
 	n := len(g)
 	switch c.kind {
 	case kindSGD:
-		sgdAVX2(&w[0], &g[0], n, &p)
+		sgdAVX2(&w[0], &g[0], n, p)
 	case kindMomentum:
-		momentumAVX2(&w[0], &g[0], &slots[0][0], n, &p, c.nesterov)
+		momentumAVX2(&w[0], &g[0], &slots[0][0], n, p, c.nesterov)
 	case kindAdam:
-		adamAVX2(&w[0], &g[0], &slots[0][0], &slots[1][0], n, &p)
+		adamAVX2(&w[0], &g[0], &slots[0][0], &slots[1][0], n, p)
 	case kindRMSProp:
-		rmspropAVX2(&w[0], &g[0], &slots[0][0], n, &p)
+		rmspropAVX2(&w[0], &g[0], &slots[0][0], n, p)
 	case kindAdagrad:
-		adagradAVX2(&w[0], &g[0], &slots[0][0], n, &p)
+		adagradAVX2(&w[0], &g[0], &slots[0][0], n, p)
 	}
 }
 

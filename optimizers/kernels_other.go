@@ -4,6 +4,10 @@ package optimizers
 
 // Without assembly the Go loops run every update.
 
-const useAVX2 = false
+var useAVX2 = false
 
-func updateAVX2(*config, *coeffs[float32], []float32, []float32, [][]float32) {}
+type avx2Coeffs struct{}
+
+func broadcast(*coeffs[float32]) *avx2Coeffs { return nil }
+
+func updateAVX2(*config, *avx2Coeffs, []float32, []float32, [][]float32) {}

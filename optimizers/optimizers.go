@@ -11,19 +11,34 @@
 //	<var>/<Name>/v          Adam's second moment of variable <var>
 //	<Name>/iterations       Adam's step count t, a scalar int64
 //	<var>/<Name>/rms        RMSProp's mean square of variable <var>
-//	<var>/<Name>/accumulator Adagrad's sum of squares of variable <var>
+//	<var>/<Name>/accumulator Adagrad's and FTRL's sum of squares of variable <var>
+//	<var>/<Name>/linear      FTRL's linear term of variable <var>
 //
 // where <Name> is the optimizer's name ("SGD", "Momentum", "Adam",
-// "RMSProp" or "Adagrad" unless changed with Named). Slot variables are
-// non-trainable, have their variable's dtype and shape and are placed on its
-// device; they start at zero, except Adagrad's accumulators, which start at
-// its initial accumulator value.
+// "RMSProp", "Adagrad" or "Ftrl" unless changed with Named). Slot variables
+// are non-trainable, have their variable's dtype and shape and are placed
+// on its device; they start at zero, except Adagrad's and FTRL's
+// accumulators, which start at the initial accumulator value.
 //
 // The learning rate is constant, or follows a Schedule
 // (LearningRateSchedule) of the store's global step, so that a restored
 // store resumes on the same rate too. WeightDecay adds decoupled weight
-// decay to any kind. Slot values that come out of an update subnormal are
-// flushed to zero.
+// decay to any kind but FTRL. Slot values that come out of an update
+// subnormal are flushed to zero.
+//
+// A gradient is dense (a slice of the variable's size) or sparse: a
+// towers.IndexedSlices, the rows of a large table a batch touched (an
+// embedding's gradient), its duplicate ids summed before the update. SGD,
+// Adagrad and FTRL update a sparse gradient's rows alone, each exactly as
+// the dense apply of the densified gradient updates it, and leave every
+// other row and its slots as they are, so a step costs the rows, not the
+// table. Momentum, Adam and RMSProp decay every row's slots in their dense
+// form; a sparse gradient gives them by default exactly what its densified
+// gradient gives (TensorFlow 1's semantics), walking the table without a
+// dense gradient buffer, and with the Lazy option only its rows and their
+// slots change (TensorFlow's LazyAdam, PyTorch's SparseAdam). The learning
+// rate, its schedule, weight decay (on the weights updated) and the
+// subnormal flush apply to rows as to whole variables.
 //
 // The updates follow TensorFlow's optimizers (Keras's for RMSProp and
 // Adagrad), and the tests check them against gorgonia's solvers
@@ -53,14 +68,14 @@ import (
 // Apply call, keeping its state in slot variables of the store.
 type Optimizer interface {
 	// Name is the optimizer's name, used as the slot prefix: "SGD",
-	// "Momentum", "Adam", "RMSProp", "Adagrad" by default, changeable with
-	// Named.
+	// "Momentum", "Adam", "RMSProp", "Adagrad", "Ftrl" by default,
+	// changeable with Named.
 	Name() string
 	// Config describes kind and hyper-parameters, e.g.
 	// "Adam(name=Adam,lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08)"; two
 	// optimizers with equal Config behave identically (used to check that
-	// every tower made the same train-op calls). A learning-rate schedule
-	// and weight decay, when set, are part of it. Across processes
+	// every tower made the same train-op calls). A learning-rate schedule,
+	// weight decay and Lazy, when set, are part of it. Across processes
 	// (replicate.Config.Processes) every process's Config, and its
 	// LearningRate at a few fixed steps (0, 1, 10, … 10⁶: a schedule's
 	// String may not tell two apart), must be rank 0's.
@@ -70,9 +85,13 @@ type Optimizer interface {
 	// learning rate, or the schedule's rate.
 	LearningRate(step int64) float64
 	// Apply updates vars in place from grads (grads[i] is a []float32 or
-	// []float64 slice with vars[i]'s dtype and size; a nil grads[i], or a nil
-	// slice, means no gradient: that variable and its slots are left
-	// untouched). Slot
+	// []float64 slice with vars[i]'s dtype and size, or a
+	// towers.IndexedSlices of its dtype and shape, a sparse gradient, which
+	// Apply deduplicates and applies as the package comment says; a nil
+	// grads[i], or a nil slice, means no gradient: that variable and its
+	// slots are left untouched, while an IndexedSlices with no rows is a
+	// zero gradient: it changes nothing where only rows update, and decays
+	// every row's slots where all rows do). Slot
 	// variables are got or created in store (non-trainable, colocated with
 	// their variable, zero-initialised). One Apply is one step: an iteration
 	// counter increments once per Apply.
@@ -102,6 +121,7 @@ const (
 	kindAdam
 	kindRMSProp
 	kindAdagrad
+	kindFTRL
 )
 
 func (k kind) String() string {
@@ -116,6 +136,8 @@ func (k kind) String() string {
 		return "RMSProp"
 	case kindAdagrad:
 		return "Adagrad"
+	case kindFTRL:
+		return "Ftrl"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -133,7 +155,10 @@ type config struct {
 	eps      float64
 	wd       float64
 	sched    Schedule // nil: the constant lr
-	errs     []error
+	lazy     bool
+	// FTRL's
+	lrPower, l1, l2, shrinkage float64
+	errs                       []error
 }
 
 func (c *config) fail(format string, args ...any) {
@@ -149,6 +174,9 @@ func build(c config, opts []Option) Optimizer {
 		if o != nil {
 			o(&c)
 		}
+	}
+	if c.kind == kindFTRL && c.sched == nil && c.lr == 0 {
+		c.fail("FTRL's learning rate must be positive, not 0")
 	}
 	return &optimizer{c: c}
 }
@@ -229,6 +257,12 @@ func (o *optimizer) Config() string {
 		fmt.Fprintf(&b, ",rho=%s,eps=%s", ftoa(c.rho), ftoa(c.eps))
 	case kindAdagrad:
 		fmt.Fprintf(&b, ",initial_accumulator=%s,eps=%s", ftoa(c.initAcc), ftoa(c.eps))
+	case kindFTRL:
+		fmt.Fprintf(&b, ",lr_power=%s,initial_accumulator=%s,l1=%s,l2=%s,l2_shrinkage=%s",
+			ftoa(c.lrPower), ftoa(c.initAcc), ftoa(c.l1), ftoa(c.l2), ftoa(c.shrinkage))
+	}
+	if c.lazy {
+		b.WriteString(",lazy=true")
 	}
 	if c.wd != 0 {
 		fmt.Fprintf(&b, ",weight_decay=%s", ftoa(c.wd))
@@ -275,6 +309,18 @@ func (o *optimizer) slotNames() []string {
 		return []string{"rms"}
 	case kindAdagrad:
 		return []string{"accumulator"}
+	case kindFTRL:
+		return []string{"accumulator", "linear"}
+	}
+	return nil
+}
+
+// slotInit is the initializer of slot k (in slotNames order): the initial
+// accumulator value for Adagrad's and FTRL's accumulators, zeros (nil)
+// for every other.
+func (o *optimizer) slotInit(k int) towers.Initializer {
+	if (o.c.kind == kindAdagrad || o.c.kind == kindFTRL) && k == 0 {
+		return towers.Constant(o.c.initAcc)
 	}
 	return nil
 }
@@ -300,6 +346,8 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 		return fmt.Errorf("%w: %d variables but %d gradients", ErrMismatch, len(vars), len(grads))
 	}
 	seen := make(map[string]int, len(vars))
+	// sparse[i] is grads[i] deduplicated when it is an IndexedSlices.
+	sparse := make([]*towers.IndexedSlices, len(vars))
 	for i, v := range vars {
 		if v == nil {
 			return fmt.Errorf("variable %d is nil", i)
@@ -317,6 +365,10 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 		if err := CheckGradient(v, grads[i]); err != nil {
 			return err
 		}
+		if s, ok := grads[i].(towers.IndexedSlices); ok {
+			d := s.Deduplicate()
+			sparse[i] = &d
+		}
 	}
 	lr, err := o.rate(store)
 	if err != nil {
@@ -326,10 +378,6 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 	// Get or create every slot before writing any value, so that a slot
 	// that exists with the wrong shape leaves everything unchanged.
 	names := o.slotNames()
-	var init towers.Initializer // nil: zeros
-	if o.c.kind == kindAdagrad {
-		init = towers.Constant(o.c.initAcc)
-	}
 	slots := make([][]any, len(vars))
 	for i, v := range vars {
 		if noGrad(grads[i]) {
@@ -341,7 +389,7 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 				Name:     o.slotName(v.Name(), s),
 				Dtype:    v.Dtype(),
 				Shape:    v.Shape(),
-				Init:     init,
+				Init:     o.slotInit(k),
 				Colocate: v.Name(),
 			})
 			if err != nil {
@@ -366,32 +414,30 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 	sizes := make([]int, len(vars))
 	ws := make([]any, len(vars)) // read once here, not per chunk: Data allocates
 	for i, v := range vars {
-		if !noGrad(grads[i]) {
+		switch {
+		case noGrad(grads[i]):
+		case sparse[i] != nil && o.c.rowsOnly():
+			sizes[i] = len(sparse[i].Indices) * sparse[i].RowSize()
+		default:
 			sizes[i] = v.Size()
+		}
+		if sizes[i] > 0 {
 			ws[i] = v.Data()
 		}
 	}
+	k32, k64 := newKernel[float32](&o.c, st), newKernel[float64](&o.c, st)
 	// Every element updates independently: spread chunks over the cores.
+	// A sparse gradient's chunks are of its rows' elements when only its
+	// rows update, else of the variable's.
 	return parallel.ForChunks(sizes, func(i, lo, hi int) error {
 		switch w := ws[i].(type) {
 		case []float32:
-			updateRange(&o.c, w, grads[i].([]float32), slots[i], lo, hi, st)
+			applyRange(k32, w, grads[i], sparse[i], slots[i], lo, hi)
 		case []float64:
-			updateRange(&o.c, w, grads[i].([]float64), slots[i], lo, hi, st)
+			applyRange(k64, w, grads[i], sparse[i], slots[i], lo, hi)
 		}
 		return nil
 	})
-}
-
-// updateRange applies update to elements [lo, hi) of w, g and the slots,
-// allocating nothing.
-func updateRange[T numeric.Float](c *config, w, g []T, slots []any, lo, hi int, st step) {
-	var buf [maxSlots][]T
-	s := buf[:len(slots)]
-	for k, slot := range slots {
-		s[k] = slot.([]T)[lo:hi]
-	}
-	update(c, w[lo:hi], g[lo:hi], s, st)
 }
 
 // rate returns the learning rate of this Apply: the constant one, or the
@@ -412,6 +458,9 @@ func (o *optimizer) rate(store *towers.Store) (float64, error) {
 	lr := o.c.sched.Rate(s[0])
 	if !finiteNonNegative(lr) {
 		return 0, fmt.Errorf("%w: learning rate schedule %v gives %v at step %d, not finite and non-negative", ErrConfig, o.c.sched, lr, s[0])
+	}
+	if o.c.kind == kindFTRL && lr == 0 {
+		return 0, fmt.Errorf("%w: learning rate schedule %v gives 0 at step %d: FTRL divides by its learning rate", ErrConfig, o.c.sched, s[0])
 	}
 	return lr, nil
 }
@@ -452,19 +501,26 @@ func noGrad(g any) bool {
 }
 
 // CheckGradient is an error, wrapping ErrMismatch and naming the
-// variable, unless g is a []float32 or []float64 of v's dtype and size:
-// what an optimizer's Apply checks of every gradient before it writes.
+// variable, unless g is a []float32 or []float64 of v's dtype and size, or
+// a towers.IndexedSlices of v's dtype and shape whose every index is in
+// range (CheckFor): what an optimizer's Apply checks of every gradient
+// before it writes.
 func CheckGradient(v *towers.Variable, g any) error {
 	ok := false
 	n := -1
 	switch g := g.(type) {
+	case towers.IndexedSlices:
+		if err := g.CheckFor(v); err != nil {
+			return fmt.Errorf("%w: %w", ErrMismatch, err)
+		}
+		return nil
 	case []float32:
 		ok, n = v.Dtype() == tensor.Float32, len(g)
 	case []float64:
 		ok, n = v.Dtype() == tensor.Float64, len(g)
 	}
 	if n < 0 {
-		return fmt.Errorf("%w: variable %q (%v): gradient is a %T, not a []float32 or []float64", ErrMismatch, v.Name(), v.Dtype(), g)
+		return fmt.Errorf("%w: variable %q (%v): gradient is a %T, not a []float32, []float64 or towers.IndexedSlices", ErrMismatch, v.Name(), v.Dtype(), g)
 	}
 	if !ok || n != v.Size() {
 		return fmt.Errorf("%w: variable %q has dtype %v and %d elements (shape %v), its gradient is a %T of %d elements",

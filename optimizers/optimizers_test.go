@@ -270,6 +270,7 @@ func TestSlots(t *testing.T) {
 		{name: "Adam/named", opt: optimizers.Adam(0.1, optimizers.Named("tower/adam")), slots: []string{"tower/adam/m", "tower/adam/v"}, extra: []string{"tower/adam/iterations"}},
 		{name: "RMSProp", opt: optimizers.RMSProp(0.1), slots: []string{"RMSProp/rms"}},
 		{name: "Adagrad", opt: optimizers.Adagrad(0.1, optimizers.Named("ada")), slots: []string{"ada/accumulator"}},
+		{name: "FTRL", opt: optimizers.FTRL(0.1), slots: []string{"Ftrl/accumulator", "Ftrl/linear"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -338,7 +339,7 @@ func TestSlots(t *testing.T) {
 // TestNilGradient checks that a nil gradient leaves its variable and slots
 // untouched while the other variables step.
 func TestNilGradient(t *testing.T) {
-	for _, opt := range []optimizers.Optimizer{optimizers.SGD(0.1), optimizers.Momentum(0.1, 0.9), optimizers.Adam(0.1), optimizers.RMSProp(0.1), optimizers.Adagrad(0.1)} {
+	for _, opt := range []optimizers.Optimizer{optimizers.SGD(0.1), optimizers.Momentum(0.1, 0.9), optimizers.Adam(0.1), optimizers.RMSProp(0.1), optimizers.Adagrad(0.1), optimizers.FTRL(0.1)} {
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 			t.Run(opt.Name()+"/"+dt.String(), func(t *testing.T) {
 				store, vars := newStore(t, dt, towers.StoreConfig{})
@@ -554,6 +555,12 @@ func TestConfig(t *testing.T) {
 		{optimizers.SGD(0.1, optimizers.LearningRateSchedule(optimizers.LinearWarmup(10, optimizers.CosineDecay(0.1, 100, 0)))), "SGD",
 			"SGD(name=SGD,lr=0.1,schedule=LinearWarmup(steps=10,then=CosineDecay(lr=0.1,decay_steps=100,alpha=0)))"},
 		{optimizers.SGD(-1), "SGD", `SGD(name=SGD,lr=-1,invalid="invalid optimizer configuration: learning rate -1 is not finite and non-negative")`},
+		{optimizers.FTRL(0.05), "Ftrl", "Ftrl(name=Ftrl,lr=0.05,lr_power=-0.5,initial_accumulator=0.1,l1=0,l2=0,l2_shrinkage=0)"},
+		{optimizers.FTRL(0.05, optimizers.LearningRatePower(-0.25), optimizers.InitialAccumulator(1), optimizers.L1(0.5), optimizers.L2(2),
+			optimizers.L2Shrinkage(0.125), optimizers.Named("linear")), "linear",
+			"Ftrl(name=linear,lr=0.05,lr_power=-0.25,initial_accumulator=1,l1=0.5,l2=2,l2_shrinkage=0.125)"},
+		{optimizers.Adam(0.001, optimizers.Lazy()), "Adam", "Adam(name=Adam,lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,lazy=true)"},
+		{optimizers.Momentum(0.01, 0.9, optimizers.Lazy()), "Momentum", "Momentum(name=Momentum,lr=0.01,momentum=0.9,nesterov=false,lazy=true)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
@@ -611,7 +618,7 @@ func TestErrors(t *testing.T) {
 		{name: "rho one", opt: optimizers.RMSProp(0.1, optimizers.Rho(1)), is: optimizers.ErrConfig, want: []string{"rho 1 is not in [0, 1)"}},
 		{name: "negative RMSProp epsilon", opt: optimizers.RMSProp(0.1, optimizers.Epsilon(-1e-7)), is: optimizers.ErrConfig, want: []string{"epsilon -1e-07 is not finite"}},
 		{name: "InitialAccumulator on RMSProp", opt: optimizers.RMSProp(0.1, optimizers.InitialAccumulator(1)), is: optimizers.ErrConfig,
-			want: []string{"option InitialAccumulator applies to Adagrad only, not RMSProp"}},
+			want: []string{"option InitialAccumulator applies to Adagrad and FTRL only, not RMSProp"}},
 		{name: "negative accumulator", opt: optimizers.Adagrad(0.1, optimizers.InitialAccumulator(-0.1)), is: optimizers.ErrConfig,
 			want: []string{"initial accumulator -0.1 is not finite and non-negative"}},
 		{name: "negative weight decay", opt: optimizers.Momentum(0.1, 0.9, optimizers.WeightDecay(-0.1)), is: optimizers.ErrConfig,
@@ -644,6 +651,61 @@ func TestErrors(t *testing.T) {
 		{name: "empty name", opt: optimizers.SGD(0.1, optimizers.Named("")), is: optimizers.ErrConfig, want: []string{`name "" is not a valid name`}},
 		{name: "bad name", opt: optimizers.SGD(0.1, optimizers.Named("my adam")), is: optimizers.ErrConfig, want: []string{`name "my adam" is not a valid name`}},
 		{name: "trailing slash", opt: optimizers.SGD(0.1, optimizers.Named("adam/")), is: optimizers.ErrConfig, want: []string{`name "adam/" is not a valid name`}},
+		{name: "FTRL zero lr", opt: optimizers.FTRL(0), is: optimizers.ErrConfig, want: []string{"FTRL's learning rate must be positive, not 0"}},
+		{name: "FTRL schedule zero", opt: optimizers.FTRL(1, optimizers.LearningRateSchedule(optimizers.PiecewiseConstant([]int64{5}, []float64{0, 1}))),
+			setup: func(t *testing.T, store *towers.Store) { newGlobalStep(t, store) },
+			is:    optimizers.ErrConfig, want: []string{"gives 0 at step 0: FTRL divides by its learning rate"}},
+		{name: "FTRL positive power", opt: optimizers.FTRL(0.1, optimizers.LearningRatePower(0.5)), is: optimizers.ErrConfig,
+			want: []string{"learning rate power 0.5 is not finite and at most 0"}},
+		{name: "FTRL infinite power", opt: optimizers.FTRL(0.1, optimizers.LearningRatePower(math.Inf(-1))), is: optimizers.ErrConfig,
+			want: []string{"learning rate power -Inf is not finite"}},
+		{name: "FTRL negative l1", opt: optimizers.FTRL(0.1, optimizers.L1(-1)), is: optimizers.ErrConfig,
+			want: []string{"l1 regularization strength -1 is not finite and non-negative"}},
+		{name: "FTRL NaN l2", opt: optimizers.FTRL(0.1, optimizers.L2(math.NaN())), is: optimizers.ErrConfig,
+			want: []string{"l2 regularization strength NaN is not finite"}},
+		{name: "FTRL infinite shrinkage", opt: optimizers.FTRL(0.1, optimizers.L2Shrinkage(math.Inf(1))), is: optimizers.ErrConfig,
+			want: []string{"l2 shrinkage regularization strength +Inf is not finite"}},
+		{name: "FTRL negative accumulator", opt: optimizers.FTRL(0.1, optimizers.InitialAccumulator(-0.1)), is: optimizers.ErrConfig,
+			want: []string{"initial accumulator -0.1 is not finite and non-negative"}},
+		{name: "WeightDecay on FTRL", opt: optimizers.FTRL(0.1, optimizers.WeightDecay(0.1)), is: optimizers.ErrConfig,
+			want: []string{"option WeightDecay does not apply to FTRL (use L2 or L2Shrinkage)"}},
+		{name: "Epsilon on FTRL", opt: optimizers.FTRL(0.1, optimizers.Epsilon(0.1)), is: optimizers.ErrConfig,
+			want: []string{"option Epsilon applies to Adam, RMSProp and Adagrad only, not Ftrl"}},
+		{name: "L1 on Adagrad", opt: optimizers.Adagrad(0.1, optimizers.L1(0.1)), is: optimizers.ErrConfig, want: []string{"option L1 applies to FTRL only, not Adagrad"}},
+		{name: "LearningRatePower on SGD", opt: optimizers.SGD(0.1, optimizers.LearningRatePower(-0.5)), is: optimizers.ErrConfig,
+			want: []string{"option LearningRatePower applies to FTRL only, not SGD"}},
+		{name: "Lazy on SGD", opt: optimizers.SGD(0.1, optimizers.Lazy()), is: optimizers.ErrConfig,
+			want: []string{"option Lazy applies to Momentum, Adam and RMSProp only, not SGD"}},
+		{name: "Lazy on FTRL", opt: optimizers.FTRL(0.1, optimizers.Lazy()), is: optimizers.ErrConfig,
+			want: []string{"option Lazy applies to Momentum, Adam and RMSProp only, not Ftrl"}},
+		{name: "sparse dense shape", opt: optimizers.Adam(0.1),
+			grads: []any{towers.IndexedSlices{Indices: []int{0}, Values: []float32{1}, DenseShape: []int{4}}}, is: optimizers.ErrMismatch,
+			want: []string{`optimizer Adam: mismatch: variable "w" has shape (3), its indexed slices dense shape [4]`}},
+		{name: "sparse rank", opt: optimizers.SGD(0.1),
+			grads: []any{towers.IndexedSlices{Indices: []int{0}, Values: []float32{1, 1}, DenseShape: []int{3, 2}}}, is: optimizers.ErrMismatch,
+			want: []string{`variable "w" has shape (3), its indexed slices dense shape [3 2]`}},
+		{name: "sparse dtype", opt: optimizers.Adagrad(0.1),
+			grads: []any{towers.IndexedSlices{Indices: []int{0}, Values: []float64{1}, DenseShape: []int{3}}}, is: optimizers.ErrMismatch,
+			want: []string{`variable "w" has dtype float32, its indexed slices values are a []float64`}},
+		{name: "sparse id out of range", opt: optimizers.FTRL(0.1),
+			grads: []any{towers.IndexedSlices{Indices: []int{1, 3}, Values: []float32{1, 1}, DenseShape: []int{3}}}, is: optimizers.ErrMismatch,
+			want: []string{`optimizer Ftrl: mismatch: variable "w": indexed slices: index 3 at position 1 is out of range [0, 3)`}},
+		{name: "sparse negative id", opt: optimizers.Momentum(0.1, 0.9),
+			grads: []any{towers.IndexedSlices{Indices: []int{-1}, Values: []float32{1}, DenseShape: []int{3}}}, is: optimizers.ErrMismatch,
+			want: []string{`variable "w": indexed slices: index -1 at position 0 is out of range [0, 3)`}},
+		{name: "sparse values length", opt: optimizers.RMSProp(0.1, optimizers.Lazy()),
+			grads: []any{towers.IndexedSlices{Indices: []int{0, 1}, Values: []float32{1}, DenseShape: []int{3}}}, is: optimizers.ErrMismatch,
+			want: []string{`variable "w": indexed slices: 1 values for 2 rows of 1 elements`}},
+		{name: "sparse second variable", opt: optimizers.SGD(0.1), is: optimizers.ErrMismatch,
+			vars: func(store *towers.Store, w *towers.Variable) []*towers.Variable {
+				table, _, _ := store.GetOrCreate(towers.VarSpec{Name: "table", Dtype: tensor.Float32, Shape: tensor.Shape{2, 2}, Trainable: true})
+				return []*towers.Variable{w, table}
+			},
+			grads: []any{[]float32{1, 1, 1}, towers.IndexedSlices{Indices: []int{2}, Values: []float32{1, 1}, DenseShape: []int{2, 2}}},
+			want:  []string{`variable "table": indexed slices: index 2 at position 0 is out of range [0, 2)`}},
+		{name: "sparse pointer", opt: optimizers.SGD(0.1),
+			grads: []any{&towers.IndexedSlices{Indices: []int{0}, Values: []float32{1}, DenseShape: []int{3}}}, is: optimizers.ErrMismatch,
+			want: []string{`variable "w" (float32): gradient is a *towers.IndexedSlices, not a []float32, []float64 or towers.IndexedSlices`}},
 		{name: "nil store", opt: optimizers.SGD(0.1), nilStore: true, want: []string{"optimizer SGD: nil store"}},
 		{name: "length mismatch", opt: optimizers.SGD(0.1), grads: []any{f32(3), f32(3)}, is: optimizers.ErrMismatch,
 			want: []string{"optimizer SGD: mismatch: 1 variables but 2 gradients"}},
@@ -652,7 +714,7 @@ func TestErrors(t *testing.T) {
 		{name: "gradient size", opt: optimizers.Momentum(0.1, 0.9), grads: []any{f32(4)}, is: optimizers.ErrMismatch,
 			want: []string{`variable "w" has dtype float32 and 3 elements (shape (3)), its gradient is a []float32 of 4 elements`}},
 		{name: "gradient type", opt: optimizers.SGD(0.1), grads: []any{[]int{1, 2, 3}}, is: optimizers.ErrMismatch,
-			want: []string{`variable "w" (float32): gradient is a []int, not a []float32 or []float64`}},
+			want: []string{`variable "w" (float32): gradient is a []int, not a []float32, []float64 or towers.IndexedSlices`}},
 		{name: "gradient tensor", opt: optimizers.SGD(0.1), grads: []any{tensor.New(tensor.WithBacking([]float32{1, 2, 3}))}, is: optimizers.ErrMismatch,
 			want: []string{`variable "w" (float32): gradient is a *tensor.Dense`}},
 		{name: "non-float variable", opt: optimizers.SGD(0.1), is: optimizers.ErrMismatch,

@@ -82,12 +82,12 @@ func Epsilon(eps float64) Option {
 	}
 }
 
-// InitialAccumulator sets the value Adagrad's accumulators start from
-// (default 0.1); it must be finite and non-negative.
+// InitialAccumulator sets the value Adagrad's and FTRL's accumulators
+// start from (default 0.1); it must be finite and non-negative.
 func InitialAccumulator(v float64) Option {
 	return func(c *config) {
-		if c.kind != kindAdagrad {
-			c.fail("option InitialAccumulator applies to Adagrad only, not %v", c.kind)
+		if c.kind != kindAdagrad && c.kind != kindFTRL {
+			c.fail("option InitialAccumulator applies to Adagrad and FTRL only, not %v", c.kind)
 			return
 		}
 		if !finiteNonNegative(v) {
@@ -97,14 +97,23 @@ func InitialAccumulator(v float64) Option {
 	}
 }
 
-// WeightDecay adds decoupled weight decay to any optimizer, as PyTorch's
-// AdamW and Loshchilov & Hutter's "Decoupled Weight Decay Regularization":
-// each step first scales the weights, w = w*(1 - lr_t*wd) with lr_t the
-// step's learning rate, then applies the gradient step; the decay never
-// enters the slots. wd must be finite and non-negative; 0 (the default) is
-// no decay.
+// WeightDecay adds decoupled weight decay to any optimizer but FTRL, as
+// PyTorch's AdamW and Loshchilov & Hutter's "Decoupled Weight Decay
+// Regularization": each step first scales the weights, w = w*(1 - lr_t*wd)
+// with lr_t the step's learning rate, then applies the gradient step; the
+// decay never enters the slots. It scales the weights the step updates: a
+// dense gradient's every weight, a sparse gradient's rows alone where only
+// they update (SGD, Adagrad, Lazy; TensorFlow Addons' decoupled weight
+// decay in its sparse apply), every row where all update (Momentum, Adam
+// and RMSProp without Lazy). wd must be finite and non-negative; 0 (the
+// default) is no decay. FTRL computes its weights from its slots and has
+// its own L2 and L2Shrinkage instead.
 func WeightDecay(wd float64) Option {
 	return func(c *config) {
+		if c.kind == kindFTRL {
+			c.fail("option WeightDecay does not apply to FTRL (use L2 or L2Shrinkage)")
+			return
+		}
 		if !finiteNonNegative(wd) {
 			c.fail("weight decay %v is not finite and non-negative", wd)
 		}

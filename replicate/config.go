@@ -91,7 +91,7 @@ type Config struct {
 	// estimator does. Every process must also build what rank 0 builds —
 	// the same variables (names, order, shapes, dtypes, trainability),
 	// train ops (optimizer Config, learning rates at sampled steps, the
-	// variables trained), state updates, eval metrics, Reduction,
+	// variables trained, clipping), state updates, eval metrics, Reduction,
 	// Averaging and BucketBytes; only the rows and the towers may differ:
 	// at the start of a run and at every step or evaluation that follows a
 	// new build, the processes compare a hash of their builds, and a
@@ -116,6 +116,17 @@ type Config struct {
 	// negative value means no bound. A timed-out collective cannot be
 	// taken back: the group is broken and the processes should exit.
 	PeerTimeout time.Duration
+	// Clip clips the gradients of the train op Optimizer makes for a Spec
+	// without train ops (a Spec's own train ops set model.TrainOp.Clip):
+	// once per update, after the towers' sum and the cross-process
+	// all-reduce. The zero value clips nothing.
+	Clip model.Clip
+	// AccumulateSteps, when more than 1, makes each training update of
+	// the estimator's Train the sum of that many micro-batches, read one
+	// after another from the input (Engine.TrainMicroBatches): equal to
+	// one step on the micro-batches together, the global step counting
+	// updates. 0 and 1 mean one batch per update.
+	AccumulateSteps int
 }
 
 // DefaultPeerTimeout is Config.PeerTimeout's default: 10 minutes.
@@ -185,6 +196,12 @@ func (m *Model) Validate() error {
 	}
 	if m.cfg.Optimizer != nil && m.cfg.OptimizerFn != nil {
 		return fmt.Errorf("replicate: both Optimizer and OptimizerFn are set; set one")
+	}
+	if err := m.cfg.Clip.Validate(); err != nil {
+		return fmt.Errorf("replicate: Config.Clip: %w", err)
+	}
+	if m.cfg.AccumulateSteps < 0 {
+		return fmt.Errorf("replicate: Config.AccumulateSteps %d: want 0 or more (0 and 1: one batch per update)", m.cfg.AccumulateSteps)
 	}
 	return checkDevices(m.cfg.Devices)
 }

@@ -34,6 +34,13 @@
 //	sum gradients over towers, weighted               sumTowerGradients, sumGradients (train.go, sum.go)
 //	  (_compute_sum_on_device)
 //	reduce-gradients seam (cross-process)             Engine.reduceGradients (train.go)
+//	clip by global norm and by value (model.Clip),     Engine.clipTrainOps, ClipGradients, GlobalNorm,
+//	  once per update, after the sum and the            Engine.GradientNorm (clip.go)
+//	  all-reduce; sparse gradients deduplicated
+//	  first; the norm before clipping kept
+//	accumulate K micro-batches into one update,        Engine.TrainMicroBatches, accumulateGradients,
+//	  weighted as one step on them together             accumulateUpdates, lossWeightsOf
+//	  (Config.AccumulateSteps)                          (accumulate.go, loss.go)
 //	apply each train op once, step + 1 (_train_spec)  Engine.applyTrainOps, Engine.TrainStep (train.go)
 //	a train step is compute then apply; gradients     Engine.computeStep, Engine.applyStep (train.go);
 //	  as values: computed without applying them,       Engine.ComputeGradients, Engine.ApplyGradients
@@ -70,6 +77,8 @@
 //	  each build in the headers, the first              ModelMismatchError (ranks.go)
 //	  difference named on every rank
 //	weight averaging every K steps                    Engine.average (sync.go)
+//	accumulated micro-batches: one header and one     Engine.computeMicroBatches (accumulate.go)
+//	  all-reduce per update, after the last
 //	metric states summed over the processes           Engine.ReduceMetrics (sync.go)
 //
 // The semantics, in short:
@@ -86,6 +95,12 @@
 //     come from tower 0.
 //   - Across processes the loss weights span every tower of every process:
 //     N processes × M towers train like one device on the combined batch.
+//   - Clipping (model.TrainOp.Clip, Config.Clip) runs on the gradients
+//     summed over every tower and process, once per update, so it clips as
+//     one device does (PyTorch's order; TensorFlow 1 clipped per tower).
+//   - K accumulated micro-batches (TrainMicroBatches, Config.AccumulateSteps)
+//     are one update weighted as K times the towers would be: one step on
+//     the K batches together; the global step counts updates.
 //   - Towers whose model functions build different variables, metrics,
 //     train ops or outputs are an error naming the tower; a panic in a
 //     model function is an error naming the tower and mode.

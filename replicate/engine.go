@@ -55,6 +55,10 @@ type Engine struct {
 	metrics []map[string]metrics.Metric
 	// x trains across processes; nil for one.
 	x *across
+	// gradNorm is the last update's global gradient norm before clipping,
+	// when hasGradNorm (see GradientNorm).
+	gradNorm    float64
+	hasGradNorm bool
 }
 
 // build is the towers of one mode and input signature.

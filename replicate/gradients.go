@@ -43,7 +43,8 @@ import (
 // minimizes (those with a gradient), in train op order, each op's in its
 // own order. Values are the engine's buffers, valid until its next step;
 // a caller that keeps them copies them. hooks are TrainStep's; a
-// CheckLoss error is returned with the loss and no gradients.
+// CheckLoss error is returned with the loss and no gradients. They are not
+// clipped: ApplyGradients clips what it is given (model.Clip), on a copy.
 func (e *Engine) ComputeGradients(ctx context.Context, batch sharding.Batch, hooks StepHooks) (float64, []Gradient, error) {
 	if err := e.alone("compute gradients"); err != nil {
 		return 0, nil, err
@@ -185,7 +186,7 @@ func setGradients(b *build, grads []Gradient) error {
 			if !ok {
 				return fmt.Errorf("no gradient of %q; want gradients of %s", v.Name(), want())
 			}
-			if err := checkGradient(v, g); err != nil {
+			if err := optimizers.CheckGradient(v, g); err != nil {
 				return fmt.Errorf("%w; want gradients of %s", err, want())
 			}
 			n++
@@ -206,18 +207,7 @@ func setGradients(b *build, grads []Gradient) error {
 		for j, v := range p.vars {
 			p.apply[j] = byName[v.Name()]
 		}
+		p.borrowed = true
 	}
 	return nil
-}
-
-// checkGradient checks that g can be v's gradient: a dense slice as
-// optimizers.CheckGradient checks it, or a towers.IndexedSlices of v.
-func checkGradient(v *towers.Variable, g any) error {
-	if s, ok := g.(towers.IndexedSlices); ok {
-		if err := s.CheckFor(v); err != nil {
-			return fmt.Errorf("%w: %w", optimizers.ErrMismatch, err)
-		}
-		return nil
-	}
-	return optimizers.CheckGradient(v, g)
 }

@@ -10,15 +10,18 @@ import (
 // is multiplied by before summing, for shards of the given rows: TensorFlow's
 // _get_loss_towers scaling, with BATCH_MEAN added.
 func lossWeights(r LossReduction, rows []int) []float64 {
+	return lossWeightsOf(r, rows, sumRows(rows), len(rows))
+}
+
+// lossWeightsOf is lossWeights for towers of the given rows that are some
+// of a step's towers, which hold total rows on towers towers in all (the
+// micro-batches of one update: TrainMicroBatches).
+func lossWeightsOf(r LossReduction, rows []int, total, towers int) []float64 {
 	w := make([]float64, len(rows))
-	total := 0
-	for _, n := range rows {
-		total += n
-	}
 	for i, n := range rows {
 		switch r {
 		case Mean:
-			w[i] = 1 / float64(len(rows))
+			w[i] = 1 / float64(towers)
 		case BatchMean:
 			w[i] = float64(n) / float64(total)
 		default:

@@ -100,6 +100,9 @@ func (e *Engine) describe(b *build) (*description, error) {
 				fmt.Sprintf("train op %d: optimizer %s", k, config),
 				fmt.Sprintf("train op %d: learning rates at steps %v: %s", k, sampleSteps, rates),
 				fmt.Sprintf("train op %d: own loss %t, trains %s", k, ownLoss, strings.Join(names, " ")))
+			if p.clip.Enabled() {
+				items = append(items, fmt.Sprintf("train op %d: clips by global norm %v, by value %v", k, p.clip.GlobalNorm, p.clip.Value))
+			}
 		}
 		if e.x.avg.Every > 0 {
 			items = append(items, fmt.Sprintf("weights averaged every %d steps, slots too: %t", e.x.avg.Every, e.x.avg.Slots))

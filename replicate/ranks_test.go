@@ -36,6 +36,7 @@ type rankSetup struct {
 	Bucket    int   // BucketBytes; 0 means 256
 	Towers    int   // 0 means 1
 	Rows      int   // 0 means 6
+	Clip      model.Clip
 }
 
 // lyingSchedule is a schedule whose String does not tell it from another.
@@ -107,7 +108,7 @@ func cmpOr[T comparable](v, or T) T {
 
 func (s rankSetup) config(comm collective.Comm) replicate.Config {
 	return replicate.Config{Devices: cpus(cmpOr(s.Towers, 1)), Optimizer: s.optimizer(), Reduction: s.Reduction, Processes: comm,
-		Averaging: replicate.Averaging{Every: s.Every}, BucketBytes: cmpOr(s.Bucket, 256)}
+		Averaging: replicate.Averaging{Every: s.Every}, BucketBytes: cmpOr(s.Bucket, 256), Clip: s.Clip}
 }
 
 // batch is rank's batch: its own rows of a fixed task.
@@ -218,6 +219,8 @@ var mismatchCases = []mismatchCase{
 		[]string{"rank 1 has train op 0: optimizer Adam(", "where rank 0 has train op 0: optimizer Momentum("}},
 	{"schedules that describe themselves alike", []rankSetup{{Opt: "lying"}, {Opt: "lying2"}}, 3,
 		[]string{"rank 1 has train op 0: learning rates at steps [0 1 10 100 1000 10000 100000 1000000]: 0.4 0.4", "where rank 0 has train op 0: learning rates at steps [0 1 10 100 1000 10000 100000 1000000]: 0.3 0.3"}},
+	{"other clipping", []rankSetup{{}, {Clip: model.Clip{GlobalNorm: 1}}}, 3,
+		[]string{"rank 1 has train op 0: clips by global norm 1, by value 0 where rank 0 has"}},
 	{"another loss reduction", []rankSetup{{}, {Reduction: replicate.Sum}}, 3,
 		[]string{"rank 1 has loss reduction SUM where rank 0 has loss reduction BATCH_MEAN"}},
 	{"weight averaging on one rank", []rankSetup{{}, {Every: 2}}, 3,

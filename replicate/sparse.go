@@ -107,3 +107,30 @@ func sumSparse(b *build, p *trainPlan, weights []float64) error {
 	}
 	return nil
 }
+
+// accumulateSparse is sumSparse over micro-batches: b's sparse gradients
+// (its towers' rows times b.weights) join the sums the micro-batches
+// before left, carried (their plan's apply; nil for the first): for a
+// variable only lookups read, the carried rows and b's are concatenated
+// and deduplicated; for one also read densely, b's rows are added into the
+// dense sum, which carries the earlier ones.
+func accumulateSparse(b *build, p *trainPlan, carried []any) error {
+	if err := sumSparse(b, p, b.weights); err != nil {
+		return err
+	}
+	for j, sp := range p.sparse {
+		if sp == nil || p.grads[j] != nil || carried == nil {
+			continue
+		}
+		was, ok := carried[j].(towers.IndexedSlices)
+		if !ok {
+			return fmt.Errorf("gradient of %q: the micro-batches before left a %T", p.vars[j].Name(), carried[j])
+		}
+		sum, err := towers.ConcatSlices([]towers.IndexedSlices{was, p.apply[j].(towers.IndexedSlices)}, []float64{1, 1})
+		if err != nil {
+			return fmt.Errorf("gradient of %q: %w", p.vars[j].Name(), err)
+		}
+		p.apply[j] = sum.Deduplicate()
+	}
+	return nil
+}

@@ -25,7 +25,7 @@ func (e *Engine) splitBatch(mode model.Mode, b sharding.Batch) ([]sharding.Batch
 	if rows == 0 {
 		return nil, nil, fmt.Errorf("empty batch")
 	}
-	n := min(len(e.cfg.Devices), rows)
+	n := e.towersFor(rows)
 	if mode == model.Predict {
 		b.Labels = nil
 	}
@@ -35,6 +35,10 @@ func (e *Engine) splitBatch(mode model.Mode, b sharding.Batch) ([]sharding.Batch
 	}
 	return shards, sizes, nil
 }
+
+// towersFor is the number of towers a batch of rows rows (at least 1)
+// runs on: one per device, or one per row when there are fewer.
+func (e *Engine) towersFor(rows int) int { return min(len(e.cfg.Devices), rows) }
 
 // splitCache remembers how the last few batches were split across the
 // towers, and their signature, by the identity of their tensors.

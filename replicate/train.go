@@ -31,6 +31,11 @@ type trainPlan struct {
 	// sparse is, per variable, its embedding lookups across the towers
 	// (nil for a variable no lookup reads): see sparse.go.
 	sparse []*sparsePlan
+
+	clip model.Clip // the train op's clipping (clip.go)
+	// borrowed is set when apply holds gradients given to ApplyGradients:
+	// clipping must not change them in place.
+	borrowed bool
 }
 
 // Gradient is one variable's gradient summed over towers, as the
@@ -77,7 +82,10 @@ func (e *Engine) minimizeTowers(b *build) error {
 				return fmt.Errorf("train op %d: %w", k, err)
 			}
 		}
-		p := &trainPlan{opt: op0.Optimizer}
+		if err := op0.Clip.Validate(); err != nil {
+			return fmt.Errorf("train op %d: %w", k, err)
+		}
+		p := &trainPlan{opt: op0.Optimizer, clip: op0.Clip}
 		for _, name := range names {
 			g0, dense := per[0][name]
 			sp, err := e.planSparse(b, k, name, lookups)
@@ -135,7 +143,7 @@ func (e *Engine) trainOps(spec *model.Spec) ([]model.TrainOp, error) {
 		}
 		e.defaultOpt = opt
 	}
-	return []model.TrainOp{{Loss: spec.Loss, Optimizer: e.defaultOpt}}, nil
+	return []model.TrainOp{{Loss: spec.Loss, Optimizer: e.defaultOpt, Clip: e.cfg.Clip}}, nil
 }
 
 // StepHooks are what the run loop that owns the engine (the estimator's:
@@ -256,9 +264,13 @@ var ErrIncompleteUpdate = errors.New("the step's update did not complete: the va
 // pending from computeStep (if any: gradients applied from elsewhere bring
 // none) are written after them, as TensorFlow's UPDATE_OPS run after the
 // train op, and the global step grows by one; with Averaging, every Every
-// steps the processes then average their variables. Its errors wrap
-// ErrIncompleteUpdate.
+// steps the processes then average their variables. It first clips the
+// gradients of the train ops that clip (clip.go): an error there changes
+// nothing; its other errors wrap ErrIncompleteUpdate.
 func (e *Engine) applyStep(ctx context.Context, b *build) (err error) {
+	if err := e.clipTrainOps(b); err != nil {
+		return err
+	}
 	region := trace.StartRegion(ctx, "apply")
 	defer region.End()
 	defer func() {
@@ -291,7 +303,13 @@ func (e *Engine) applyStep(ctx context.Context, b *build) (err error) {
 // gradients, and its share of every process's rows (the weight of its
 // assigned state values, whatever the loss reduction) come out.
 func (e *Engine) stepHeader(ctx context.Context, b *build, loss float64) (global, scale, rowShare float64, err error) {
-	local := header{rows: float64(sumRows(b.rows)), towers: float64(len(b.towers)), loss: loss}
+	return e.updateHeader(ctx, b, sumRows(b.rows), len(b.towers), loss)
+}
+
+// updateHeader is stepHeader for an update of rows rows on towers towers
+// in all (several micro-batches: TrainMicroBatches), b the last one's.
+func (e *Engine) updateHeader(ctx context.Context, b *build, rows, towers int, loss float64) (global, scale, rowShare float64, err error) {
+	local := header{rows: float64(rows), towers: float64(towers), loss: loss}
 	local.lossRows, local.lossTowers = loss*local.rows, loss*local.towers
 	g, _, err := e.x.exchange(ctx, statusOK, local, 0, model.Train, b.desc)
 	if err != nil {
@@ -346,26 +364,16 @@ func sumTowerGradients(b *build, scale float64, direct bool) error {
 		weights = b.scaled
 	}
 	for _, p := range b.plans {
-		for j, v := range p.vars {
+		for j := range p.vars {
 			if p.grads[j] == nil {
 				continue // only lookups read it: sumSparse's
 			}
-			parts := p.parts[j]
-			for i, g := range p.grads[j] {
-				gv, err := b.towers[i].Value(g)
-				if err != nil {
-					return err
-				}
-				if parts[i], err = numeric.Slice(gv); err != nil {
-					return fmt.Errorf("%v: gradient of %q: %w", b.towers[i], v.Name(), err)
-				}
-				if n := numeric.Len(parts[i]); n != v.Size() {
-					return fmt.Errorf("%v: gradient of %q has %d elements, the variable %d", b.towers[i], v.Name(), n, v.Size())
-				}
+			if err := towerGradients(b, p, j); err != nil {
+				return err
 			}
 			p.apply[j] = p.sums[j]
 			if direct {
-				p.apply[j] = parts[0]
+				p.apply[j] = p.parts[j][0]
 			}
 		}
 		if !direct {
@@ -381,6 +389,25 @@ func sumTowerGradients(b *build, scale float64, direct bool) error {
 		}
 		if err := sumSparse(b, p, weights); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// towerGradients reads the towers' gradients of p's variable j of the
+// last run into p.parts[j].
+func towerGradients(b *build, p *trainPlan, j int) error {
+	v, parts := p.vars[j], p.parts[j]
+	for i, g := range p.grads[j] {
+		gv, err := b.towers[i].Value(g)
+		if err != nil {
+			return err
+		}
+		if parts[i], err = numeric.Slice(gv); err != nil {
+			return fmt.Errorf("%v: gradient of %q: %w", b.towers[i], v.Name(), err)
+		}
+		if n := numeric.Len(parts[i]); n != v.Size() {
+			return fmt.Errorf("%v: gradient of %q has %d elements, the variable %d", b.towers[i], v.Name(), n, v.Size())
 		}
 	}
 	return nil

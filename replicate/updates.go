@@ -94,17 +94,8 @@ func addable(dt tensor.Dtype) bool {
 func combineUpdates(b *build, share float64) error {
 	var shares []float64 // each tower's share of the rows, once a step
 	for _, p := range b.updates {
-		for i, n := range p.nodes {
-			v, err := b.towers[i].Value(n)
-			if err != nil {
-				return fmt.Errorf("state update of %q: %w", p.v.Name(), err)
-			}
-			if p.parts[i], err = numeric.Slice(v); err != nil {
-				return fmt.Errorf("%v: state update of %q: %w", b.towers[i], p.v.Name(), err)
-			}
-			if n := numeric.Len(p.parts[i]); n != p.v.Size() {
-				return fmt.Errorf("%v: state update of %q has %d elements, the variable %d", b.towers[i], p.v.Name(), n, p.v.Size())
-			}
+		if err := towerUpdates(b, p); err != nil {
+			return err
 		}
 		var err error
 		if p.add {
@@ -121,6 +112,24 @@ func combineUpdates(b *build, share float64) error {
 		}
 		if err != nil {
 			return fmt.Errorf("state update of %q: %w", p.v.Name(), err)
+		}
+	}
+	return nil
+}
+
+// towerUpdates reads the towers' values of state update p of the last run
+// into p.parts.
+func towerUpdates(b *build, p *updatePlan) error {
+	for i, n := range p.nodes {
+		v, err := b.towers[i].Value(n)
+		if err != nil {
+			return fmt.Errorf("state update of %q: %w", p.v.Name(), err)
+		}
+		if p.parts[i], err = numeric.Slice(v); err != nil {
+			return fmt.Errorf("%v: state update of %q: %w", b.towers[i], p.v.Name(), err)
+		}
+		if n := numeric.Len(p.parts[i]); n != p.v.Size() {
+			return fmt.Errorf("%v: state update of %q has %d elements, the variable %d", b.towers[i], p.v.Name(), n, p.v.Size())
 		}
 	}
 	return nil

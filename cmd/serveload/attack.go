@@ -194,19 +194,28 @@ func sendValid(ctx context.Context, cfg loadConfig, base string) ([]result, time
 	return all, time.Since(start)
 }
 
+// dialUntil connects to addr with a connection that ctx's end closes, so
+// that an attacker blocked on it returns when the run is over; done closes
+// it and lets go of ctx.
+func dialUntil(ctx context.Context, addr string) (c net.Conn, done func(), err error) {
+	var d net.Dialer
+	if c, err = d.DialContext(ctx, "tcp", addr); err != nil {
+		return nil, nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	return c, func() { stop(); c.Close() }, nil
+}
+
 // holdHeaders connects, sends a request line and ac.headers header lines
 // of ac.headerSize bytes, never the blank line that ends them, and waits
 // for the server to answer or close; it returns what the server did.
 func holdHeaders(ctx context.Context, addr string, ac attackConfig, pad string, sent func()) string {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, done, err := dialUntil(ctx, addr)
 	if err != nil {
 		sent()
 		return "dial error"
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
+	defer done()
 	w := bufio.NewWriterSize(c, 64<<10)
 	fmt.Fprintf(w, "POST /v1/models/linear:predict HTTP/1.1\r\nHost: serveload\r\nContent-Type: application/json\r\n")
 	for i := range ac.headers {
@@ -221,15 +230,12 @@ func holdHeaders(ctx context.Context, addr string, ac attackConfig, pad string, 
 // second until the server answers or closes; it returns what the server
 // did.
 func trickle(ctx context.Context, addr string, size int64, sent func()) string {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, done, err := dialUntil(ctx, addr)
 	if err != nil {
 		sent()
 		return "dial error"
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
+	defer done()
 	fmt.Fprintf(c, "POST /v1/models/linear:predict HTTP/1.1\r\nHost: serveload\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n ", size)
 	sent()
 	answered := make(chan string, 1)

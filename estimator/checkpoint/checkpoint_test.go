@@ -603,6 +603,11 @@ var corruptions = []struct {
 		rewriteManifest(t, p, func(m *Manifest) { m.Variables[1].Name = m.Variables[0].Name })
 		return p
 	}, "listed twice"},
+	{"manifest of another step than its directory", func(t *testing.T, ckpt string) string {
+		p := filepath.Join(ckpt, ManifestFile)
+		rewriteManifest(t, p, func(m *Manifest) { m.Step = 0 })
+		return p
+	}, "its directory's name says step"},
 }
 
 func must(t *testing.T, err error) {

@@ -152,6 +152,11 @@ func readManifest(path string) (Manifest, []tensor.Dtype, error) {
 	if m.Step < 0 {
 		return fail("negative step %d", m.Step)
 	}
+	// A checkpoint directory named for a step holds that step's manifest:
+	// Latest orders checkpoints by their names.
+	if s, ok := parseName(filepath.Base(path)); ok && s != m.Step {
+		return fail("manifest is of step %d, but its directory's name says step %d", m.Step, s)
+	}
 	names, files := map[string]bool{}, map[string]bool{}
 	dtypes := make([]tensor.Dtype, len(m.Variables))
 	for i, e := range m.Variables {
