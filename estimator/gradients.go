@@ -20,8 +20,14 @@ type Gradients struct {
 	// reduces it. ApplyGradients ignores it.
 	Loss float64
 	// ByName holds the gradient of every variable a train op minimizes,
-	// by variable name, in the variable's shape and dtype.
+	// by variable name, in the variable's shape and dtype, except those
+	// in Sparse.
 	ByName map[string]*tensor.Dense
+	// Sparse holds the gradients of the variables only embedding lookups
+	// read (layers.EmbeddingLookup): the rows the batch touched, each id
+	// once, ascending (towers.IndexedSlices, values of the variable's
+	// dtype). ApplyGradients takes them with ByName.
+	Sparse map[string]towers.IndexedSlices
 	// Flat is every weight's gradient as one vector laid out as
 	// towers.Store.Flat lays out the weights (trainable variables in
 	// creation order, row-major, float64): a weight no train op minimizes
@@ -58,6 +64,20 @@ func (e *Estimator) ComputeGradients(ctx context.Context, batch Batch) (Gradient
 	at := offsets(weights)
 	for _, g := range grads {
 		v := g.Variable
+		if sl, ok := g.Value.(towers.IndexedSlices); ok {
+			if out.Sparse == nil {
+				out.Sparse = map[string]towers.IndexedSlices{}
+			}
+			cp := towers.IndexedSlices{Indices: slices.Clone(sl.Indices), DenseShape: slices.Clone(sl.DenseShape)}
+			if sl.Values != nil {
+				cp.Values = numeric.Copy(sl.Values)
+			}
+			out.Sparse[v.Name()] = cp
+			if err := addRows(out.Flat[at[v.Name()]:at[v.Name()]+v.Size()], sl); err != nil {
+				return Gradients{}, fmt.Errorf("compute gradients: %q: %w", v.Name(), err)
+			}
+			continue
+		}
 		out.ByName[v.Name()] = numeric.Over(v.Shape(), numeric.Copy(g.Value))
 		vals, err := numeric.SliceFloat64s(g.Value)
 		if err != nil {
@@ -71,8 +91,9 @@ func (e *Estimator) ComputeGradients(ctx context.Context, batch Batch) (Gradient
 // ApplyGradients applies gradients once with the model's optimizers, then
 // the state updates a ComputeGradients left pending, and increments the
 // global step: Ray's apply_gradients, the second half of a Train step.
-// It takes g.ByName when not nil — exactly the variables ComputeGradients
-// returns, in their shapes and dtypes — else g.Flat, laid out as
+// It takes g.ByName and g.Sparse when either is not nil — together exactly
+// the variables ComputeGradients returns, in their shapes and dtypes —
+// else g.Flat, laid out as
 // Gradients.Flat (entries of weights no train op minimizes are ignored).
 // A wrong name, shape, dtype or length is an error listing what was
 // expected, and nothing changes. Only ApplyGradients creates or changes
@@ -96,8 +117,8 @@ func (e *Estimator) ApplyGradients(ctx context.Context, g Gradients) error {
 	switch {
 	case want == nil:
 		err = fmt.Errorf("no training towers yet: compute gradients or train first (the optimizers are the model function's)")
-	case g.ByName != nil:
-		grads, err = gradientsByName(want, g.ByName)
+	case g.ByName != nil || g.Sparse != nil:
+		grads, err = gradientsByName(want, g.ByName, g.Sparse)
 	case g.Flat != nil:
 		grads, err = flatGradients(e.store().WeightVariables(), want, g.Flat)
 	default:
@@ -111,10 +132,17 @@ func (e *Estimator) ApplyGradients(ctx context.Context, g Gradients) error {
 
 // gradientsByName checks given against the variables wanted and returns
 // them as the engine takes them.
-func gradientsByName(want []*towers.Variable, given map[string]*tensor.Dense) ([]replicate.Gradient, error) {
+func gradientsByName(want []*towers.Variable, given map[string]*tensor.Dense, sparse map[string]towers.IndexedSlices) ([]replicate.Gradient, error) {
 	expected := func() string { return replicate.DescribeVariables(want) }
 	out := make([]replicate.Gradient, 0, len(want))
 	for _, v := range want {
+		if sl, ok := sparse[v.Name()]; ok {
+			if _, twice := given[v.Name()]; twice {
+				return nil, fmt.Errorf("gradient of %q both dense and sparse; want one", v.Name())
+			}
+			out = append(out, replicate.Gradient{Variable: v, Value: sl})
+			continue
+		}
 		d, ok := given[v.Name()]
 		if !ok {
 			return nil, fmt.Errorf("no gradient of %q; want gradients of %s", v.Name(), expected())
@@ -124,7 +152,12 @@ func gradientsByName(want []*towers.Variable, given map[string]*tensor.Dense) ([
 		}
 		out = append(out, replicate.Gradient{Variable: v, Value: d.Data()})
 	}
-	if len(given) != len(want) {
+	if len(given)+len(sparse) != len(want) {
+		for _, name := range slices.Sorted(maps.Keys(sparse)) {
+			if !slices.ContainsFunc(want, func(v *towers.Variable) bool { return v.Name() == name }) {
+				return nil, fmt.Errorf("sparse gradient of %q, which no train op minimizes; want gradients of %s", name, expected())
+			}
+		}
 		for _, name := range slices.Sorted(maps.Keys(given)) {
 			if !slices.ContainsFunc(want, func(v *towers.Variable) bool { return v.Name() == name }) {
 				return nil, fmt.Errorf("gradient of %q, which no train op minimizes; want gradients of %s", name, expected())
@@ -184,4 +217,17 @@ func describeDense(d *tensor.Dense) string {
 		return "no value"
 	}
 	return fmt.Sprintf("shape %v dtype %v", d.Shape(), d.Dtype())
+}
+
+// addRows adds the rows of s into dst, its variable's part of a flat
+// float64 vector.
+func addRows(dst []float64, s towers.IndexedSlices) error {
+	if s.Rows() == 0 {
+		return nil
+	}
+	vals, err := numeric.SliceFloat64s(s.Values)
+	if err != nil {
+		return err
+	}
+	return towers.IndexedSlices{Indices: s.Indices, Values: vals, DenseShape: s.DenseShape}.AddTo(dst)
 }

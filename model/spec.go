@@ -53,9 +53,15 @@ const GlobalStepName = towers.GlobalStepName
 // Fn builds a model on one tower. It gets the tower's scope (graph, device,
 // variables by name), the mode, the features and labels of the tower's shard as
 // input nodes keyed like the batch (labels is nil in Predict mode; Get names
-// a missing one), and the user's params. A sparse feature arrives densified: a dense node of shape
-// [shard rows, dense shape[1:]...] with zeros where the sparse tensor has no
-// entry.
+// a missing one), and the user's params.
+//
+// A sparse feature (sharding.Batch.Sparse) reaches the tower sparse: its
+// shard of the batch's SparseCOO (rows rebased to the shard) is
+// s.SparseFeature(name), which embedding lookups read
+// (layers.EmbeddingLookupSparse). features[name] is its densified node, of
+// shape [shard rows, dense shape[1:]...] with zeros where the sparse tensor
+// has no entry; a step densifies the shard only when the graph uses that
+// node.
 //
 // The same function runs unchanged on one device or replicated across
 // devices (replicate.ModelFn). It must build the same variables, metrics and

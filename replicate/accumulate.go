@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/trace"
+	"slices"
 
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/parallel"
@@ -181,7 +182,14 @@ func accumulateGradients(b, prev *build) error {
 		if prev != nil {
 			weights = append([]float64{1}, b.weights...)
 		}
+		var carried []any // the sparse sums prev left (see accumulateSparse)
+		if prev != nil {
+			carried = slices.Clone(prev.plans[k].apply)
+		}
 		for j := range p.vars {
+			if p.grads[j] == nil {
+				continue // only lookups read it: accumulateSparse's
+			}
 			if err := towerGradients(b, p, j); err != nil {
 				return err
 			}
@@ -198,6 +206,9 @@ func accumulateGradients(b, prev *build) error {
 			return nil
 		})
 		if err != nil {
+			return err
+		}
+		if err := accumulateSparse(b, p, carried); err != nil {
 			return err
 		}
 	}

@@ -58,7 +58,9 @@ func layOut(b *build) {
 	}
 	for _, p := range b.plans {
 		for j, s := range p.sums {
-			p.sums[j] = place(s)
+			if s != nil { // nil: a variable only lookups read
+				p.sums[j] = place(s)
+			}
 		}
 	}
 	for _, u := range b.updates {

@@ -51,6 +51,12 @@ func signature(mode model.Mode, shards []sharding.Batch) string {
 				fmt.Fprintf(&sb, "%q:%v%v;", k, part[k].Dtype(), part[k].Shape())
 			}
 		}
+		if len(s.Sparse) > 0 {
+			sb.WriteString("|sparse")
+			for _, k := range slices.Sorted(maps.Keys(s.Sparse)) {
+				fmt.Fprintf(&sb, "%q:%v%v;", k, s.Sparse[k].Values.Dtype(), s.Sparse[k].DenseShape)
+			}
+		}
 	}
 	return sb.String()
 }
@@ -114,9 +120,18 @@ func (e *Engine) prepare(mode model.Mode, batch sharding.Batch) (*build, error) 
 	b.used = e.uses
 	b.rows = rows
 	b.weights = lossWeights(e.cfg.Reduction, rows)
+	offset := 0
 	for i, t := range b.towers {
+		t.SetRowOffset(offset)
+		offset += rows[i]
 		for _, f := range feeds[i] {
-			if err := t.Feed(f.name, f.v); err != nil {
+			var err error
+			if f.sparse != nil {
+				err = t.FeedSparse(f.name, *f.sparse, f.offset)
+			} else {
+				err = t.Feed(f.name, f.v)
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -139,6 +154,9 @@ func (e *Engine) buildTowers(mode model.Mode, shards []sharding.Batch) (*build, 
 		t := tower.New(scope, e.log)
 		feats, err := inputs(t, "features/", shard.Features)
 		if err != nil {
+			return nil, err
+		}
+		if err := sparseInputs(t, shard.Sparse, feats); err != nil {
 			return nil, err
 		}
 		var labels map[string]*G.Node
@@ -224,8 +242,15 @@ func watch(t *tower.Tower, mode model.Mode, spec *model.Spec, plans []*trainPlan
 		nodes = append(nodes, spec.Loss)
 	}
 	for _, p := range plans {
-		for _, gs := range p.grads {
-			nodes = append(nodes, gs[i])
+		for j, gs := range p.grads {
+			if gs != nil {
+				nodes = append(nodes, gs[i])
+			}
+			if sp := p.sparse[j]; sp != nil {
+				for _, l := range sp.lookups[i] {
+					nodes = append(nodes, l.Grad)
+				}
+			}
 		}
 	}
 	for _, u := range updates {
@@ -265,6 +290,19 @@ func inputs(t *tower.Tower, prefix string, m map[string]*tensor.Dense) (map[stri
 		out[k] = n
 	}
 	return out, nil
+}
+
+// sparseInputs adds a tower's sparse features (towers.SparseFeature),
+// their densified nodes into feats.
+func sparseInputs(t *tower.Tower, m map[string]sharding.SparseCOO, feats map[string]*G.Node) error {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		n, err := t.SparseInput(k, "features/"+k, m[k].Values.Dtype(), m[k].DenseShape)
+		if err != nil {
+			return err
+		}
+		feats[k] = n
+	}
+	return nil
 }
 
 func (e *Engine) checkSpec(t *tower.Tower, mode model.Mode, spec *model.Spec) error {

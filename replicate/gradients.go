@@ -70,8 +70,9 @@ func (e *Engine) ComputeGradients(ctx context.Context, batch sharding.Batch, hoo
 // state updates pending from ComputeGradients, if any, and increments the
 // global step: TrainStep's second half. grads must hold exactly one
 // gradient for every variable ComputeGradients returns one for, in any
-// order, each a []float32 or []float64 of its variable's dtype and size;
-// otherwise the error lists what was expected and nothing changes. The
+// order, each a []float32 or []float64 of its variable's dtype and size or
+// a valid towers.IndexedSlices of the variable (its optimizer must apply
+// those); otherwise the error lists what was expected and nothing changes. The
 // train ops are those of the latest training build, so the engine must
 // have computed gradients (or trained, or built Train towers) before.
 func (e *Engine) ApplyGradients(ctx context.Context, grads []Gradient) error {

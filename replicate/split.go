@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"gorgonia.org/tensor"
@@ -65,23 +66,35 @@ type split struct {
 	key      string
 }
 
-// feed is one tensor for a tower's input.
+// feed is one tensor for a tower's input, or one sparse feature's shard
+// (sparse set, v nil) whose row 0 is row offset of the batch.
 type feed struct {
-	name string // "features/x", "labels/y"
-	v    *tensor.Dense
+	name   string // "features/x", "labels/y"
+	v      *tensor.Dense
+	sparse *sharding.SparseCOO
+	offset int
 }
 
 // feedsOf lists, per tower, the inputs shards give it.
 func feedsOf(shards []sharding.Batch) [][]feed {
 	out := make([][]feed, len(shards))
+	offset := 0
 	for i, sh := range shards {
 		for _, part := range []struct {
 			prefix string
 			m      map[string]*tensor.Dense
 		}{{"features/", sh.Features}, {"labels/", sh.Labels}} {
 			for k, v := range part.m {
-				out[i] = append(out[i], feed{part.prefix + k, v})
+				out[i] = append(out[i], feed{name: part.prefix + k, v: v})
 			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(sh.Sparse)) {
+			v := sh.Sparse[k]
+			out[i] = append(out[i], feed{name: "features/" + k, sparse: &v, offset: offset})
+		}
+		if len(sh.Sparse) > 0 {
+			rows, _ := sh.Rows()
+			offset += rows
 		}
 	}
 	return out
@@ -96,7 +109,7 @@ type splitSource struct {
 }
 
 // cacheable reports whether b's split can be remembered: not with sparse
-// features, which are densified anew each step.
+// features, whose shards are copies made anew each step.
 func cacheable(b sharding.Batch) bool { return len(b.Sparse) == 0 }
 
 // lookup returns the split made for a batch of the same tensors (same

@@ -27,7 +27,10 @@ type trainPlan struct {
 	// apply is what the optimizer applies, per variable: sums, or with one
 	// tower of weight 1 that tower's gradients themselves (no copy).
 	apply []any
-	sizes []int // elements of each variable
+	sizes []int // elements of each variable; 0 for one only lookups read
+	// sparse is, per variable, its embedding lookups across the towers
+	// (nil for a variable no lookup reads): see sparse.go.
+	sparse []*sparsePlan
 
 	clip model.Clip // the train op's clipping (clip.go)
 	// borrowed is set when apply holds gradients given to ApplyGradients:
@@ -39,8 +42,9 @@ type trainPlan struct {
 // optimizer will see it.
 type Gradient struct {
 	Variable *towers.Variable
-	// Value is a []float32 or []float64 of the variable's size; it may be
-	// changed in place.
+	// Value is a []float32 or []float64 of the variable's size, or, for a
+	// variable only embedding lookups read, a towers.IndexedSlices (its
+	// rows the batch touched, each id once); it may be changed in place.
 	Value any
 }
 
@@ -68,12 +72,13 @@ func (e *Engine) minimizeTowers(b *build) error {
 			}
 		}
 		per := make([]map[string]*G.Node, len(b.towers))
+		lookups := make([][]tower.LookupGradient, len(b.towers))
 		for i, t := range b.towers {
 			loss := b.specs[i].Loss
 			if len(b.specs[i].TrainOps) > 0 && b.specs[i].TrainOps[k].Loss != nil {
 				loss = b.specs[i].TrainOps[k].Loss
 			}
-			if per[i], err = t.Gradients(loss, names); err != nil {
+			if per[i], lookups[i], err = t.LookupGradients(loss, names); err != nil {
 				return fmt.Errorf("train op %d: %w", k, err)
 			}
 		}
@@ -82,8 +87,12 @@ func (e *Engine) minimizeTowers(b *build) error {
 		}
 		p := &trainPlan{opt: op0.Optimizer, clip: op0.Clip}
 		for _, name := range names {
-			g0, ok := per[0][name]
-			if !ok {
+			g0, dense := per[0][name]
+			sp, err := e.planSparse(b, k, name, lookups)
+			if err != nil {
+				return err
+			}
+			if !dense && sp == nil {
 				continue // no gradient: skipped, as TensorFlow does
 			}
 			v, err := e.store.Lookup(name)
@@ -93,8 +102,11 @@ func (e *Engine) minimizeTowers(b *build) error {
 			if !numeric.IsFloat(v.Dtype()) {
 				return fmt.Errorf("train op %d: variable %q has dtype %v; only float32 and float64 variables can be trained", k, name, v.Dtype())
 			}
-			gs := []*G.Node{g0}
-			for i := 1; i < len(b.towers); i++ {
+			var gs []*G.Node
+			if dense {
+				gs = []*G.Node{g0}
+			}
+			for i := 1; i < len(b.towers) && dense; i++ {
 				g, ok := per[i][name]
 				if !ok {
 					return fmt.Errorf("train op %d: %v has no gradient for %q, tower 0 has one: every tower must build the same model", k, b.towers[i], name)
@@ -103,9 +115,15 @@ func (e *Engine) minimizeTowers(b *build) error {
 			}
 			p.vars = append(p.vars, v)
 			p.grads = append(p.grads, gs)
-			p.sums = append(p.sums, numeric.NewSlice(v.Dtype(), v.Size()))
 			p.apply = append(p.apply, nil)
 			p.parts = append(p.parts, make([]any, len(b.towers)))
+			p.sparse = append(p.sparse, sp)
+			if !dense { // only lookups read it: no buffer of its size
+				p.sums = append(p.sums, nil)
+				p.sizes = append(p.sizes, 0)
+				continue
+			}
+			p.sums = append(p.sums, numeric.NewSlice(v.Dtype(), v.Size()))
 			p.sizes = append(p.sizes, v.Size())
 		}
 		b.plans = append(b.plans, p)
@@ -347,6 +365,9 @@ func sumTowerGradients(b *build, scale float64, direct bool) error {
 	}
 	for _, p := range b.plans {
 		for j := range p.vars {
+			if p.grads[j] == nil {
+				continue // only lookups read it: sumSparse's
+			}
 			if err := towerGradients(b, p, j); err != nil {
 				return err
 			}
@@ -355,16 +376,18 @@ func sumTowerGradients(b *build, scale float64, direct bool) error {
 				p.apply[j] = p.parts[j][0]
 			}
 		}
-		if direct {
-			continue
-		}
-		err := parallel.ForChunks(p.sizes, func(j, lo, hi int) error {
-			if err := sumGradients(p.sums[j], p.parts[j], weights, lo, hi); err != nil {
-				return fmt.Errorf("gradient of %q: %w", p.vars[j].Name(), err)
+		if !direct {
+			err := parallel.ForChunks(p.sizes, func(j, lo, hi int) error {
+				if err := sumGradients(p.sums[j], p.parts[j], weights, lo, hi); err != nil {
+					return fmt.Errorf("gradient of %q: %w", p.vars[j].Name(), err)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
+		}
+		if err := sumSparse(b, p, weights); err != nil {
 			return err
 		}
 	}

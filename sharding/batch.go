@@ -10,7 +10,7 @@ import (
 
 // Batch is one step's input: features and labels keyed by name, each with
 // the batch along dimension 0. Labels is nil in Predict mode. Sparse holds
-// sparse features, split by row and densified for each tower.
+// sparse features, split by row (SplitSparse) and kept sparse.
 type Batch struct {
 	Features map[string]*tensor.Dense
 	Labels   map[string]*tensor.Dense
@@ -77,9 +77,10 @@ func (b Batch) Rows() (int, error) {
 
 // Split splits b along dimension 0 into n batches of Sizes(rows, n) rows,
 // feature by feature and label by label (b.Labels may be nil); a sparse
-// feature is split by row and each part densified into a feature of its
-// shard. The shards share b's memory, except the densified sparse features;
-// they have no Release. It returns the shards and their row counts.
+// feature is split by row (SplitSparse: rows rebased to the shard) into a
+// sparse feature of each shard. The shards share b's memory, except the
+// sparse features' parts, which are copies; they have no Release. It
+// returns the shards and their row counts.
 func (b Batch) Split(n int) ([]Batch, []int, error) {
 	rows, err := b.Rows()
 	if err != nil {
@@ -112,14 +113,10 @@ func (b Batch) Split(n int) ([]Batch, []int, error) {
 			return nil, nil, fmt.Errorf("sparse feature %q: %w", k, err)
 		}
 		for i, p := range parts {
-			d, err := p.Dense()
-			if err != nil {
-				return nil, nil, fmt.Errorf("sparse feature %q, shard %d: %w", k, i, err)
+			if out[i].Sparse == nil {
+				out[i].Sparse = map[string]SparseCOO{}
 			}
-			if out[i].Features == nil {
-				out[i].Features = map[string]*tensor.Dense{}
-			}
-			out[i].Features[k] = d
+			out[i].Sparse[k] = p
 		}
 	}
 	return out, sizes, nil

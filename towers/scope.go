@@ -36,6 +36,11 @@ type Scope struct {
 	groups []*Group // tower 0's: the build's rendezvous, in the order made
 
 	step *G.Node // the global step's node, once asked for
+
+	sparse  map[string]*SparseFeature // by feature name
+	lookups []Lookup
+	// rowOffset is the batch row of the shard's row 0 (SetRowOffset).
+	rowOffset int
 }
 
 // NewScope returns the scope of an empty graph for tower index of count

@@ -19,12 +19,14 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/trace"
+	"slices"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/guard"
 	"github.com/towerflow/towerflow/internal/parallel"
+	"github.com/towerflow/towerflow/sharding"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -47,6 +49,9 @@ type Tower struct {
 	// respect to inputs, labels, comparison masks), which Compile leaves
 	// out of the program.
 	byGrad map[*G.Node]bool
+	// sparse are the tower's sparse features by input name; a feature's
+	// densified input is in inputs while the graph uses it.
+	sparse map[string]*towers.SparseFeature
 	prog   *program // runs the graph; nil when vm does
 	vm     G.VM
 	log    *slog.Logger
@@ -69,6 +74,7 @@ func New(s *towers.Scope, log *slog.Logger) *Tower {
 		feeds:   map[string]*tensor.Dense{},
 		watched: map[*G.Node]*G.Value{},
 		byGrad:  map[*G.Node]bool{},
+		sparse:  map[string]*towers.SparseFeature{},
 		log:     log,
 	}
 }
@@ -82,6 +88,63 @@ func (t *Tower) Input(name string, dt tensor.Dtype, shape tensor.Shape) (*G.Node
 	t.inputs[name] = n
 	t.inOrder = append(t.inOrder, name)
 	return n, nil
+}
+
+// SparseInput adds the sparse feature key (input name name) of dtype dt
+// and shard dense shape shape, fed by FeedSparse before each run: a
+// towers.SparseFeature of the Scope, whose densified node (returned) is an
+// input that Compile drops when nothing uses it.
+func (t *Tower) SparseInput(key, name string, dt tensor.Dtype, shape tensor.Shape) (*G.Node, error) {
+	n, err := t.Input(name, dt, shape)
+	if err != nil {
+		return nil, err
+	}
+	f := towers.NewSparseFeature(key, dt, shape, n)
+	if err := t.AddSparseFeature(f); err != nil {
+		return nil, err
+	}
+	t.sparse[name] = f
+	return n, nil
+}
+
+// FeedSparse sets the shard input name (a SparseInput) takes in the
+// following runs, its row 0 being row offset of the batch, and densifies
+// it when the graph uses the densified node.
+func (t *Tower) FeedSparse(name string, v sharding.SparseCOO, offset int) error {
+	f, ok := t.sparse[name]
+	if !ok {
+		return fmt.Errorf("%v: no sparse input %q", t, name)
+	}
+	if err := f.Set(v, offset); err != nil {
+		return fmt.Errorf("%v: %w", t, err)
+	}
+	if _, used := t.inputs[name]; !used {
+		return nil
+	}
+	d, err := v.Dense()
+	if err != nil {
+		return fmt.Errorf("%v: densify sparse feature %q: %w", t, f.Name(), err)
+	}
+	return t.Feed(name, d)
+}
+
+// dropUnusedDense leaves the densified inputs of sparse features that no
+// node uses out of the program and the inputs: they are then never
+// densified.
+func (t *Tower) dropUnusedDense() {
+	for name := range t.sparse {
+		n, ok := t.inputs[name]
+		if !ok || t.g.To(n.ID()).Len() > 0 {
+			continue
+		}
+		if _, watched := t.watched[n]; watched {
+			continue
+		}
+		t.byGrad[n] = true // left out of the program, as liveRoots leaves by-products
+		delete(t.inputs, name)
+		delete(t.feeds, name)
+		t.inOrder = slices.DeleteFunc(t.inOrder, func(s string) bool { return s == name })
+	}
 }
 
 // Feed sets the value input name takes in the following runs. The tensor
@@ -105,40 +168,86 @@ func (t *Tower) Feed(name string, v *tensor.Dense) error {
 // Gradients returns symbolic gradients of the scalar loss with respect to
 // the named variables of this tower. A variable the loss does not depend on
 // has no gradient and is left out of the result rather than being an error.
+// A variable the loss reaches only through lookups (Scope.AddLookup) has
+// no gradient here either: see LookupGradients.
 func (t *Tower) Gradients(loss *G.Node, names []string) (map[string]*G.Node, error) {
+	out, _, err := t.LookupGradients(loss, names)
+	return out, err
+}
+
+// LookupGradient is a lookup of one of the tower's variables and the node
+// of the loss's gradient with respect to its output.
+type LookupGradient struct {
+	towers.Lookup
+	Grad *G.Node
+}
+
+// LookupGradients is Gradients, and the gradients with respect to the
+// outputs of the tower's lookups of the named variables that the loss
+// depends on, in lookup order. Symbolic differentiation does not go
+// through a lookup: a variable the loss reaches only through lookups has
+// no dense gradient (no node of the variable's size), only these; one the
+// loss also reaches otherwise (a table also read densely) has both.
+func (t *Tower) LookupGradients(loss *G.Node, names []string) (map[string]*G.Node, []LookupGradient, error) {
 	if loss == nil {
-		return nil, fmt.Errorf("%v: nil loss", t)
+		return nil, nil, fmt.Errorf("%v: nil loss", t)
 	}
 	if loss.Graph() != t.g {
-		return nil, fmt.Errorf("%v: loss %v is not a node of this tower's graph", t, loss.Name())
+		return nil, nil, fmt.Errorf("%v: loss %v is not a node of this tower's graph", t, loss.Name())
 	}
 	if !loss.IsScalar() {
-		return nil, fmt.Errorf("%v: loss must be a scalar, has shape %v", t, loss.Shape())
+		return nil, nil, fmt.Errorf("%v: loss must be a scalar, has shape %v", t, loss.Shape())
 	}
-	reach := t.ancestors(loss)
+	lookups := t.Lookups()
+	stops := map[int64]bool{}
+	for _, l := range lookups {
+		stops[l.Output.ID()] = true
+	}
+	reach := t.ancestors(loss, stops)
 	var wrt []*G.Node
 	var wrtNames []string
 	for _, name := range names {
 		n, ok := t.VariableNode(name)
 		if !ok {
-			return nil, fmt.Errorf("%v: gradient wrt variable %q, which the tower did not ask for (has: %v)", t, name, t.VariableNames())
+			return nil, nil, fmt.Errorf("%v: gradient wrt variable %q, which the tower did not ask for (has: %v)", t, name, t.VariableNames())
 		}
 		if reach[n.ID()] {
 			wrt = append(wrt, n)
 			wrtNames = append(wrtNames, name)
 		}
 	}
+	var lgs []LookupGradient
+	if len(lookups) > 0 {
+		wanted := map[string]bool{}
+		for _, name := range names {
+			wanted[name] = true
+		}
+		for _, l := range lookups {
+			if wanted[l.Variable] && reach[l.Output.ID()] {
+				lgs = append(lgs, LookupGradient{Lookup: l})
+				wrt = append(wrt, l.Output)
+			}
+		}
+	}
 	out := map[string]*G.Node{}
 	if len(wrt) == 0 {
-		return out, nil
+		return out, nil, nil
 	}
 	before := map[*G.Node]bool{}
 	for _, n := range t.g.AllNodes() {
 		before[n] = true
 	}
-	grads, err := G.Grad(loss, wrt...)
+	var grads G.Nodes
+	var err error
+	if len(lgs) == 0 {
+		grads, err = G.Grad(loss, wrt...)
+	} else {
+		// G.Grad differentiates with respect to inputs only; a lookup's
+		// output is an op's. This is G.Grad without that check.
+		grads, err = G.Backpropagate(G.Nodes{loss}, G.Nodes{t.one(loss.Dtype())}, wrt)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%v: gradients of %v: %w", t, loss.Name(), err)
+		return nil, nil, fmt.Errorf("%v: gradients of %v: %w", t, loss.Name(), err)
 	}
 	for _, n := range t.g.AllNodes() {
 		if !before[n] {
@@ -146,19 +255,36 @@ func (t *Tower) Gradients(loss *G.Node, names []string) (map[string]*G.Node, err
 		}
 	}
 	for i, g := range grads {
-		out[wrtNames[i]] = g
 		delete(t.byGrad, g)
+		if i < len(wrtNames) {
+			out[wrtNames[i]] = g
+		} else {
+			lgs[i-len(wrtNames)].Grad = g
+		}
 	}
-	return out, nil
+	return out, lgs, nil
 }
 
-// ancestors returns the IDs of every node n depends on, n included.
-func (t *Tower) ancestors(n *G.Node) map[int64]bool {
+// one is the gradient of the loss with respect to itself, as G.Grad
+// starts from: a constant one of the loss's dtype.
+func (t *Tower) one(dt tensor.Dtype) *G.Node {
+	if dt == tensor.Float32 {
+		return t.g.AddNode(G.NewConstant(float32(1)))
+	}
+	return t.g.AddNode(G.NewConstant(1.0))
+}
+
+// ancestors returns the IDs of every node n depends on, n included, not
+// looking past the nodes in stops (their own IDs are included).
+func (t *Tower) ancestors(n *G.Node, stops map[int64]bool) map[int64]bool {
 	seen := map[int64]bool{n.ID(): true}
 	stack := []int64{n.ID()}
 	for len(stack) > 0 {
 		id := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
+		if stops[id] {
+			continue
+		}
 		it := t.g.From(id)
 		for it.Next() {
 			c := it.Node().ID()
@@ -229,6 +355,7 @@ func (t *Tower) Value(n *G.Node) (G.Value, error) {
 // machine instead, which gives the same values.
 func (t *Tower) Compile() (err error) {
 	defer guard.Recover(&err, t, "compile")
+	t.dropUnusedDense()
 	if !tapeOnly {
 		roots, _ := t.liveRoots()
 		p, perr := newProgram(t.g, roots, t.watchOrder)

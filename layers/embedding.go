@@ -1,0 +1,616 @@
+package layers
+
+import (
+	"fmt"
+	"hash"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"sync/atomic"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/towers"
+)
+
+// Embedding lookups read rows of a table, a variable of shape (vocab,
+// dim), by integer id. Their gradient with respect to the table is sparse:
+// each lookup registers itself with the tower's Scope (Scope.AddLookup),
+// and the engine (package replicate) takes the gradient with respect to
+// the lookup's output instead of the table's, maps it back to one row per
+// id read, and sums the towers' rows as a towers.IndexedSlices: no buffer
+// of the table's size is made per tower or per step. A table the model
+// also reads otherwise (a matrix product with it) gets that dense gradient
+// too, and the rows are added into it.
+//
+// Ids are integers (int, int64 or int32 values). An id outside [0, vocab)
+// is an error of the step that names the feature (or the ids' node), the
+// row and the id. Negative ids are errors too, not dropped as TensorFlow's
+// safe_embedding_lookup_sparse drops them: a negative id in the data is
+// more often a bug than padding, and PaddingID is the way to mark padding.
+
+// Combiner reduces the embeddings of a row's ids (a bag) to one row:
+// TensorFlow's embedding_lookup_sparse combiners, PyTorch's EmbeddingBag
+// modes. With per-id weights w, Sum is Σ wᵢ·eᵢ, Mean is Σ wᵢ·eᵢ / Σ wᵢ and
+// SqrtN is Σ wᵢ·eᵢ / √(Σ wᵢ²); without weights every wᵢ is 1. A row with
+// no ids is zeros; a row whose divisor is zero (weights summing to zero)
+// is left as its sum.
+type Combiner int
+
+const (
+	// CombineSum sums the bag's (weighted) embeddings.
+	CombineSum Combiner = iota
+	// CombineMean divides the sum by the sum of the weights.
+	CombineMean
+	// CombineSqrtN divides the sum by the root of the sum of the squared
+	// weights.
+	CombineSqrtN
+)
+
+// String returns "sum", "mean" or "sqrtn".
+func (c Combiner) String() string {
+	switch c {
+	case CombineSum:
+		return "sum"
+	case CombineMean:
+		return "mean"
+	case CombineSqrtN:
+		return "sqrtn"
+	}
+	return fmt.Sprintf("Combiner(%d)", int(c))
+}
+
+// LookupOption adjusts an embedding lookup.
+type LookupOption func(*lookupConfig)
+
+type lookupConfig struct {
+	padding    int
+	hasPadding bool
+	weights    *towers.SparseFeature
+}
+
+// PaddingID marks id as padding: it reads its row of the table (as
+// PyTorch's padding_idx; a table whose padding row is zero, as
+// NewEmbedding makes it, gives zeros) and its row gets no gradient.
+func PaddingID(id int) LookupOption {
+	return func(c *lookupConfig) { c.padding, c.hasPadding = id, true }
+}
+
+// IDWeights weighs each id of a sparse lookup by the value of w at the
+// same index (TensorFlow's sp_weights): w must have the ids' entries, in
+// the same order with the same indices, and float values.
+func IDWeights(w *towers.SparseFeature) LookupOption {
+	return func(c *lookupConfig) { c.weights = w }
+}
+
+// lookupSerial makes every lookup op distinct: gorgonia merges nodes of
+// equal ops over equal inputs, and two lookups of one table by different
+// ids must stay two.
+var lookupSerial atomic.Int64
+
+// EmbeddingLookup returns the rows of table (vocab, dim) named by ids, an
+// integer node of shape (batch) or (batch, k): (batch, dim) or (batch, k,
+// dim). s is the tower's scope, of which table is a variable.
+func EmbeddingLookup(s *towers.Scope, table, ids *G.Node, opts ...LookupOption) (*G.Node, error) {
+	const op = "layers.EmbeddingLookup"
+	name, err := lookupTable(op, s, table)
+	if err != nil {
+		return nil, err
+	}
+	if ids == nil {
+		return nil, fmt.Errorf("%s(%s): nil ids", op, name)
+	}
+	if ids.Graph() != table.Graph() {
+		return nil, fmt.Errorf("%s(%s): ids %s are not a node of the table's graph", op, name, ids.Name())
+	}
+	if !isIntDtype(ids.Dtype()) {
+		return nil, fmt.Errorf("%s(%s): ids %s have dtype %v, want int, int64 or int32", op, name, ids.Name(), ids.Dtype())
+	}
+	if d := ids.Dims(); d != 1 && d != 2 {
+		return nil, fmt.Errorf("%s(%s): ids %s have shape %v, want (batch) or (batch, k)", op, name, ids.Name(), ids.Shape())
+	}
+	var cfg lookupConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.weights != nil {
+		return nil, fmt.Errorf("%s(%s): IDWeights is an option of sparse lookups", op, name)
+	}
+	l := &lookupOp{lookupBase: newLookupBase(table, cfg, "ids "+ids.Name()), idsDims: ids.Dims(), idsDtype: ids.Dtype(), s: s}
+	out, err := G.ApplyOp(l, table, ids)
+	if err != nil {
+		return nil, fmt.Errorf("%s(%s, %s): %w", op, name, ids.Name(), err)
+	}
+	if err := s.AddLookup(towers.Lookup{Variable: name, Output: out, Slices: l.slices}); err != nil {
+		return nil, fmt.Errorf("%s(%s): %w", op, name, err)
+	}
+	return out, nil
+}
+
+// EmbeddingLookupSparse returns, for each row of the sparse feature ids
+// (integer values; dense shape (batch, ...)), its bag of embeddings
+// combined by c: (batch, dim). TensorFlow's embedding_lookup_sparse,
+// PyTorch's EmbeddingBag. IDWeights weighs the ids.
+func EmbeddingLookupSparse(s *towers.Scope, table *G.Node, ids *towers.SparseFeature, c Combiner, opts ...LookupOption) (*G.Node, error) {
+	const op = "layers.EmbeddingLookupSparse"
+	name, err := lookupTable(op, s, table)
+	if err != nil {
+		return nil, err
+	}
+	if ids == nil {
+		return nil, fmt.Errorf("%s(%s): nil sparse feature", op, name)
+	}
+	if !isIntDtype(ids.Dtype()) {
+		return nil, fmt.Errorf("%s(%s): sparse feature %q has dtype %v, want int, int64 or int32 ids", op, name, ids.Name(), ids.Dtype())
+	}
+	if c != CombineSum && c != CombineMean && c != CombineSqrtN {
+		return nil, fmt.Errorf("%s(%s): unknown combiner %v", op, name, c)
+	}
+	var cfg lookupConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if w := cfg.weights; w != nil && (w.Dtype() != tensor.Float32 && w.Dtype() != tensor.Float64) {
+		return nil, fmt.Errorf("%s(%s): weights %q have dtype %v, want float32 or float64", op, name, w.Name(), w.Dtype())
+	}
+	l := &sparseLookupOp{lookupBase: newLookupBase(table, cfg, fmt.Sprintf("sparse feature %q", ids.Name())), feature: ids, combiner: c}
+	out, err := G.ApplyOp(l, table)
+	if err != nil {
+		return nil, fmt.Errorf("%s(%s, %q): %w", op, name, ids.Name(), err)
+	}
+	if err := s.AddLookup(towers.Lookup{Variable: name, Output: out, Slices: l.slices}); err != nil {
+		return nil, fmt.Errorf("%s(%s): %w", op, name, err)
+	}
+	return out, nil
+}
+
+// lookupTable checks a lookup's table and returns its variable's name.
+func lookupTable(op string, s *towers.Scope, table *G.Node) (string, error) {
+	if s == nil || table == nil {
+		return "", fmt.Errorf("%s: nil scope or table", op)
+	}
+	name, ok := s.VariableName(table)
+	if !ok {
+		return "", fmt.Errorf("%s: table %s is not a variable of %v", op, table.Name(), s)
+	}
+	if table.Dims() != 2 {
+		return "", fmt.Errorf("%s(%s): table has shape %v, want (vocab, dim)", op, name, table.Shape())
+	}
+	if err := checkFloat(op, table); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+func isIntDtype(dt tensor.Dtype) bool {
+	return dt == tensor.Int || dt == tensor.Int64 || dt == tensor.Int32
+}
+
+// lookupBase is what the lookup ops share: the table's shape and dtype,
+// the padding, what the errors call the ids, and the rows of the last run
+// the gradient maps back to (gradIDs, with gradScale per id and gradRow the
+// output row it went to) and the gradient's buffers.
+type lookupBase struct {
+	serial     int64
+	vocab, dim int
+	dtype      tensor.Dtype
+	cfg        lookupConfig
+	what       string
+	out        buffer
+
+	ids       []int // the last run's ids, in order
+	gradIDs   []int
+	gradRow   []int
+	gradScale []float64 // nil: every scale is 1
+	vals32    []float32
+	vals64    []float64
+}
+
+func newLookupBase(table *G.Node, cfg lookupConfig, what string) lookupBase {
+	sh := table.Shape()
+	return lookupBase{serial: lookupSerial.Add(1), vocab: sh[0], dim: sh[1], dtype: table.Dtype(), cfg: cfg, what: what}
+}
+
+func (l *lookupBase) ReturnsPtr() bool     { return false }
+func (l *lookupBase) CallsExtern() bool    { return false }
+func (l *lookupBase) OverwritesInput() int { return -1 }
+
+// DiffWRT: a lookup is not differentiated with respect to its table (nor
+// its ids): its table's gradient is its Slices.
+func (l *lookupBase) DiffWRT(n int) []bool { return make([]bool, n) }
+
+// SymDiff makes no gradient node: symbolic differentiation asks when the
+// engine differentiates with respect to the lookup's output.
+func (l *lookupBase) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	return make(G.Nodes, len(in)), nil
+}
+
+// checkID is the error of an id outside [0, vocab).
+func (l *lookupBase) checkID(id, row int) error {
+	if id < 0 || id >= l.vocab {
+		return fmt.Errorf("embedding lookup: %s: row %d has id %d, out of range [0, %d) of the table", l.what, row, id, l.vocab)
+	}
+	return nil
+}
+
+// slices is the table's gradient through the lookup in the last run given
+// the gradient of its output: for each id read (padding left out), its
+// output row of outGrad times its scale.
+func (l *lookupBase) slices(outGrad G.Value) (towers.IndexedSlices, error) {
+	shape := []int{l.vocab, l.dim}
+	switch l.dtype {
+	case tensor.Float32:
+		g, err := backing[float32]("embedding lookup gradient", outGrad)
+		if err != nil {
+			return towers.IndexedSlices{}, err
+		}
+		l.vals32, err = gradRows(l, g, l.vals32)
+		return towers.IndexedSlices{Indices: l.gradIDs, Values: l.vals32, DenseShape: shape}, err
+	default:
+		g, err := backing[float64]("embedding lookup gradient", outGrad)
+		if err != nil {
+			return towers.IndexedSlices{}, err
+		}
+		l.vals64, err = gradRows(l, g, l.vals64)
+		return towers.IndexedSlices{Indices: l.gradIDs, Values: l.vals64, DenseShape: shape}, err
+	}
+}
+
+func gradRows[T float](l *lookupBase, g []T, buf []T) ([]T, error) {
+	n := len(l.gradIDs) * l.dim
+	if cap(buf) < n {
+		buf = make([]T, n)
+	}
+	buf = buf[:n]
+	for i, r := range l.gradRow {
+		if (r+1)*l.dim > len(g) {
+			return buf, fmt.Errorf("embedding lookup gradient: %d elements, row %d wanted", len(g), r)
+		}
+		src, dst := g[r*l.dim:(r+1)*l.dim], buf[i*l.dim:(i+1)*l.dim]
+		if l.gradScale == nil {
+			copy(dst, src)
+			continue
+		}
+		s := T(l.gradScale[i])
+		for j, x := range src {
+			dst[j] = s * x
+		}
+	}
+	return buf, nil
+}
+
+// valuesOf returns the values of a sparse tensor's rank-1 Values: its
+// Data, or an empty slice of its type for no entries (a shard whose rows
+// have none), whose Data panics.
+func valuesOf(t *tensor.Dense) any {
+	if t.Shape().TotalSize() > 0 {
+		return t.Data()
+	}
+	return reflect.MakeSlice(reflect.SliceOf(t.Dtype().Type), 0, 0).Interface()
+}
+
+// intsOf sets dst to the integer values of v (an int, int64 or int32
+// slice).
+func intsOf(v any, dst []int) ([]int, error) {
+	dst = dst[:0]
+	switch d := v.(type) {
+	case []int:
+		dst = append(dst, d...)
+	case []int64:
+		for _, x := range d {
+			dst = append(dst, int(x))
+		}
+	case []int32:
+		for _, x := range d {
+			dst = append(dst, int(x))
+		}
+	default:
+		return dst, fmt.Errorf("ids are a %T, want int, int64 or int32 values", v)
+	}
+	return dst, nil
+}
+
+// lookupOp gathers rows of its table (input 0) by the ids of input 1.
+type lookupOp struct {
+	lookupBase
+	idsDims  int
+	idsDtype tensor.Dtype
+	s        *towers.Scope // for the batch row of an error
+}
+
+func (l *lookupOp) Arity() int { return 2 }
+
+func (l *lookupOp) Type() hm.Type {
+	return hm.NewFnType(tensorType(2, l.dtype), tensorType(l.idsDims, l.idsDtype), tensorType(l.idsDims+1, l.dtype))
+}
+
+func (l *lookupOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	ids, err := shapeOf("embedding lookup", in, 1)
+	if err != nil {
+		return nil, err
+	}
+	return append(ids.Clone(), l.dim), nil
+}
+
+func (l *lookupOp) Do(in ...G.Value) (G.Value, error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("%v: %d inputs, want 2", l, len(in))
+	}
+	var err error
+	if l.ids, err = intsOf(in[1].Data(), l.ids); err != nil {
+		return nil, fmt.Errorf("embedding lookup: %s: %w", l.what, err)
+	}
+	per := 1 // ids per row
+	if sh := in[1].Shape(); len(sh) == 2 {
+		per = sh[1]
+	}
+	l.gradIDs, l.gradRow, l.gradScale = l.gradIDs[:0], l.gradRow[:0], nil
+	for p, id := range l.ids {
+		if err := l.checkID(id, l.s.RowOffset()+p/per); err != nil {
+			return nil, err
+		}
+		if l.cfg.hasPadding && id == l.cfg.padding {
+			continue
+		}
+		l.gradIDs = append(l.gradIDs, id)
+		l.gradRow = append(l.gradRow, p)
+	}
+	shape := append(in[1].Shape().Clone(), l.dim)
+	return dispatch(l, in[0].Dtype(),
+		func() (G.Value, error) { return gather[float32](l, in[0], shape) },
+		func() (G.Value, error) { return gather[float64](l, in[0], shape) })
+}
+
+func gather[T float](l *lookupOp, table G.Value, shape tensor.Shape) (G.Value, error) {
+	t, err := backing[T]("table", table)
+	if err != nil {
+		return nil, err
+	}
+	out := l.out.get(table.Dtype(), shape)
+	o := data[T](out)
+	for p, id := range l.ids {
+		copy(o[p*l.dim:(p+1)*l.dim], t[id*l.dim:(id+1)*l.dim])
+	}
+	return out, nil
+}
+
+func (l *lookupOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", l) }
+func (l *lookupOp) Hashcode() uint32      { return hashOf(l) }
+func (l *lookupOp) String() string {
+	return fmt.Sprintf("EmbeddingLookup#%d{%dx%d}", l.serial, l.vocab, l.dim)
+}
+
+// sparseLookupOp combines, for each row of a sparse feature, the rows of
+// its table (its one input) its ids name.
+type sparseLookupOp struct {
+	lookupBase
+	feature  *towers.SparseFeature
+	combiner Combiner
+	rows     []int     // the last run's output row per entry
+	weights  []float64 // the last run's weight per entry; nil: all 1
+	den      []float64 // per output row: the divisor
+}
+
+func (l *sparseLookupOp) Arity() int { return 1 }
+
+func (l *sparseLookupOp) Type() hm.Type {
+	return hm.NewFnType(tensorType(2, l.dtype), tensorType(2, l.dtype))
+}
+
+func (l *sparseLookupOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	return tensor.Shape{l.feature.Rows(), l.dim}, nil
+}
+
+func (l *sparseLookupOp) Do(in ...G.Value) (G.Value, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("%v: %d inputs, want 1", l, len(in))
+	}
+	if err := l.read(); err != nil {
+		return nil, err
+	}
+	return dispatch(l, in[0].Dtype(),
+		func() (G.Value, error) { return combine[float32](l, in[0]) },
+		func() (G.Value, error) { return combine[float64](l, in[0]) })
+}
+
+// read takes the run's ids, rows and weights from the sparse features,
+// checking them, and sets the divisors and the gradient's rows.
+func (l *sparseLookupOp) read() error {
+	v := l.feature.Value()
+	if v.Values == nil {
+		return fmt.Errorf("embedding lookup: %s was not fed", l.what)
+	}
+	var err error
+	if l.lookupBase.ids, err = intsOf(valuesOf(v.Values), l.lookupBase.ids); err != nil {
+		return fmt.Errorf("embedding lookup: %s: %w", l.what, err)
+	}
+	rows := l.feature.Rows()
+	l.rows = l.rows[:0]
+	for e, idx := range v.Indices {
+		if len(idx) == 0 || idx[0] < 0 || idx[0] >= rows {
+			return fmt.Errorf("embedding lookup: %s: entry %d has index %v outside its %d rows", l.what, e, idx, rows)
+		}
+		l.rows = append(l.rows, idx[0])
+	}
+	for e, id := range l.lookupBase.ids {
+		if err := l.checkID(id, l.feature.Offset()+l.rows[e]); err != nil {
+			return err
+		}
+	}
+	l.weights = l.weights[:0]
+	if w := l.cfg.weights; w != nil {
+		wv := w.Value()
+		if wv.Values == nil || len(wv.Indices) != len(v.Indices) {
+			return fmt.Errorf("embedding lookup: %s: weights %q have %d entries, the ids %d", l.what, w.Name(), len(wv.Indices), len(v.Indices))
+		}
+		for e, idx := range wv.Indices {
+			if len(idx) == 0 || idx[0] != l.rows[e] {
+				return fmt.Errorf("embedding lookup: %s: weight entry %d has index %v, its id row %d (weights must have the ids' indices, in order)", l.what, e, idx, l.rows[e])
+			}
+		}
+		switch d := valuesOf(wv.Values).(type) {
+		case []float32:
+			for _, x := range d {
+				l.weights = append(l.weights, float64(x))
+			}
+		case []float64:
+			l.weights = append(l.weights, d...)
+		default:
+			return fmt.Errorf("embedding lookup: %s: weights %q are %T, want float values", l.what, w.Name(), d)
+		}
+	}
+	weight := func(e int) float64 {
+		if len(l.weights) == 0 {
+			return 1
+		}
+		return l.weights[e]
+	}
+	if cap(l.den) < rows {
+		l.den = make([]float64, rows)
+	}
+	l.den = l.den[:rows]
+	clear(l.den)
+	for e, r := range l.rows {
+		w := weight(e)
+		switch l.combiner {
+		case CombineMean:
+			l.den[r] += w
+		case CombineSqrtN:
+			l.den[r] += w * w
+		}
+	}
+	for r, d := range l.den {
+		switch {
+		case l.combiner == CombineSum || d == 0:
+			l.den[r] = 1
+		case l.combiner == CombineSqrtN:
+			l.den[r] = math.Sqrt(d)
+		}
+	}
+	l.gradIDs, l.gradRow, l.gradScale = l.gradIDs[:0], l.gradRow[:0], l.gradScale[:0]
+	for e, id := range l.lookupBase.ids {
+		if l.cfg.hasPadding && id == l.cfg.padding {
+			continue
+		}
+		l.gradIDs = append(l.gradIDs, id)
+		l.gradRow = append(l.gradRow, l.rows[e])
+		l.gradScale = append(l.gradScale, weight(e)/l.den[l.rows[e]])
+	}
+	return nil
+}
+
+func combine[T float](l *sparseLookupOp, table G.Value) (G.Value, error) {
+	t, err := backing[T]("table", table)
+	if err != nil {
+		return nil, err
+	}
+	out := l.out.get(table.Dtype(), tensor.Shape{l.feature.Rows(), l.dim})
+	o := data[T](out)
+	clear(o)
+	for e, id := range l.lookupBase.ids {
+		r := l.rows[e]
+		w := 1.0
+		if len(l.weights) > 0 {
+			w = l.weights[e]
+		}
+		s := T(w / l.den[r])
+		dst, src := o[r*l.dim:(r+1)*l.dim], t[id*l.dim:(id+1)*l.dim]
+		for j, x := range src {
+			dst[j] += s * x
+		}
+	}
+	return out, nil
+}
+
+func (l *sparseLookupOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", l) }
+func (l *sparseLookupOp) Hashcode() uint32      { return hashOf(l) }
+func (l *sparseLookupOp) String() string {
+	return fmt.Sprintf("EmbeddingLookupSparse#%d{%dx%d, %q, %v}", l.serial, l.vocab, l.dim, l.feature.Name(), l.combiner)
+}
+
+// EmbeddingConfig configures NewEmbedding.
+type EmbeddingConfig struct {
+	// Vocab and Dim are the table's shape (Vocab, Dim); both must be
+	// positive.
+	Vocab, Dim int
+	// Dtype is the table's type: Float32 (the zero value) or Float64.
+	Dtype tensor.Dtype
+	// Init initializes the table when it is created; nil means
+	// towers.RandomNormal(0, 1), as PyTorch's nn.Embedding. With Padded,
+	// the padding row starts at zero whatever Init gives.
+	Init towers.Initializer
+	// Padded marks PaddingID as padding in every lookup of the layer (see
+	// PaddingID).
+	Padded    bool
+	PaddingID int
+}
+
+// EmbeddingLayer is an embedding table that owns its variable,
+// name/embeddings (Vocab, Dim): every lookup reads it, and the sparse
+// gradients of all lookups add up.
+type EmbeddingLayer struct {
+	s     *towers.Scope
+	name  string
+	table *G.Node
+	opts  []LookupOption
+}
+
+// NewEmbedding makes the embedding layer name in m, getting or creating
+// its table m.Name(name)+"/embeddings".
+func NewEmbedding(m *Module, name string, cfg EmbeddingConfig) (*EmbeddingLayer, error) {
+	const op = "layers.NewEmbedding"
+	if m == nil {
+		return nil, fmt.Errorf("%s(%q): nil module", op, name)
+	}
+	l := &EmbeddingLayer{s: m.Scope(), name: m.Name(name)}
+	dt, err := layerDtype(op, l.name, cfg.Dtype)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Vocab <= 0 || cfg.Dim <= 0 {
+		return nil, fmt.Errorf("%s(%q): vocabulary %d, dimension %d: want both positive", op, l.name, cfg.Vocab, cfg.Dim)
+	}
+	if cfg.Padded && (cfg.PaddingID < 0 || cfg.PaddingID >= cfg.Vocab) {
+		return nil, fmt.Errorf("%s(%q): padding id %d outside the vocabulary [0, %d)", op, l.name, cfg.PaddingID, cfg.Vocab)
+	}
+	init := orInit(cfg.Init, towers.RandomNormal(0, 1))
+	if cfg.Padded {
+		init = zeroRow(init, cfg.PaddingID, cfg.Dim)
+		l.opts = append(l.opts, PaddingID(cfg.PaddingID))
+	}
+	if l.table, err = m.Variable(name+"/embeddings", dt, tensor.Shape{cfg.Vocab, cfg.Dim}, init); err != nil {
+		return nil, fmt.Errorf("%s(%q): %w", op, l.name, err)
+	}
+	return l, nil
+}
+
+// zeroRow is init with row of every table it fills set to zero.
+func zeroRow(init towers.Initializer, row, dim int) towers.Initializer {
+	return func(rng *rand.Rand, dt tensor.Dtype, shape tensor.Shape, backing any) error {
+		if err := init(rng, dt, shape, backing); err != nil {
+			return err
+		}
+		switch d := backing.(type) {
+		case []float32:
+			clear(d[row*dim : (row+1)*dim])
+		case []float64:
+			clear(d[row*dim : (row+1)*dim])
+		}
+		return nil
+	}
+}
+
+// Table returns the tower's node of the layer's table.
+func (l *EmbeddingLayer) Table() *G.Node { return l.table }
+
+// Lookup is EmbeddingLookup of the layer's table.
+func (l *EmbeddingLayer) Lookup(ids *G.Node) (*G.Node, error) {
+	return EmbeddingLookup(l.s, l.table, ids, l.opts...)
+}
+
+// LookupSparse is EmbeddingLookupSparse of the layer's table.
+func (l *EmbeddingLayer) LookupSparse(ids *towers.SparseFeature, c Combiner, opts ...LookupOption) (*G.Node, error) {
+	return EmbeddingLookupSparse(l.s, l.table, ids, c, append(append([]LookupOption(nil), l.opts...), opts...)...)
+}
