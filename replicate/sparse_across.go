@@ -64,9 +64,9 @@ const (
 	sFields
 )
 
-// sparsePlan is how one gradient crosses processes, known alike on every
+// crossPlan is how one gradient crosses processes, known alike on every
 // process after the exchange of counts.
-type sparsePlan struct {
+type crossPlan struct {
 	ids     []int // by rank
 	total   int   // ids over every rank
 	kind    int   // bytes of a value, 4 or 8; 0 when no rank has values
@@ -139,7 +139,7 @@ func (x *across) sparseFail(what string, err error) error {
 // each gradient goes. local is this process's own error (an invalid
 // gradient, an unknown setting), or an error every process finds alike in
 // what the others said; err is a failed collective's.
-func (x *across) planSparse(ctx context.Context, mode SparseAsDense, names []string, grads []towers.IndexedSlices) (plans []sparsePlan, local, err error) {
+func (x *across) planSparse(ctx context.Context, mode SparseAsDense, names []string, grads []towers.IndexedSlices) (plans []crossPlan, local, err error) {
 	n, rank := x.comm.Size(), x.comm.Rank()
 	name := func(i int) string { return sparseName(names, i) }
 	w := 1 + sFields*len(grads)
@@ -169,7 +169,7 @@ func (x *across) planSparse(ctx context.Context, mode SparseAsDense, names []str
 	if local != nil {
 		return nil, local, nil
 	}
-	plans = make([]sparsePlan, len(grads))
+	plans = make([]crossPlan, len(grads))
 	for r := range n {
 		theirs := said[r*w : (r+1)*w]
 		if theirs[0] != mine[0] {
@@ -273,7 +273,7 @@ func emptyValues(kind int) any {
 // process touched into out: its ids in one all-gather, its float32 rows in
 // a second and its float64 rows in a third, each process's part holding
 // its gradients in order.
-func (x *across) gatherSparse(ctx context.Context, plans []sparsePlan, grads []towers.IndexedSlices, out []towers.IndexedSlices) error {
+func (x *across) gatherSparse(ctx context.Context, plans []crossPlan, grads []towers.IndexedSlices, out []towers.IndexedSlices) error {
 	n, rank := x.comm.Size(), x.comm.Rank()
 	idCounts, n32, n64 := make([]int, n), make([]int, n), make([]int, n)
 	some := false
@@ -384,7 +384,7 @@ func gatherRows[T float32 | float64](ctx context.Context, x *across, what string
 // tables in one all-reduce and those of float64 tables in another (in
 // buckets of Config.BucketBytes, as the dense gradients); the rows any
 // process touched are then taken from the sums.
-func (x *across) densifySparse(ctx context.Context, plans []sparsePlan, names []string, grads []towers.IndexedSlices, out []towers.IndexedSlices) error {
+func (x *across) densifySparse(ctx context.Context, plans []crossPlan, names []string, grads []towers.IndexedSlices, out []towers.IndexedSlices) error {
 	var n32, n64 int
 	for i, p := range plans {
 		if !p.dense {
