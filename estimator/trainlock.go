@@ -69,5 +69,9 @@ func lockModelDir(dir string) (*trainLock, error) {
 	return &trainLock{f}, nil
 }
 
-// release gives the lock up; closing the file releases it.
-func (l *trainLock) release() { l.f.Close() }
+// release gives the lock up, also where a child process holds a copy of
+// the lock file's descriptor, then closes the file.
+func (l *trainLock) release() {
+	unlock(l.f)
+	l.f.Close()
+}

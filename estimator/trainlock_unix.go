@@ -26,3 +26,16 @@ func tryLock(f *os.File) (bool, error) {
 		return false, err
 	}
 }
+
+// unlock gives up f's lock. Closing f alone would not when a child
+// process holds a copy of f's descriptor — one inherited across a fork
+// that has not yet reached its exec, or passed on on purpose — since the
+// lock belongs to the open file that copy shares.
+func unlock(f *os.File) error {
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
