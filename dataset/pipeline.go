@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/internal/tfrecord"
 	"github.com/towerflow/towerflow/sharding"
 )
 
@@ -70,43 +71,56 @@ type Pipeline struct {
 
 // origin is where a record came from, for errors.
 type origin struct {
-	file string
-	n    int64 // record number (from 0) or line (from 1)
-	csv  bool
+	file   string
+	n      int64 // record number (from 0) or line (from 1)
+	offset int64 // a TFRecord record's byte offset; -1 for a CSV row
 }
 
 func (o origin) String() string {
-	if o.csv {
+	if o.offset < 0 {
 		return fmt.Sprintf("%s:%d", o.file, o.n)
 	}
-	return fmt.Sprintf("%s: record %d", o.file, o.n)
+	return fmt.Sprintf("%s: record %d at byte %d", o.file, o.n, o.offset)
 }
 
-// record is an Example read, and where it came from.
+// record is a record read, and where it came from: a CSV row's Example,
+// or a TFRecord record's bytes, which a parse worker decodes.
 type record struct {
 	ex  Example
+	raw []byte
 	src origin
 }
 
-// fileSource is a Source over one file that says where the Example Next
-// last returned came from.
+// fileSource reads the records of one file.
 type fileSource interface {
-	Source
-	last() origin
+	next() (record, error)
 	Close() error
 }
 
 type csvFile struct{ r *CSVReader }
 
-func (s csvFile) Next() (Example, error) { return s.r.Next() }
-func (s csvFile) last() origin           { return origin{s.r.files[0], int64(s.r.lastLine()), true} }
-func (s csvFile) Close() error           { return s.r.Close() }
+func (s csvFile) next() (record, error) {
+	ex, err := s.r.Next()
+	if err != nil {
+		return record{}, err
+	}
+	return record{ex: ex, src: origin{s.r.files[0], int64(s.r.lastLine()), -1}}, nil
+}
+
+func (s csvFile) Close() error { return s.r.Close() }
 
 type recordFile struct{ f *RecordFile }
 
-func (s recordFile) Next() (Example, error) { return s.f.NextExample() }
-func (s recordFile) last() origin           { return origin{s.f.Name(), s.f.Record() - 1, false} }
-func (s recordFile) Close() error           { return s.f.Close() }
+func (s recordFile) next() (record, error) {
+	data, err := s.f.Next()
+	if err != nil {
+		return record{}, err
+	}
+	src := origin{s.f.Name(), s.f.Record() - 1, s.f.Offset() - int64(len(data)) - tfrecord.Overhead}
+	return record{raw: append([]byte(nil), data...), src: src}, nil
+}
+
+func (s recordFile) Close() error { return s.f.Close() }
 
 // Examples makes r a Source of the Examples its records hold
 // (NextExample).
@@ -249,7 +263,7 @@ func (p *Pipeline) interleave(files []string) iter.Seq2[record, error] {
 		}
 		for cur := 0; len(open) > 0; {
 			s := open[cur]
-			ex, err := s.Next()
+			r, err := s.next()
 			if err == io.EOF {
 				err = s.Close()
 				open = slices.Delete(open, cur, cur+1)
@@ -274,7 +288,7 @@ func (p *Pipeline) interleave(files []string) iter.Seq2[record, error] {
 				yield(record{}, err)
 				return
 			}
-			if !yield(record{ex, s.last()}, nil) {
+			if !yield(r, nil) {
 				return
 			}
 			cur = (cur + 1) % len(open)
@@ -378,22 +392,35 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 
 // parse is a worker: it parses the batches of jobs.
 func (p *Pipeline) parse(jobs <-chan job) {
+	var dec exampleDecoder
 	for j := range jobs {
-		examples := make([]Example, len(j.recs))
-		for i, r := range j.recs {
-			examples[i] = r.ex
-		}
-		b, err := ParseExamples(examples, p.Spec)
-		if err != nil {
-			var pe *ParseError
-			if errors.As(err, &pe) && pe.Example >= 0 && pe.Example < len(j.recs) {
-				err = fmt.Errorf("dataset: pipeline: batch %d: %s: feature %q: %w", j.n, j.recs[pe.Example].src, pe.Feature, pe.Err)
-			} else {
-				err = fmt.Errorf("dataset: pipeline: batch %d: %w", j.n, err)
-			}
-		}
-		j.out <- result{b, err}
+		j.out <- p.parseBatch(&dec, j)
 	}
+}
+
+// parseBatch decodes j's records, if TFRecord ones, and parses them.
+func (p *Pipeline) parseBatch(dec *exampleDecoder, j job) result {
+	examples := make([]Example, len(j.recs))
+	for i, r := range j.recs {
+		examples[i] = r.ex
+		if r.raw != nil {
+			ex, err := dec.decode(r.raw)
+			if err != nil {
+				return result{err: fmt.Errorf("dataset: pipeline: batch %d: %s: %w", j.n, r.src, err)}
+			}
+			examples[i] = ex
+		}
+	}
+	b, err := ParseExamples(examples, p.Spec)
+	if err != nil {
+		var pe *ParseError
+		if errors.As(err, &pe) && pe.Example >= 0 && pe.Example < len(j.recs) {
+			err = fmt.Errorf("dataset: pipeline: batch %d: %s: feature %q: %w", j.n, j.recs[pe.Example].src, pe.Feature, pe.Err)
+		} else {
+			err = fmt.Errorf("dataset: pipeline: batch %d: %w", j.n, err)
+		}
+	}
+	return result{b, err}
 }
 
 // batches is the pipeline's batches from batch start on.

@@ -3,6 +3,7 @@ package dataset
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -297,6 +298,19 @@ func TestPipelineErrorsNameFileAndRecord(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+	garbled := filepath.Join(dir, "garbled.tfrecord")
+	w, err = CreateRecords(garbled, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, data := range [][]byte{nil, {0x0a, 0x05, 0x0a, 0x03}} { // an empty Example, then one cut short
+		if err := w.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	csvPath := filepath.Join(dir, "rows.csv")
 	if err := os.WriteFile(csvPath, []byte("id,v\n1,0.5\n2,x\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -315,6 +329,8 @@ func TestPipelineErrorsNameFileAndRecord(t *testing.T) {
 	}{
 		{"a feature of the wrong length", Pipeline{Files: []string{good[0], bad}, Spec: idSpec, BatchSize: 10},
 			[]string{bad + ": record 2", `feature "x"`, "3 values"}},
+		{"a record that is no tf.Example", Pipeline{Files: []string{garbled}, Spec: idSpec, BatchSize: 10, Workers: 2},
+			[]string{garbled + ": record 1 at byte 16", "malformed"}},
 		{"a CSV value of the wrong kind", Pipeline{Files: []string{csvPath}, CSV: &CSVOptions{Schema: csvSchema}, Spec: csvSpec, BatchSize: 10},
 			[]string{csvPath + ":3", `column "v" (2)`}},
 		{"a CSV column the spec wants wider", Pipeline{Files: []string{goodCSV}, CSV: &CSVOptions{Schema: csvSchema, Columns: []string{"id", "v"}}, Spec: wideSpec, BatchSize: 10},
@@ -402,5 +418,29 @@ func TestPipelineStops(t *testing.T) {
 	}
 	if last != context.Canceled {
 		t.Errorf("after cancel: error %v, want context.Canceled", last)
+	}
+}
+
+func TestRecordReaderExamples(t *testing.T) {
+	files, ids := writeIDFiles(t, []int{5})
+	f, err := OpenRecords(files[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var src Source = f.Examples()
+	var got []int64
+	for {
+		ex, err := src.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ex["id"].Int64s...)
+	}
+	if diff := cmp.Diff(ids, got); diff != "" {
+		t.Errorf("ids (-want +got):\n%s", diff)
 	}
 }
