@@ -273,6 +273,17 @@ func (r *CSVReader) Next() (Example, error) {
 	}
 }
 
+// lastLine is the line (from 1) on which the row Next last returned
+// starts, in the file it came from; 0 when no file is open. Call it only
+// after Next returned a row.
+func (r *CSVReader) lastLine() int {
+	if r.cr == nil {
+		return 0
+	}
+	line, _ := r.cr.FieldPos(0)
+	return r.lineBase + line
+}
+
 // Close closes the file open, if any; Next then returns an error.
 func (r *CSVReader) Close() error {
 	err := r.closeFile()

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,6 +17,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/dataset"
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
 	"github.com/towerflow/towerflow/internal/numeric"
@@ -35,6 +38,10 @@ const (
 	resumeOptEnv    = "TOWERFLOW_RESUME_OPT"
 	resumeTowersEnv = "TOWERFLOW_RESUME_TOWERS"
 	resumeStepsEnv  = "TOWERFLOW_RESUME_STEPS"
+	// resumeFilesEnv, when set, is the list of TFRecord files (separated
+	// by the OS's path list separator) the run trains on, through
+	// filePipeline, rather than resumeInput.
+	resumeFilesEnv = "TOWERFLOW_RESUME_FILES"
 )
 
 // resumeOptimizer makes the optimizer named by params["opt"].
@@ -182,7 +189,13 @@ func TestResumeHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer est.Close()
-	if err := trainSteps(est, steps); err != nil {
+	train := trainSteps
+	if files := os.Getenv(resumeFilesEnv); files != "" {
+		train = func(est *estimator.Estimator, steps int64) error {
+			return trainFileSteps(est, filepath.SplitList(files), steps)
+		}
+	}
+	if err := train(est, steps); err != nil {
 		t.Fatal(err)
 	}
 	if got := est.GlobalStep(); got != steps {
@@ -266,6 +279,110 @@ func TestExactResume(t *testing.T) {
 				t.Errorf("resumed global step %d, want %d", got, 2*k)
 			}
 			if diff := cmp.Diff(at2K, snapshot(t, est), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("K+K steps across processes differ from 2K steps in one run (-one run +resumed):\n%s", diff)
+			}
+		})
+	}
+}
+
+// writeResumeFiles writes two TFRecord files of 13 and 10 records, "x" three
+// floats and "y" one, as resumeInput's rows; it returns their paths.
+func writeResumeFiles(t *testing.T) []string {
+	t.Helper()
+	dir := t.TempDir()
+	var paths []string
+	i := 0
+	for f, n := range []int{13, 10} {
+		path := filepath.Join(dir, fmt.Sprintf("part-%d.tfrecord", f))
+		w, err := dataset.CreateRecords(path, dataset.CompressionOf(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			x := make([]float32, 3)
+			for j := range x {
+				x[j] = float32((5*i+3*j)%7)/4 - 0.75
+			}
+			y := 0.5*x[0] - 0.25*x[1]*x[2] + 0.1
+			if err := w.WriteExample(dataset.Example{"x": {Floats: x}, "y": {Floats: []float32{y}}}); err != nil {
+				t.Fatal(err)
+			}
+			i++
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, path)
+	}
+	return paths
+}
+
+// filePipeline reads files shuffled, in batches of 4 (the 23 records make
+// 6 a epoch, the last of 3 rows), forever.
+func filePipeline(files []string) (estimator.InputFn, error) {
+	return dataset.Pipeline{
+		Files: files,
+		Spec: map[string]dataset.FeatureSpec{
+			"x": {Dtype: tensor.Float64, Shape: []int{3}},
+			"y": {Dtype: tensor.Float64, Shape: []int{1}, Label: true},
+		},
+		BatchSize: 4, Epochs: estimator.Forever, ShuffleBuffer: 6, Seed: 5, CycleLength: 2, Workers: 2,
+	}.Input()
+}
+
+// trainFileSteps trains est for steps more steps on filePipeline.
+func trainFileSteps(est *estimator.Estimator, files []string, steps int64) error {
+	in, err := filePipeline(files)
+	if err != nil {
+		return err
+	}
+	return est.Train(context.Background(), in, estimator.Steps(steps))
+}
+
+// Exact resume from files: K steps in a child process and K more in a new
+// Estimator on its model directory give the variables of 2K steps in one
+// call: the resumed input goes on at the batch where the child stopped,
+// in the epoch's shuffled order (2K steps cross an epoch's end).
+func TestExactResumeFromFiles(t *testing.T) {
+	const k = 5
+	files := writeResumeFiles(t)
+	tests := []struct {
+		opt    string
+		towers int
+	}{
+		{"SGD", 1},
+		{"Momentum", 2},
+		{"Adam", 3},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s/%d towers", tc.opt, tc.towers), func(t *testing.T) {
+			ref, err := newResumeEstimator(t.TempDir(), tc.opt, tc.towers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ref.Close()
+			if err := trainFileSteps(ref, files, 2*k); err != nil {
+				t.Fatal(err)
+			}
+			want := snapshot(t, ref)
+
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestResumeHelper$", "-test.count=1")
+			cmd.Env = append(os.Environ(),
+				resumeDirEnv+"="+dir, resumeOptEnv+"="+tc.opt, resumeFilesEnv+"="+strings.Join(files, string(filepath.ListSeparator)),
+				resumeTowersEnv+"="+strconv.Itoa(tc.towers), resumeStepsEnv+"="+strconv.Itoa(k))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("child process: %v\n%s", err, out)
+			}
+			est, err := newResumeEstimator(dir, tc.opt, tc.towers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer est.Close()
+			if err := trainFileSteps(est, files, k); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, snapshot(t, est), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("K+K steps across processes differ from 2K steps in one run (-one run +resumed):\n%s", diff)
 			}
 		})

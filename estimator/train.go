@@ -193,7 +193,7 @@ func (e *Estimator) beginTrain(ctx context.Context, input InputFn, o trainOption
 	}
 	r.info = RunInfo{Store: e.store(), ModelDir: e.cfg.ModelDir, Logger: e.log, StartStep: start, LastStep: limit}
 	var src, batches iter.Seq2[Batch, error]
-	src, r.lateInput = readInput(ctx, input)
+	src, r.lateInput = readInput(WithStartBatch(ctx, start*int64(e.eng.AccumulateSteps())), input)
 	batches, r.started = prefetch(ctx, src, true)
 	r.next, r.stopInput = iter.Pull2(batches)
 	r.first, r.firstErr, r.haveFirst = r.next()

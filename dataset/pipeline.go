@@ -1,0 +1,474 @@
+package dataset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"math/rand/v2"
+	"slices"
+	"sync"
+
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/internal/tfrecord"
+	"github.com/towerflow/towerflow/sharding"
+)
+
+// Pipeline reads Examples from files into the batches an Estimator trains
+// on, as tf.data's interleave, shuffle, batch, repeat, parse_example and
+// prefetch: Input makes it an estimator.InputFn.
+//
+// An epoch reads every record of Files once: CycleLength files at a time,
+// one record of each in turn (a file that ends gives its place to the
+// next file), through a shuffle buffer of ShuffleBuffer records (each
+// record out is drawn uniformly from the buffer and replaced by the next
+// record read), cut into batches of BatchSize. With shuffling, the order
+// of the files and the draws are new every epoch, from Seed and the
+// epoch's number. Workers goroutines turn batches of Examples into
+// tensors (ParseExamples) up to Prefetch batches ahead of the towers; the
+// batches are the same whatever the number of workers. Memory is bounded
+// by ShuffleBuffer, CycleLength open files and Prefetch+Workers batches,
+// never by the size of a file.
+type Pipeline struct {
+	// Files are paths or filepath.Match patterns (each pattern's matches
+	// in lexical order). Required.
+	Files []string
+	// CSV, when not nil, says the files are CSV files and how to read
+	// them (see CSVReader; ReuseExample is ignored). Otherwise they are
+	// TFRecord files of tf.Examples, read as Records says.
+	CSV     *CSVOptions
+	Records RecordOptions
+	// Spec says how features become tensors (ParseExamples). Required.
+	Spec map[string]FeatureSpec
+	// BatchSize is the number of records a batch; the last batch of an
+	// epoch may be smaller, unless DropRemainder drops it. Required.
+	BatchSize     int
+	DropRemainder bool
+	// Epochs is how many passes over the files to make: 0 means 1,
+	// estimator.Forever repeats without end.
+	Epochs int
+	// ShuffleBuffer is the shuffle buffer's size in records; 0 or 1 does
+	// not shuffle (the files are then read in order, too). Seed seeds it.
+	ShuffleBuffer int
+	Seed          uint64
+	// CycleLength is how many files are read at once, interleaved record
+	// by record; 0 means 1.
+	CycleLength int
+	// Workers is how many goroutines parse batches; 0 means 1. Prefetch
+	// is how many batches may wait, parsed or being parsed, ahead of the
+	// consumer; 0 means 2.
+	Workers, Prefetch int
+	// Processes, when more than 1, makes this the input of process Rank
+	// of that many training together, as estimator.TensorInput does:
+	// BatchSize is the batch of all of them, every process reads the
+	// records of every file (in the same order, so that they cut the same
+	// batches) and parses only its part of each batch, the rows
+	// sharding.Part(rows, Processes, Rank) gives. Together they see the
+	// batches one process would.
+	Processes, Rank int
+}
+
+// origin is where a record came from, for errors.
+type origin struct {
+	file   string
+	n      int64 // record number (from 0) or line (from 1)
+	offset int64 // a TFRecord record's byte offset; -1 for a CSV row
+}
+
+func (o origin) String() string {
+	if o.offset < 0 {
+		return fmt.Sprintf("%s:%d", o.file, o.n)
+	}
+	return fmt.Sprintf("%s: record %d at byte %d", o.file, o.n, o.offset)
+}
+
+// record is a record read, and where it came from: a CSV row's Example,
+// or a TFRecord record's bytes, which a parse worker decodes.
+type record struct {
+	ex  Example
+	raw []byte
+	src origin
+}
+
+// fileSource reads the records of one file.
+type fileSource interface {
+	next() (record, error)
+	Close() error
+}
+
+type csvFile struct{ r *CSVReader }
+
+func (s csvFile) next() (record, error) {
+	ex, err := s.r.Next()
+	if err != nil {
+		return record{}, err
+	}
+	return record{ex: ex, src: origin{s.r.files[0], int64(s.r.lastLine()), -1}}, nil
+}
+
+func (s csvFile) Close() error { return s.r.Close() }
+
+type recordFile struct{ f *RecordFile }
+
+func (s recordFile) next() (record, error) {
+	data, err := s.f.Next()
+	if err != nil {
+		return record{}, err
+	}
+	src := origin{s.f.Name(), s.f.Record() - 1, s.f.Offset() - int64(len(data)) - tfrecord.Overhead}
+	return record{raw: append([]byte(nil), data...), src: src}, nil
+}
+
+func (s recordFile) Close() error { return s.f.Close() }
+
+// Examples makes r a Source of the Examples its records hold
+// (NextExample).
+func (r *RecordReader) Examples() Source { return recordExamples{r} }
+
+type recordExamples struct{ r *RecordReader }
+
+func (s recordExamples) Next() (Example, error) { return s.r.NextExample() }
+
+// Input checks p and makes it an input function. Called by
+// Estimator.Train, the function resumes where the steps already trained
+// stopped: it skips estimator.StartBatch(ctx) batches, reading their
+// records (the shuffle needs them) but not parsing them, and whole epochs
+// past the first without reading them; so a run stopped and resumed from
+// its checkpoint reads exactly the batches an uninterrupted run reads,
+// provided every step so far was trained on this pipeline (same files,
+// options and seed) from its start.
+func (p Pipeline) Input() (estimator.InputFn, error) {
+	files, err := expandFiles(p.Files)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: pipeline: %w", err)
+	}
+	switch {
+	case len(p.Spec) == 0:
+		return nil, errors.New("dataset: pipeline: no feature spec")
+	case p.BatchSize < 1:
+		return nil, fmt.Errorf("dataset: pipeline: batch size %d, want at least 1", p.BatchSize)
+	case p.Epochs < estimator.Forever:
+		return nil, fmt.Errorf("dataset: pipeline: epochs %d, want 0 or more, or Forever", p.Epochs)
+	case p.ShuffleBuffer < 0 || p.CycleLength < 0 || p.Workers < 0 || p.Prefetch < 0:
+		return nil, fmt.Errorf("dataset: pipeline: shuffle buffer %d, cycle length %d, workers %d, prefetch %d: want 0 or more", p.ShuffleBuffer, p.CycleLength, p.Workers, p.Prefetch)
+	case p.Processes > 1 && (p.Rank < 0 || p.Rank >= p.Processes):
+		return nil, fmt.Errorf("dataset: pipeline: rank %d of %d processes does not exist", p.Rank, p.Processes)
+	case p.Processes > 1 && p.BatchSize < p.Processes:
+		return nil, fmt.Errorf("dataset: pipeline: a batch of %d records cannot give each of %d processes one", p.BatchSize, p.Processes)
+	}
+	for name, s := range p.Spec {
+		if _, err := s.check(); err != nil {
+			return nil, fmt.Errorf("dataset: pipeline: feature %q: %w", name, err)
+		}
+	}
+	if p.CSV != nil {
+		opts := *p.CSV
+		opts.ReuseExample = false                                          // the shuffle buffer holds Examples
+		if _, err := newCSVReader(files[:1], opts, openFile); err != nil { // opens nothing yet
+			return nil, fmt.Errorf("dataset: pipeline: %w", err)
+		}
+		p.CSV = &opts
+	}
+	p.Files = files
+	return func(ctx context.Context) iter.Seq2[sharding.Batch, error] {
+		return p.batches(ctx, estimator.StartBatch(ctx))
+	}, nil
+}
+
+// open opens one file.
+func (p *Pipeline) open(file string) (fileSource, error) {
+	if p.CSV != nil {
+		r, err := newCSVReader([]string{file}, *p.CSV, openFile)
+		if err != nil {
+			return nil, err
+		}
+		return csvFile{r}, nil
+	}
+	f, err := OpenRecords(file, &p.Records)
+	if err != nil {
+		return nil, err
+	}
+	return recordFile{f}, nil
+}
+
+// epochRNG is epoch's generator: the files' order and the shuffle's draws.
+func (p *Pipeline) epochRNG(epoch int) *rand.Rand {
+	return rand.New(rand.NewPCG(p.Seed, 0x6461746173657400^uint64(epoch)))
+}
+
+// records is epoch's records, interleaved and shuffled, in order.
+func (p *Pipeline) records(epoch int) iter.Seq2[record, error] {
+	rng := p.epochRNG(epoch)
+	files := p.Files
+	shuffle := p.ShuffleBuffer > 1
+	if shuffle {
+		files = slices.Clone(files)
+		rng.Shuffle(len(files), func(i, j int) { files[i], files[j] = files[j], files[i] })
+	}
+	in := p.interleave(files)
+	if !shuffle {
+		return in
+	}
+	return func(yield func(record, error) bool) {
+		buf := make([]record, 0, p.ShuffleBuffer)
+		for r, err := range in {
+			if err != nil {
+				yield(record{}, err)
+				return
+			}
+			if len(buf) < p.ShuffleBuffer {
+				buf = append(buf, r)
+				continue
+			}
+			i := rng.IntN(len(buf))
+			out := buf[i]
+			buf[i] = r
+			if !yield(out, nil) {
+				return
+			}
+		}
+		for len(buf) > 0 {
+			i := rng.IntN(len(buf))
+			out := buf[i]
+			buf[i] = buf[len(buf)-1]
+			buf = buf[:len(buf)-1]
+			if !yield(out, nil) {
+				return
+			}
+		}
+	}
+}
+
+// interleave reads files CycleLength at a time, one record of each in
+// turn; a file that ends is replaced, in its place in the cycle, by the
+// next file.
+func (p *Pipeline) interleave(files []string) iter.Seq2[record, error] {
+	return func(yield func(record, error) bool) {
+		var open []fileSource
+		defer func() {
+			for _, s := range open {
+				s.Close()
+			}
+		}()
+		next := 0
+		for next < len(files) && len(open) < max(p.CycleLength, 1) {
+			s, err := p.open(files[next])
+			if err != nil {
+				yield(record{}, err)
+				return
+			}
+			open = append(open, s)
+			next++
+		}
+		for cur := 0; len(open) > 0; {
+			s := open[cur]
+			r, err := s.next()
+			if err == io.EOF {
+				err = s.Close()
+				open = slices.Delete(open, cur, cur+1)
+				if err != nil {
+					yield(record{}, err)
+					return
+				}
+				if next < len(files) {
+					s, err := p.open(files[next])
+					if err != nil {
+						yield(record{}, err)
+						return
+					}
+					open = slices.Insert(open, cur, s)
+					next++
+				} else if cur == len(open) {
+					cur = 0
+				}
+				continue
+			}
+			if err != nil {
+				yield(record{}, err)
+				return
+			}
+			if !yield(r, nil) {
+				return
+			}
+			cur = (cur + 1) % len(open)
+		}
+	}
+}
+
+// job is one batch for a worker to parse; its result goes to out.
+type job struct {
+	n    int64 // the batch's number, from the first epoch's first
+	recs []record
+	out  chan result
+}
+
+type result struct {
+	b   sharding.Batch
+	err error
+}
+
+// cut reads the batches from batch start on, and sends this process's
+// part of each to jobs (and its result channel to order, in order),
+// until the last epoch ends or ctx is done.
+func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order chan<- chan result) {
+	send := func(j job) bool {
+		select {
+		case order <- j.out:
+		case <-ctx.Done():
+			return false
+		}
+		if j.recs == nil {
+			return true // the result is in j.out already
+		}
+		select {
+		case jobs <- j:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	fail := func(err error) {
+		out := make(chan result, 1)
+		out <- result{err: err}
+		send(job{out: out})
+	}
+	epochs := p.Epochs
+	if epochs == 0 {
+		epochs = 1
+	}
+	var n int64           // the batch next cut
+	perEpoch := int64(-1) // batches an epoch, once known
+	for e := 0; epochs == estimator.Forever || e < epochs; e++ {
+		if perEpoch > 0 && start-n >= perEpoch {
+			skip := (start - n) / perEpoch
+			if epochs != estimator.Forever {
+				skip = min(skip, int64(epochs-e))
+			}
+			e += int(skip) - 1
+			n += skip * perEpoch
+			continue
+		}
+		first := n
+		batch := make([]record, 0, p.BatchSize)
+		flush := func() bool {
+			defer func() { batch = make([]record, 0, p.BatchSize) }()
+			n++
+			if n-1 < start {
+				return true
+			}
+			part := batch
+			if p.Processes > 1 {
+				lo, hi, err := sharding.Part(len(batch), p.Processes, p.Rank)
+				if err != nil {
+					fail(fmt.Errorf("dataset: pipeline: batch %d (epoch %d) for process %d of %d: %w", n-1, e, p.Rank, p.Processes, err))
+					return false
+				}
+				part = batch[lo:hi]
+			}
+			return send(job{n: n - 1, recs: part, out: make(chan result, 1)})
+		}
+		for r, err := range p.records(e) {
+			if err != nil {
+				fail(fmt.Errorf("dataset: pipeline: epoch %d: %w", e, err))
+				return
+			}
+			if batch = append(batch, r); len(batch) == p.BatchSize && !flush() {
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		if len(batch) > 0 && !p.DropRemainder && !flush() {
+			return
+		}
+		perEpoch = n - first
+		if perEpoch == 0 {
+			return // no records, or none to make a whole batch: no epoch has a batch
+		}
+	}
+}
+
+// parse is a worker: it parses the batches of jobs.
+func (p *Pipeline) parse(jobs <-chan job) {
+	var dec exampleDecoder
+	for j := range jobs {
+		j.out <- p.parseBatch(&dec, j)
+	}
+}
+
+// parseBatch decodes j's records, if TFRecord ones, and parses them.
+func (p *Pipeline) parseBatch(dec *exampleDecoder, j job) result {
+	examples := make([]Example, len(j.recs))
+	for i, r := range j.recs {
+		examples[i] = r.ex
+		if r.raw != nil {
+			ex, err := dec.decode(r.raw)
+			if err != nil {
+				return result{err: fmt.Errorf("dataset: pipeline: batch %d: %s: %w", j.n, r.src, err)}
+			}
+			examples[i] = ex
+		}
+	}
+	b, err := ParseExamples(examples, p.Spec)
+	if err != nil {
+		var pe *ParseError
+		if errors.As(err, &pe) && pe.Example >= 0 && pe.Example < len(j.recs) {
+			err = fmt.Errorf("dataset: pipeline: batch %d: %s: feature %q: %w", j.n, j.recs[pe.Example].src, pe.Feature, pe.Err)
+		} else {
+			err = fmt.Errorf("dataset: pipeline: batch %d: %w", j.n, err)
+		}
+	}
+	return result{b, err}
+}
+
+// batches is the pipeline's batches from batch start on.
+func (p *Pipeline) batches(ctx context.Context, start int64) iter.Seq2[sharding.Batch, error] {
+	return func(yield func(sharding.Batch, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		workers := max(p.Workers, 1)
+		ahead := p.Prefetch
+		if ahead == 0 {
+			ahead = 2
+		}
+		jobs := make(chan job)
+		order := make(chan chan result, ahead)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(order)
+			defer close(jobs)
+			p.cut(ctx, start, jobs, order)
+		}()
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.parse(jobs)
+			}()
+		}
+		defer func() {
+			cancel()
+			for range order { // let the reader finish its send and exit
+			}
+			wg.Wait()
+		}()
+		for out := range order {
+			var r result
+			select {
+			case r = <-out:
+			case <-ctx.Done():
+				yield(sharding.Batch{}, ctx.Err())
+				return
+			}
+			if !yield(r.b, r.err) || r.err != nil {
+				return
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			yield(sharding.Batch{}, err)
+		}
+	}
+}
