@@ -239,6 +239,9 @@ func (e *Engine) computeStep(ctx context.Context, batch sharding.Batch, hooks St
 	if sync {
 		region = trace.StartRegion(ctx, "all-reduce")
 		err = e.x.reduce(xctx, &b.arena)
+		if err == nil {
+			err = e.reduceSparseAcross(xctx, b)
+		}
 		region.End()
 		if err != nil {
 			return nil, 0, fmt.Errorf("train step %d: all-reduce across processes: %w", e.Step(), err)
