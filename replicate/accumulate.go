@@ -10,6 +10,7 @@ import (
 	"github.com/towerflow/towerflow/internal/parallel"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/sharding"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // Gradient accumulation: one update from K micro-batches run one after
@@ -129,6 +130,9 @@ func (e *Engine) computeMicroBatches(ctx context.Context, batches []sharding.Bat
 		scaleForProcesses(b, scale, rowShare)
 		region := trace.StartRegion(ctx, "all-reduce")
 		err = e.x.reduce(xctx, &b.arena)
+		if err == nil {
+			err = e.reduceSparseAcross(xctx, b)
+		}
 		region.End()
 		if err != nil {
 			return nil, 0, fmt.Errorf("train step %d: all-reduce across processes: %w", e.Step(), err)
@@ -251,13 +255,17 @@ func accumulateUpdates(b, prev *build, shares []float64) error {
 	return nil
 }
 
-// scaleForProcesses multiplies b's sums by scale, and its assigned state
-// values by rowShare, the process's shares across processes (which a
-// single step applies as its towers are summed).
+// scaleForProcesses multiplies b's sums (dense, and the sparse ones of the
+// tables only lookups read) by scale, and its assigned state values by
+// rowShare, the process's shares across processes (which a single step
+// applies as its towers are summed).
 func scaleForProcesses(b *build, scale, rowShare float64) {
 	if scale != 1 {
 		for _, p := range b.plans {
-			for _, s := range p.sums {
+			for j, s := range p.sums {
+				if g, ok := p.apply[j].(towers.IndexedSlices); ok && s == nil {
+					s = g.Values
+				}
 				clipValues(s, scale, 0)
 			}
 		}

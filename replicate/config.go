@@ -91,8 +91,9 @@ type Config struct {
 	// estimator does. Every process must also build what rank 0 builds —
 	// the same variables (names, order, shapes, dtypes, trainability),
 	// train ops (optimizer Config, learning rates at sampled steps, the
-	// variables trained, clipping), state updates, eval metrics, Reduction,
-	// Averaging and BucketBytes; only the rows and the towers may differ:
+	// variables trained and which of them have sparse gradients, clipping),
+	// state updates, eval metrics, Reduction, Averaging, BucketBytes and
+	// SparseAsDense; only the rows and the towers may differ:
 	// at the start of a run and at every step or evaluation that follows a
 	// new build, the processes compare a hash of their builds, and a
 	// difference stops every one with a ModelMismatchError naming the
@@ -158,7 +159,12 @@ func (c Config) peerTimeout() time.Duration {
 // mean over the processes. Every = 1 with plain SGD on equal shards equals
 // synchronous training (the mean of one step from the same weights is one
 // step on the mean gradient); a larger Every trades that for fewer
-// all-reduces.
+// all-reduces. Embedding tables are averaged as any variable, whole: each
+// average all-reduces every table in full (about twice its bytes through
+// each process, its slots' too with Slots), however few rows the steps
+// since the last one touched, where synchronous training moves only the
+// touched rows (see SparseAsDense); for large tables choose a larger
+// Every, or synchronous training.
 type Averaging struct {
 	// Every is the number of local steps between averages; 0 turns
 	// averaging off.

@@ -72,11 +72,17 @@
 //	process weights: rows, towers or 1 per reduction  processScale, globalLoss (across.go)
 //	gradients and state updates of every process      arena, layOut, across.reduce (arena.go)
 //	  summed in one all-reduce, in place, bucketed
+//	sparse gradients (embedding tables) summed over   Engine.reduceSparseAcross (sparse.go),
+//	  the processes after the dense all-reduce:         across.reduceSparse (sparse_across.go)
+//	  ids and rows all-gathered, or densified and
+//	  all-reduced (Config.SparseAsDense, by
+//	  density); an empty gradient takes part;
+//	  deduplicated before clipping and the update
 //	every rank takes rank 0's variables               Engine.SyncFromRoot (sync.go)
 //	every rank builds what rank 0 builds: a hash of   Engine.describe, across.sameBuild,
 //	  each build in the headers, the first              ModelMismatchError (ranks.go)
 //	  difference named on every rank
-//	weight averaging every K steps                    Engine.average (sync.go)
+//	weight averaging every K steps (tables whole)     Engine.average (sync.go)
 //	accumulated micro-batches: one header and one     Engine.computeMicroBatches (accumulate.go)
 //	  all-reduce per update, after the last
 //	metric states summed over the processes           Engine.ReduceMetrics (sync.go)

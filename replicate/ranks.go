@@ -47,8 +47,10 @@ type description struct {
 // ModelMismatchError is returned on every process when one builds a
 // different model than another: other variables (names, shapes, dtypes,
 // trainability, order), other optimizers (kind, hyper-parameters, schedule
-// and its learning rates), state updates, metrics, loss reduction or
-// cross-process training (all-reduce buckets, weight averaging).
+// and its learning rates), other tables with sparse gradients (those only
+// embedding lookups read), state updates, metrics, loss reduction or
+// cross-process training (all-reduce buckets, Config.SparseAsDense, weight
+// averaging).
 type ModelMismatchError struct {
 	Mode model.Mode
 	// Rank is the first process whose build differs from Ref's; Ref is
@@ -100,6 +102,15 @@ func (e *Engine) describe(b *build) (*description, error) {
 				fmt.Sprintf("train op %d: optimizer %s", k, config),
 				fmt.Sprintf("train op %d: learning rates at steps %v: %s", k, sampleSteps, rates),
 				fmt.Sprintf("train op %d: own loss %t, trains %s", k, ownLoss, strings.Join(names, " ")))
+			var tables []string
+			for j, sp := range p.sparse {
+				if sp != nil && p.grads[j] == nil {
+					tables = append(tables, strconv.Quote(p.vars[j].Name()))
+				}
+			}
+			if len(tables) > 0 {
+				items = append(items, fmt.Sprintf("train op %d: sparse gradients of %s", k, strings.Join(tables, " ")))
+			}
 			if p.clip.Enabled() {
 				items = append(items, fmt.Sprintf("train op %d: clips by global norm %v, by value %v", k, p.clip.GlobalNorm, p.clip.Value))
 			}
@@ -107,7 +118,8 @@ func (e *Engine) describe(b *build) (*description, error) {
 		if e.x.avg.Every > 0 {
 			items = append(items, fmt.Sprintf("weights averaged every %d steps, slots too: %t", e.x.avg.Every, e.x.avg.Slots))
 		} else {
-			items = append(items, fmt.Sprintf("gradients all-reduced in buckets of %d bytes", e.x.fusion.Bucket()))
+			items = append(items, fmt.Sprintf("gradients all-reduced in buckets of %d bytes", e.x.fusion.Bucket()),
+				fmt.Sprintf("sparse gradients across processes by %v", e.cfg.SparseAsDense))
 		}
 	}
 	if b.mode == model.Eval {

@@ -13,6 +13,7 @@ import (
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/wanterr"
+	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/optimizers"
@@ -37,6 +38,10 @@ type rankSetup struct {
 	Towers    int   // 0 means 1
 	Rows      int   // 0 means 6
 	Clip      model.Clip
+	// Table adds an embedding table read by ids: "sparse" (only the
+	// lookup reads it) or "tied" (also read densely: a dense gradient).
+	Table         string
+	SparseAsDense replicate.SparseAsDense
 }
 
 // lyingSchedule is a schedule whose String does not tell it from another.
@@ -87,12 +92,24 @@ func (s rankSetup) model() model.Fn {
 		}
 		out := sc.MustVariable("out/kernel", dt, tensor.Shape{hidden, 1}, towers.GlorotUniform())
 		y := G.Must(G.Mul(h, out))
+		var table *G.Node
+		if s.Table != "" {
+			table = sc.MustVariable("table", dt, tensor.Shape{5, 1}, towers.GlorotUniform())
+			emb, err := layers.EmbeddingLookup(sc, table, f["ids"])
+			if err != nil {
+				return nil, err
+			}
+			y = G.Must(G.Add(y, emb))
+		}
 		spec := &model.Spec{Predictions: map[string]*G.Node{"y": y}}
 		if mode == model.Predict {
 			return spec, nil
 		}
 		diff := G.Must(G.Sub(y, l["y"]))
 		spec.Loss = G.Must(G.Mean(G.Must(G.Square(diff))))
+		if s.Table == "tied" {
+			spec.Loss = G.Must(G.Add(spec.Loss, G.Must(G.Sum(G.Must(G.Square(table))))))
+		}
 		spec.EvalMetrics = map[string]metrics.Bound{"mae": metrics.Mean(G.Must(G.Abs(diff)))}
 		return spec, nil
 	}
@@ -108,12 +125,20 @@ func cmpOr[T comparable](v, or T) T {
 
 func (s rankSetup) config(comm collective.Comm) replicate.Config {
 	return replicate.Config{Devices: cpus(cmpOr(s.Towers, 1)), Optimizer: s.optimizer(), Reduction: s.Reduction, Processes: comm,
-		Averaging: replicate.Averaging{Every: s.Every}, BucketBytes: cmpOr(s.Bucket, 256), Clip: s.Clip}
+		Averaging: replicate.Averaging{Every: s.Every}, BucketBytes: cmpOr(s.Bucket, 256), Clip: s.Clip, SparseAsDense: s.SparseAsDense}
 }
 
 // batch is rank's batch: its own rows of a fixed task.
 func (s rankSetup) batch(rank int) sharding.Batch {
-	x, y := mlpData(cmpOr(s.Rows, 6), s.dtype(), uint64(rank+1))
+	rows := cmpOr(s.Rows, 6)
+	x, y := mlpData(rows, s.dtype(), uint64(rank+1))
+	if s.Table != "" {
+		ids := make([]int64, rows)
+		for r := range ids {
+			ids[r] = int64(r+2*rank) % 5
+		}
+		x["ids"] = tensor.New(tensor.WithShape(rows), tensor.WithBacking(ids))
+	}
 	return sharding.Batch{Features: x, Labels: y}
 }
 
@@ -227,6 +252,11 @@ var mismatchCases = []mismatchCase{
 		[]string{"rank 1 has weights averaged every 2 steps, slots too: false where rank 0 has gradients all-reduced in buckets of 256 bytes"}},
 	{"other buckets", []rankSetup{{}, {Bucket: 512}}, 3,
 		[]string{"rank 1 has gradients all-reduced in buckets of 512 bytes where rank 0 has gradients all-reduced in buckets of 256 bytes"}},
+	{"alike, with a table", []rankSetup{{Table: "sparse"}, {Table: "sparse", Rows: 3, Towers: 2}}, 3, nil},
+	{"other SparseAsDense", []rankSetup{{Table: "sparse"}, {Table: "sparse", SparseAsDense: replicate.SparseAsDenseAlways}}, 3,
+		[]string{"rank 1 has sparse gradients across processes by SparseAsDenseAlways where rank 0 has sparse gradients across processes by SparseAsDenseAuto"}},
+	{"a table also read densely on one rank", []rankSetup{{Table: "sparse"}, {Table: "tied"}}, 3,
+		[]string{`rank 1 has gradients all-reduced in buckets of 256 bytes where rank 0 has train op 0: sparse gradients of "table"`}},
 	{"the third rank differs", []rankSetup{{}, {}, {Opt: "adam"}}, 3,
 		[]string{"rank 2 builds a different train model than rank 0", "rank 2 has train op 0: optimizer Adam("}},
 	{"evaluating other variables", []rankSetup{{}, {Prefix: "hidden"}}, 0,

@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/towerflow/towerflow/internal/tower"
@@ -22,8 +23,14 @@ import (
 // gradient summed as any other, and the rows are then added into that sum:
 // the optimizer gets the dense sum.
 //
-// Across processes (Config.Processes) sparse gradients are not supported
-// yet: a build with one is an error naming the variable.
+// Across processes (Config.Processes, without Averaging) each process's
+// sums, weighted by its share of the loss as its dense gradients are, are
+// summed over the processes (across.reduceSparse: the ids and rows
+// all-gathered, or densified and all-reduced, as Config.SparseAsDense
+// says) after the dense all-reduce, once per update, and deduplicated
+// again before clipping and the update: every process applies the same
+// gradient. A table also read densely has a dense gradient, all-reduced
+// with the others.
 
 // sparsePlan is one variable's lookups across the towers of a build.
 type sparsePlan struct {
@@ -57,10 +64,41 @@ func (e *Engine) planSparse(b *build, k int, name string, lookups [][]tower.Look
 		}
 		sp.lookups = append(sp.lookups, mine)
 	}
-	if e.x != nil {
-		return nil, fmt.Errorf("train op %d: variable %q is read by embedding lookups, whose sparse gradients are not supported across processes yet (Config.Processes)", k, name)
-	}
 	return sp, nil
+}
+
+// reduceSparseAcross sums the sparse gradients of b's train plans (those
+// of the tables only lookups read, p.apply) over the processes and
+// deduplicates each sum in its place. Every process has the same tables
+// in the same order: the step's header compared their builds (describe).
+// ctx is the phase's (bound).
+func (e *Engine) reduceSparseAcross(ctx context.Context, b *build) error {
+	var names []string
+	var grads []towers.IndexedSlices
+	var at [][2]int // [plan, variable] of each gradient
+	for k, p := range b.plans {
+		for j, sp := range p.sparse {
+			if sp == nil || p.grads[j] != nil {
+				continue
+			}
+			g, ok := p.apply[j].(towers.IndexedSlices)
+			if !ok {
+				return fmt.Errorf("gradient of %q: a %T, want towers.IndexedSlices", p.vars[j].Name(), p.apply[j])
+			}
+			names, grads, at = append(names, p.vars[j].Name()), append(grads, g), append(at, [2]int{k, j})
+		}
+	}
+	if len(grads) == 0 {
+		return nil
+	}
+	sums, err := e.x.reduceSparse(ctx, e.cfg.SparseAsDense, names, grads)
+	if err != nil {
+		return err
+	}
+	for i, s := range sums {
+		b.plans[at[i][0]].apply[at[i][1]] = s.Deduplicate()
+	}
+	return nil
 }
 
 // sumSparse sums the sparse gradients of p's variables over the towers of

@@ -15,7 +15,6 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/vartest"
@@ -861,23 +860,6 @@ func TestSparseGradientsAsValues(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// TestSparseAcrossProcessesIsAnError: across processes, a model whose
-// table only lookups read is an error naming the table when its training
-// towers are built (the sparse all-gather is not there yet), not a silent
-// dense fallback.
-func TestSparseAcrossProcessesIsAnError(t *testing.T) {
-	comms := collective.Local(2)
-	e, err := replicate.NewEngine(replicate.ModelFn(embedModel, replicate.Config{Devices: cpus(1), Optimizer: &sparseSGD{lr: 0.1}, Processes: comms[0]}), replicate.EngineConfig{Seed: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	err = e.Build(model.Train, embedBatch(0))
-	if err == nil || !strings.Contains(err.Error(), `"bag/embeddings"`) || !strings.Contains(err.Error(), "across processes") {
-		t.Errorf("error %v, want one naming \"bag/embeddings\" and processes", err)
 	}
 }
 

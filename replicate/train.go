@@ -169,8 +169,9 @@ type StepHooks struct {
 // Across processes (Config.Processes) the step's header follows the
 // towers, the loss checked is this process's own, the loss returned the
 // one over every process, and the gradients and state updates of every
-// process are summed in one fused all-reduce before the optimizers run;
-// the header compares the processes' builds of the step, and a difference
+// process are summed in one fused all-reduce, and the embedding tables'
+// sparse gradients after it (Config.SparseAsDense), before the optimizers
+// run; the header compares the processes' builds of the step, and a difference
 // is a ModelMismatchError on every process, before any update.
 // With Averaging the step is a local one, and every Every steps the
 // processes average their variables.
@@ -239,6 +240,9 @@ func (e *Engine) computeStep(ctx context.Context, batch sharding.Batch, hooks St
 	if sync {
 		region = trace.StartRegion(ctx, "all-reduce")
 		err = e.x.reduce(xctx, &b.arena)
+		if err == nil {
+			err = e.reduceSparseAcross(xctx, b)
+		}
 		region.End()
 		if err != nil {
 			return nil, 0, fmt.Errorf("train step %d: all-reduce across processes: %w", e.Step(), err)
