@@ -24,6 +24,13 @@
 // SHA-256 of its own content; readers verify all of them, so a truncated or
 // corrupted checkpoint is an error rather than wrong weights.
 //
+// Save and Restore stream a variable: Save writes its file straight from
+// the variable's memory, hashing it as it goes, and Restore decodes the
+// file, checking its SHA-256 as it goes, straight into the variable's
+// memory, so a table of gigabytes never takes a second copy in memory.
+// (On little-endian hosts the elements are copied as raw memory; on
+// big-endian ones they are converted a chunk at a time.)
+//
 // Save is atomic and durable: a checkpoint is written and fsynced under a
 // temporary directory, renamed into place, and only then named by the
 // pointer file, which is itself replaced atomically. A process killed at any
