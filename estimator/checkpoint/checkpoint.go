@@ -56,7 +56,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -327,8 +326,11 @@ func writeVariable(dir string, i int, v *towers.Variable) (Entry, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	cw := &countWriter{}
-	bw := bufio.NewWriterSize(io.MultiWriter(f, h, cw), 1<<20)
+	cw := &hashWriter{w: f, h: h}
+	bw := bufio.NewWriterSize(cw, 1<<20)
+	// The header goes through bw, the data of a table straight from the
+	// variable's backing to the file (bufio passes a write larger than its
+	// buffer through): no copy of the table is made.
 	if err := writeNPY(bw, v.Dtype(), shape, v.Data()); err != nil {
 		return Entry{}, fmt.Errorf("%s: %w", f.Name(), err)
 	}
@@ -344,13 +346,6 @@ func writeVariable(dir string, i int, v *towers.Variable) (Entry, error) {
 	e.SHA256 = hex.EncodeToString(h.Sum(nil))
 	e.Bytes = cw.n
 	return e, nil
-}
-
-type countWriter struct{ n int64 }
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	c.n += int64(len(p))
-	return len(p), nil
 }
 
 // safeName makes a variable name usable in a file name: '/' becomes '~',
