@@ -24,6 +24,13 @@
 // SHA-256 of its own content; readers verify all of them, so a truncated or
 // corrupted checkpoint is an error rather than wrong weights.
 //
+// Save and Restore stream a variable: Save writes its file straight from
+// the variable's memory, hashing it as it goes, and Restore decodes the
+// file, checking its SHA-256 as it goes, straight into the variable's
+// memory, so a table of gigabytes never takes a second copy in memory.
+// (On little-endian hosts the elements are copied as raw memory; on
+// big-endian ones they are converted a chunk at a time.)
+//
 // Save is atomic and durable: a checkpoint is written and fsynced under a
 // temporary directory, renamed into place, and only then named by the
 // pointer file, which is itself replaced atomically. A process killed at any
@@ -49,7 +56,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -320,8 +326,11 @@ func writeVariable(dir string, i int, v *towers.Variable) (Entry, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	cw := &countWriter{}
-	bw := bufio.NewWriterSize(io.MultiWriter(f, h, cw), 1<<20)
+	cw := &hashWriter{w: f, h: h}
+	bw := bufio.NewWriterSize(cw, 1<<20)
+	// The header goes through bw, the data of a table straight from the
+	// variable's backing to the file (bufio passes a write larger than its
+	// buffer through): no copy of the table is made.
 	if err := writeNPY(bw, v.Dtype(), shape, v.Data()); err != nil {
 		return Entry{}, fmt.Errorf("%s: %w", f.Name(), err)
 	}
@@ -337,13 +346,6 @@ func writeVariable(dir string, i int, v *towers.Variable) (Entry, error) {
 	e.SHA256 = hex.EncodeToString(h.Sum(nil))
 	e.Bytes = cw.n
 	return e, nil
-}
-
-type countWriter struct{ n int64 }
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	c.n += int64(len(p))
-	return len(p), nil
 }
 
 // safeName makes a variable name usable in a file name: '/' becomes '~',

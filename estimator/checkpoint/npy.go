@@ -324,27 +324,59 @@ func shortErr(what string, err error) error {
 // holds them (readFile checks the file's size against the manifest,
 // decodeNPY reads the data first).
 func readNPYData(r io.Reader, h npyHeader, dt tensor.Dtype) (any, error) {
-	t, order, err := npyParseDescr(h.Descr)
+	n, err := npyElements(h, dt)
 	if err != nil {
 		return nil, err
 	}
+	out := numeric.NewSlice(dt, int(n))
+	if err := readNPYInto(r, h, dt, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// npyElements checks that h's elements can be read as dt and returns how
+// many there are.
+func npyElements(h npyHeader, dt tensor.Dtype) (int64, error) {
+	t, _, err := npyParseDescr(h.Descr)
+	if err != nil {
+		return 0, err
+	}
 	if t.dtype != dt && !(dt == tensor.Int && t.dtype == tensor.Int64) {
-		return nil, fmt.Errorf("file holds %s, want %v", h.Descr, dt)
+		return 0, fmt.Errorf("file holds %s, want %v", h.Descr, dt)
 	}
 	if h.Fortran && len(h.Shape) > 1 {
-		return nil, fmt.Errorf("fortran_order arrays are not supported")
+		return 0, fmt.Errorf("fortran_order arrays are not supported")
 	}
 	n, err := h.size()
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	if n > math.MaxInt/int64(t.size) {
-		return nil, fmt.Errorf("shape %v is too large", h.Shape)
+		return 0, fmt.Errorf("shape %v is too large", h.Shape)
 	}
-	out := reflect.MakeSlice(reflect.SliceOf(dt.Type), int(n), int(n))
-	if raw, ok := rawBytes(out.Interface()); ok && order == binary.LittleEndian {
+	return n, nil
+}
+
+// readNPYInto reads the elements described by h from r into out, an
+// existing slice of element type dt holding exactly as many elements: the
+// restore of a variable decodes straight into its backing. On little-endian
+// hosts the file's bytes are read straight into out's memory; elsewhere, and
+// for big-endian files, they are converted a chunk at a time. When it fails,
+// out holds part of the data.
+func readNPYInto(r io.Reader, h npyHeader, dt tensor.Dtype, out any) error {
+	n, err := npyElements(h, dt)
+	if err != nil {
+		return err
+	}
+	rv := reflect.ValueOf(out)
+	if rv.Kind() != reflect.Slice || rv.Type().Elem() != dt.Type || int64(rv.Len()) != n {
+		return fmt.Errorf("cannot read %d elements of %v into %T of %d", n, dt, out, numeric.Len(out))
+	}
+	t, order, _ := npyParseDescr(h.Descr)
+	if raw, ok := rawBytes(out); ok && order == binary.LittleEndian {
 		if _, err := io.ReadFull(r, raw); err != nil {
-			return nil, shortErr(fmt.Sprintf("%d elements", n), err)
+			return shortErr(fmt.Sprintf("%d elements", n), err)
 		}
 		if dt == tensor.Bool {
 			// Only 0 and 1 are valid Go bools; NumPy reads any non-zero
@@ -355,32 +387,32 @@ func readNPYData(r io.Reader, h npyHeader, dt tensor.Dtype) (any, error) {
 				}
 			}
 		}
-		return out.Interface(), nil
+		return nil
 	}
 	per := npyChunk / t.size
 	buf := make([]byte, npyChunk)
-	ints, isInt := out.Interface().([]int)
+	ints, isInt := out.([]int)
 	for i := 0; i < int(n); i += per {
 		j := min(i+per, int(n))
 		b := buf[:(j-i)*t.size]
 		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, shortErr(fmt.Sprintf("elements %d to %d of %d", i, j, n), err)
+			return shortErr(fmt.Sprintf("elements %d to %d of %d", i, j, n), err)
 		}
 		if isInt {
 			for k := range ints[i:j] {
 				v := int64(order.Uint64(b[8*k:]))
 				if int64(int(v)) != v {
-					return nil, fmt.Errorf("element %d = %d overflows int", i+k, v)
+					return fmt.Errorf("element %d = %d overflows int", i+k, v)
 				}
 				ints[i+k] = int(v)
 			}
 			continue
 		}
-		if _, err := binary.Decode(b, order, out.Slice(i, j).Interface()); err != nil {
-			return nil, err
+		if _, err := binary.Decode(b, order, rv.Slice(i, j).Interface()); err != nil {
+			return err
 		}
 	}
-	return out.Interface(), nil
+	return nil
 }
 
 // decodeNPY reads a whole .npy file: its header and elements, as a slice of

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -210,21 +211,43 @@ func entryDtype(e Entry) (tensor.Dtype, error) {
 }
 
 // readFile verifies variable i's file — size, header against the manifest,
-// SHA-256 — and with decode returns its elements. Its errors, which name
-// the variable and the file, wrap those of reading the file, so that
-// unreadable tells them from damage.
+// SHA-256 — and with decode returns its elements in a new slice. Its
+// errors, which name the variable and the file, wrap those of reading the
+// file, so that unreadable tells them from damage.
 func (r *Reader) readFile(i int, decode bool) (any, error) {
+	if !decode {
+		return nil, r.readInto(i, nil)
+	}
+	var data any
+	err := r.readInto(i, func() any {
+		n, _ := shapeSize(r.m.Variables[i].Shape)
+		data = numeric.NewSlice(r.dtypes[i], int(n))
+		return data
+	})
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// readInto verifies variable i's file as readFile does, reading it once:
+// with dst non-nil it decodes the elements, as it hashes them, into the
+// slice dst returns (of the variable's dtype and size), which it asks for
+// once the file's size and header have been checked; with dst nil it only
+// verifies. When it fails after asking dst, the slice may hold part of
+// the file.
+func (r *Reader) readInto(i int, dst func() any) error {
 	e, dt := r.m.Variables[i], r.dtypes[i]
 	fpath := filepath.Join(r.path, e.File)
-	fail := func(format string, args ...any) (any, error) {
-		return nil, fmt.Errorf("variable %q: %s: %w", e.Name, fpath, fmt.Errorf(format, args...))
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("variable %q: %s: %w", e.Name, fpath, fmt.Errorf(format, args...))
 	}
 	f, fi, err := openFile(r.path, e.File)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fail("variable file is missing")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("variable %q: %w", e.Name, pathErr(fpath, err))
+		return fmt.Errorf("variable %q: %w", e.Name, pathErr(fpath, err))
 	}
 	defer f.Close()
 	if fi.Size() != e.Bytes {
@@ -252,9 +275,8 @@ func (r *Reader) readFile(i int, decode bool) (any, error) {
 	if want := hdr.Len + n*int64(t.size); want != e.Bytes {
 		return fail("header and shape make %d bytes, the manifest says %d", want, e.Bytes)
 	}
-	var data any
-	if decode {
-		if data, err = readNPYData(br, hdr, dt); err != nil {
+	if dst != nil {
+		if err := readNPYInto(br, hdr, dt, dst()); err != nil {
 			return fail("%w", err)
 		}
 	}
@@ -264,7 +286,7 @@ func (r *Reader) readFile(i int, decode bool) (any, error) {
 	if sum := hex.EncodeToString(h.Sum(nil)); sum != e.SHA256 {
 		return fail("file is corrupted: sha256 %s, the manifest says %s", sum, e.SHA256)
 	}
-	return data, nil
+	return nil
 }
 
 // Path returns the checkpoint directory.
@@ -321,6 +343,15 @@ func (r *Reader) Tensor(name string) (*tensor.Dense, error) {
 // run did not use — are left alone: they start fresh. Variables the model
 // has not asked for yet are not known here: compare them once it has
 // (Compare).
+//
+// Restore streams: each file is decoded, as its SHA-256 is checked, straight
+// into the backing of the store's variable (of a new variable, its one
+// backing), so restoring a table takes no second copy of it in memory. A
+// file that no longer verifies (changed since Read) is an error naming it;
+// the variables restored before it then hold the checkpoint's values, the
+// store's variable of that file part of it (a variable the store lacked is
+// not created). Like Save, Restore writes the variables' live backings: it
+// must not run while towers run a step.
 func (r *Reader) Restore(store *towers.Store) error {
 	if store == nil {
 		return fmt.Errorf("checkpoint: restore %s: nil store", r.path)
@@ -335,10 +366,11 @@ func (r *Reader) Restore(store *towers.Store) error {
 		return fmt.Errorf("checkpoint: restore: %w", err)
 	}
 	for i, e := range r.m.Variables {
-		t, err := r.Tensor(e.Name)
-		if err != nil {
-			return err
-		}
+		// A variable the store lacks is created with the file decoded
+		// straight into its new backing (no variable is created when the
+		// file does not verify); one it holds gets the file decoded
+		// straight into its backing.
+		var readErr error
 		spec := towers.VarSpec{
 			Name:      e.Name,
 			Dtype:     r.dtypes[i],
@@ -346,12 +378,22 @@ func (r *Reader) Restore(store *towers.Store) error {
 			Trainable: e.Trainable,
 			Colocate:  owner(store, e.Name),
 			From:      r.path,
+			Init: func(_ *rand.Rand, _ tensor.Dtype, _ tensor.Shape, backing any) error {
+				readErr = r.readInto(i, func() any { return backing })
+				return readErr
+			},
 		}
-		if _, _, err := store.GetOrCreate(spec); err != nil {
+		v, created, err := store.GetOrCreate(spec)
+		if readErr != nil {
+			return fmt.Errorf("checkpoint %s: %w", r.path, readErr)
+		}
+		if err != nil {
 			return fmt.Errorf("checkpoint: restore %s: %w", r.path, err)
 		}
-		if err := store.Set(e.Name, t); err != nil {
-			return fmt.Errorf("checkpoint: restore %s: %w", r.path, err)
+		if !created {
+			if err := r.readInto(i, v.Data); err != nil {
+				return fmt.Errorf("checkpoint %s: %w", r.path, err)
+			}
 		}
 	}
 	return nil
@@ -462,12 +504,14 @@ func (r *Reader) WarmStart(store *towers.Store, pattern string, rename map[strin
 			r.path, strings.Join(missing, ", "), r.Names())
 	}
 	for _, p := range picks {
-		t, err := r.Tensor(p.from)
+		v, err := store.Lookup(p.name)
 		if err != nil {
 			return fmt.Errorf("checkpoint: warm start: %w", err)
 		}
-		if err := store.Set(p.name, t); err != nil {
-			return fmt.Errorf("checkpoint: warm start: %w", err)
+		// Decoded straight into the variable's backing: checkMatch above
+		// made sure the shapes and dtypes agree.
+		if err := r.readInto(r.index[p.from], v.Data); err != nil {
+			return fmt.Errorf("checkpoint: warm start: checkpoint %s: %w", r.path, err)
 		}
 	}
 	return nil
