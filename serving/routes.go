@@ -212,7 +212,12 @@ func (s *Server) answerRun(ctx context.Context, body []byte, name string, spec v
 	if err != nil {
 		return nil, err
 	}
-	outs, err := s.run(ctx, v, req.sig, req.features, req.rows)
+	var outs map[string]*tensor.Dense
+	if req.sparse != nil {
+		outs, err = runSparse(ctx, v, req.sig, req.features, req.sparse)
+	} else {
+		outs, err = s.run(ctx, v, req.sig, req.features, req.rows)
+	}
 	if err != nil {
 		return nil, err
 	}
