@@ -70,8 +70,7 @@ var _ Servable = (*export.Predictor)(nil)
 // both formats and in classify and regress (where one value may stand
 // alone), and reaches the model as a sharding.SparseCOO; an id a lookup
 // finds out of its table's range is answered with 400 naming the input,
-// the row and the id. Requests with sparse inputs are run on their own,
-// never merged by batching.
+// the row and the id.
 // Classify and regress take tf.Example-like objects, each feature a value
 // or a flat list of one example's values in row-major order (booleans and
 // 0/1 stand for each other in integer and bool features; a float feature

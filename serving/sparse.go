@@ -70,12 +70,47 @@ func (b *bag) sparse(rows int) sharding.SparseCOO {
 	return sharding.SparseCOO{Indices: b.indices, Values: b.col.dense([]int{len(b.indices)}), DenseShape: []int{rows, b.width}}
 }
 
-// runSparse runs a request with sparse inputs on v, which newServedVersion
-// checked is a SparseServable. Such requests are not merged with others.
-func runSparse(ctx context.Context, v *servedVersion, sig string, features map[string]*tensor.Dense, sparse map[string]sharding.SparseCOO) (map[string]*tensor.Dense, error) {
-	ss, ok := v.s.(SparseServable)
+// runOn runs a signature on s: with sparse inputs (sparse != nil) by
+// RunSparse (newServedVersion checked that s has it), else by Run.
+func runOn(ctx context.Context, s Servable, sig string, features map[string]*tensor.Dense, sparse map[string]sharding.SparseCOO) (map[string]*tensor.Dense, error) {
+	if sparse == nil {
+		return s.Run(ctx, sig, features)
+	}
+	ss, ok := s.(SparseServable)
 	if !ok {
-		return nil, fmt.Errorf("version %d has sparse inputs but its servable %T does not implement SparseServable", v.version, v.s)
+		return nil, fmt.Errorf("version %d has sparse inputs but its servable %T does not implement SparseServable", s.Version(), s)
 	}
 	return ss.RunSparse(ctx, sig, features, sparse)
+}
+
+// concatSparse joins the requests' sparse inputs along dimension 0: the
+// entries of each request, its rows moved past the requests before it.
+func (bt *batch) concatSparse() (map[string]sharding.SparseCOO, error) {
+	out := map[string]sharding.SparseCOO{}
+	for name, first := range bt.reqs[0].sparse {
+		var indices [][]int
+		values := make([]*tensor.Dense, len(bt.reqs))
+		rows := 0
+		for i, req := range bt.reqs {
+			s, ok := req.sparse[name]
+			if !ok || s.Values == nil || len(s.DenseShape) != len(first.DenseShape) {
+				return nil, fmt.Errorf("sparse input %q: request %d does not have it as request 0 does", name, i)
+			}
+			for _, idx := range s.Indices {
+				moved := append([]int{idx[0] + rows}, idx[1:]...)
+				indices = append(indices, moved)
+			}
+			values[i] = s.Values
+			rows += s.DenseShape[0]
+		}
+		vals, err := sharding.Concat(values)
+		if err != nil {
+			return nil, fmt.Errorf("sparse input %q: %w", name, err)
+		}
+		if indices == nil {
+			indices = [][]int{}
+		}
+		out[name] = sharding.SparseCOO{Indices: indices, Values: vals, DenseShape: append([]int{rows}, first.DenseShape[1:]...)}
+	}
+	return out, nil
 }

@@ -3,7 +3,6 @@ package serving
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -52,9 +51,22 @@ func sparseBodies(t *testing.T, rows []embedtest.Row) (instances, columnar, exam
 	return enc(map[string]any{"instances": inst}), enc(map[string]any{"inputs": cols}), enc(ex)
 }
 
+// estimatorPredictions returns Estimator.Predict's "p" of rows.
+func estimatorPredictions(t *testing.T, est *estimator.Estimator, rows []embedtest.Row) []float64 {
+	t.Helper()
+	var got []float64
+	for p, err := range est.Predict(context.Background(), embedtest.Input(rows, false, 1)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p["p"].Data().([]float64)...)
+	}
+	return got
+}
+
 // TestServeSparseInputs serves an export of a model with an embedding over
 // a sparse feature (bags of 0 to 4 ids, with weights) and asks predict
-// (rows and columns), regress and classify, with and without request
+// (rows and columns), regress and classify, and predict with request
 // batching: every answer equals Estimator.Predict on the same rows.
 func TestServeSparseInputs(t *testing.T) {
 	ctx := context.Background()
@@ -67,13 +79,7 @@ func TestServeSparseInputs(t *testing.T) {
 	if err := est.Train(ctx, embedtest.Input(embedtest.Rows, true, -1), estimator.Steps(3)); err != nil {
 		t.Fatal(err)
 	}
-	var want []float64
-	for p, err := range est.Predict(ctx, embedtest.Input(embedtest.Rows, false, 1)) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, p["p"].Data().([]float64)...)
-	}
+	want := estimatorPredictions(t, est, embedtest.Rows)
 	base := t.TempDir()
 	if _, err := est.Export(ctx, base, embedtest.Serving); err != nil {
 		t.Fatal(err)
@@ -83,48 +89,69 @@ func TestServeSparseInputs(t *testing.T) {
 	for _, p := range want {
 		wantScores = append(wantScores, [][]any{{"", 1 - p}, {"", p}})
 	}
-	for _, cfg := range []Config{{}, {BatchTimeout: time.Hour, MaxBatchSize: 64}} {
-		t.Run(fmt.Sprintf("batching %v", cfg.BatchTimeout > 0), func(t *testing.T) {
-			_, hs := newTestServer(t, []ModelConfig{{Name: "embed", BaseDir: base, Model: mdl}}, cfg)
-			post := func(method, body string, into any) {
-				t.Helper()
-				res := do(t, hs, "POST", "/v1/models/embed:"+method, body)
-				if res.code != http.StatusOK {
-					t.Fatalf("%s: status %d: %s", method, res.code, res.body)
-				}
-				if err := json.Unmarshal([]byte(res.body), into); err != nil {
-					t.Fatalf("%s: %v: %s", method, err, res.body)
-				}
+	t.Run("formats", func(t *testing.T) {
+		_, hs := newTestServer(t, []ModelConfig{{Name: "embed", BaseDir: base, Model: mdl}}, Config{})
+		post := func(method, body string, into any) {
+			t.Helper()
+			res := do(t, hs, "POST", "/v1/models/embed:"+method, body)
+			if res.code != http.StatusOK {
+				t.Fatalf("%s: status %d: %s", method, res.code, res.body)
 			}
-			flat := func(rows [][]float64) []float64 {
-				var out []float64
-				for _, r := range rows {
-					out = append(out, r...)
-				}
-				return out
+			if err := json.Unmarshal([]byte(res.body), into); err != nil {
+				t.Fatalf("%s: %v: %s", method, err, res.body)
 			}
-			var rows struct{ Predictions [][]float64 }
-			post("predict", instances, &rows)
-			if diff := cmp.Diff(want, flat(rows.Predictions)); diff != "" {
-				t.Errorf("predict, instances (-Estimator.Predict +served):\n%s", diff)
+		}
+		flat := func(rows [][]float64) []float64 {
+			var out []float64
+			for _, r := range rows {
+				out = append(out, r...)
 			}
-			var cols struct{ Outputs [][]float64 }
-			post("predict", columnar, &cols)
-			if diff := cmp.Diff(want, flat(cols.Outputs)); diff != "" {
-				t.Errorf("predict, inputs (-Estimator.Predict +served):\n%s", diff)
-			}
-			var reg struct{ Results []float64 }
-			post("regress", `{"signature_name": "regress", "examples": `+examples+`}`, &reg)
-			if diff := cmp.Diff(want, reg.Results); diff != "" {
-				t.Errorf("regress (-Estimator.Predict +served):\n%s", diff)
-			}
-			var cls struct{ Results [][][]any }
-			post("classify", `{"signature_name": "classify", "examples": `+examples+`}`, &cls)
-			if diff := cmp.Diff(wantScores, cls.Results); diff != "" {
-				t.Errorf("classify (-Estimator.Predict +served):\n%s", diff)
-			}
-		})
-	}
+			return out
+		}
+		var rows struct{ Predictions [][]float64 }
+		post("predict", instances, &rows)
+		if diff := cmp.Diff(want, flat(rows.Predictions)); diff != "" {
+			t.Errorf("predict, instances (-Estimator.Predict +served):\n%s", diff)
+		}
+
+		var cols struct{ Outputs [][]float64 }
+		post("predict", columnar, &cols)
+		if diff := cmp.Diff(want, flat(cols.Outputs)); diff != "" {
+			t.Errorf("predict, inputs (-Estimator.Predict +served):\n%s", diff)
+		}
+		var reg struct{ Results []float64 }
+		post("regress", `{"signature_name": "regress", "examples": `+examples+`}`, &reg)
+		if diff := cmp.Diff(want, reg.Results); diff != "" {
+			t.Errorf("regress (-Estimator.Predict +served):\n%s", diff)
+		}
+		var cls struct{ Results [][][]any }
+		post("classify", `{"signature_name": "classify", "examples": `+examples+`}`, &cls)
+		if diff := cmp.Diff(wantScores, cls.Results); diff != "" {
+			t.Errorf("classify (-Estimator.Predict +served):\n%s", diff)
+		}
+	})
+
+	// Batching: a request of one row waits in a batch of 6 rows (only
+	// full batches run: the timeout is an hour) until the 5 rows fill
+	// it; each gets its own rows' answer, merged sparse inputs and all.
+	t.Run("batching", func(t *testing.T) {
+		s, hs := newTestServer(t, []ModelConfig{{Name: "embed", BaseDir: base, Model: mdl}}, Config{BatchTimeout: time.Hour, MaxBatchSize: len(embedtest.Rows) + 1})
+		joined := make(chan int, 10)
+		s.batcher.enqueued = func(_ batchKey, rows int) { joined <- rows }
+		oneRow := []embedtest.Row{{IDs: []int64{9, 1}, Weights: []float64{1, 2}, X: 0.5}}
+		wantOne := estimatorPredictions(t, est, oneRow)
+		oneBody, _, _ := sparseBodies(t, oneRow)
+		first := predictAsync(hs, "/v1/models/embed:predict", oneBody)
+		if rows := <-joined; rows != 1 {
+			t.Fatalf("the first request made a batch of %d rows", rows)
+		}
+		second := predictAsync(hs, "/v1/models/embed:predict", instances)
+		if rows := <-joined; rows != len(embedtest.Rows)+1 {
+			t.Fatalf("the second request made a batch of %d rows, want both in one", rows)
+		}
+		wantPredictions(t, "the request of one row", wantOne, <-first)
+		wantPredictions(t, "the request of 5 rows", want, <-second)
+	})
 
 	_, hs := newTestServer(t, []ModelConfig{{Name: "embed", BaseDir: base, Model: mdl}}, Config{})
 	res := do(t, hs, "GET", "/v1/models/embed/metadata", "")
