@@ -22,7 +22,8 @@ import (
 
 // Servable is what a Server serves: one loaded version of a model.
 // *export.Predictor is one; tests and other model sources may provide
-// their own. Its methods must be safe for concurrent use.
+// their own. Its methods must be safe for concurrent use. A version whose
+// signatures take sparse inputs must be a SparseServable.
 type Servable interface {
 	// Version is the version number, a positive integer.
 	Version() int64
