@@ -20,14 +20,26 @@ import (
 	"github.com/towerflow/towerflow/internal/fsutil"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/sharding"
 	"github.com/towerflow/towerflow/towers"
 )
 
 // FeatureSpec describes one feature of a serving request: its dtype and
 // the shape of one example (without the batch dimension).
+//
+// A sparse feature (Sparse) is a variable-length list of values per
+// example, such as a bag of ids for layers.EmbeddingLookupSparse or their
+// weights: Shape is one dimension, the most values an example may have
+// ([8]: 0 to 8 ids). The model function gets it as a sharding.SparseCOO
+// of dense shape [batch, Shape[0]] whose entry j of row r has index [r, j]
+// (Scope.SparseFeature), as an input function would give it; a request
+// with more values in an example is refused. Signatures record it as
+// sparse (TensorInfo.Sparse), and export.Predictor and package serving
+// take it as such.
 type FeatureSpec struct {
-	Dtype tensor.Dtype
-	Shape []int
+	Dtype  tensor.Dtype
+	Shape  []int
+	Sparse bool
 }
 
 // ServingInput describes the features a served request carries, by name:
@@ -152,8 +164,19 @@ func zeroExample(inputs ServingInput) (Batch, map[string]exportdir.TensorInfo, e
 		if err != nil {
 			return Batch{}, nil, fmt.Errorf("serving input %q of %v: one example is too large: %w", name, fs.Dtype, err)
 		}
+		sigInputs[name] = exportdir.TensorInfo{Dtype: dt, Shape: append([]int{-1}, fs.Shape...), Sparse: fs.Sparse}
+		if fs.Sparse {
+			if len(fs.Shape) != 1 {
+				return Batch{}, nil, fmt.Errorf("sparse serving input %q has shape %v: want one dimension, the most values per example", name, fs.Shape)
+			}
+			// An example without values: the model's lookups give zeros.
+			if batch.Sparse == nil {
+				batch.Sparse = map[string]sharding.SparseCOO{}
+			}
+			batch.Sparse[name] = sharding.SparseCOO{Indices: [][]int{}, Values: numeric.Over([]int{0}, numeric.NewSlice(fs.Dtype, 0)), DenseShape: shape}
+			continue
+		}
 		batch.Features[name] = numeric.Over(shape, numeric.NewSlice(fs.Dtype, n))
-		sigInputs[name] = exportdir.TensorInfo{Dtype: dt, Shape: append([]int{-1}, fs.Shape...)}
 	}
 	return batch, sigInputs, nil
 }

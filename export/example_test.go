@@ -68,6 +68,6 @@ func ExampleLoad() {
 	fmt.Printf("outputs %v: %.3f\n", out["outputs"].Shape(), out["outputs"].Data())
 	// Output:
 	// version 1, global step 400, method regress
-	// inputs map[x:{float64 [-1 1]}], outputs map[outputs:{float64 [-1 1]}]
+	// inputs map[x:{float64 [-1 1] false}], outputs map[outputs:{float64 [-1 1] false}]
 	// outputs (3, 1): [0.300 0.400 0.500]
 }

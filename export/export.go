@@ -23,7 +23,9 @@ type Signature = exportdir.Signature
 // TensorInfo describes one input or output of a signature: its dtype as
 // TensorFlow names it ("float32", "float64", "int64", "int32", "bool",
 // "uint8"; see estimator.DtypeByName) and its shape with -1 for the batch
-// dimension.
+// dimension. A sparse input (Sparse; estimator.FeatureSpec.Sparse) has
+// shape [-1, the most values per example] and is given to
+// Predictor.RunSparse as a sharding.SparseCOO.
 type TensorInfo = exportdir.TensorInfo
 
 var (

@@ -19,6 +19,7 @@ import (
 	"github.com/towerflow/towerflow/internal/exportdir"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/sharding"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -57,7 +58,14 @@ func FuzzLoad(f *testing.F) {
 	for _, shape := range []string{"[-1, 1099511627776, 1099511627776]", "[-1, 4611686018427387904, 4, 2]", "[-1]", "[-1, 2]", "[]"} {
 		f.Add(uint8(sigs), []byte(`{"format": "towerflow-export-v1", "global_step": 5, "signatures": {"serving_default": {"method": "regress",
 "inputs": {"x": {"dtype": "float64", "shape": `+shape+`}}, "outputs": {"outputs": {"dtype": "float64", "shape": [-1, 1]}}}}}`), true)
+		f.Add(uint8(sigs), []byte(`{"format": "towerflow-export-v1", "global_step": 5, "signatures": {"serving_default": {"method": "regress",
+"inputs": {"x": {"dtype": "float64", "shape": `+shape+`, "sparse": true}}, "outputs": {"outputs": {"dtype": "float64", "shape": [-1, 1], "sparse": true}}}}}`), true)
+		f.Add(uint8(sigs), []byte(`{"format": "towerflow-export-v1", "global_step": 5, "signatures": {"serving_default": {"method": "regress",
+"inputs": {"x": {"dtype": "float64", "shape": `+shape+`, "sparse": true}}, "outputs": {"outputs": {"dtype": "float64", "shape": [-1, 1]}}}}}`), true)
 	}
+	// x sparse: linreg's model reads it densified, and Run takes it sparse.
+	f.Add(uint8(sigs), []byte(`{"format": "towerflow-export-v1", "global_step": 5, "signatures": {"serving_default": {"method": "regress",
+"inputs": {"x": {"dtype": "float64", "shape": [-1, 1], "sparse": true}}, "outputs": {"outputs": {"dtype": "float64", "shape": [-1, 1]}}}}}`), true)
 	linear := replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}})
 	f.Fuzz(func(t *testing.T, which uint8, content []byte, fix bool) {
 		dir := filepath.Join(t.TempDir(), "1")
@@ -88,19 +96,25 @@ func FuzzLoad(f *testing.F) {
 		defer p.Close()
 		for key, sig := range p.Signatures() {
 			features := map[string]*tensor.Dense{}
+			sparse := map[string]sharding.SparseCOO{}
 			for name, info := range sig.Inputs {
 				dt, err := estimator.DtypeByName(info.Dtype)
 				if err != nil {
 					t.Fatalf("Load accepted signature %q: input %q: %v", key, name, err)
 				}
 				shape := append([]int{2}, info.Shape[1:]...)
+				if info.Sparse {
+					// Two examples, the second with one value.
+					sparse[name] = sharding.SparseCOO{Indices: [][]int{{1, 0}}, Values: numeric.Over([]int{1}, numeric.NewSlice(dt, 1)), DenseShape: shape}
+					continue
+				}
 				n := 1
 				for _, d := range shape {
 					n *= d
 				}
 				features[name] = numeric.Over(shape, numeric.NewSlice(dt, n))
 			}
-			if _, err := p.Run(context.Background(), key, features); err != nil {
+			if _, err := p.RunSparse(context.Background(), key, features, sparse); err != nil {
 				t.Fatalf("Load accepted signature %q, Run on zeros: %v", key, err)
 			}
 		}

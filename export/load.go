@@ -15,6 +15,7 @@ import (
 	"github.com/towerflow/towerflow/internal/exportdir"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/sharding"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -43,8 +44,12 @@ func LoadLatest(baseDir string, m *replicate.Model) (*Predictor, error) {
 //     directory where a file belongs or a symbolic link out of dir is one
 //     too;
 //   - signatures.json gives the signatures, their inputs and outputs; one
-//     example of an input or output may take at most 1 GiB;
-//   - the model is built by one batch of zeros (one row per input), and
+//     example of an input or output may take at most 1 GiB; an input may
+//     be sparse (TensorInfo.Sparse: shape [-1, the most values per
+//     example]), an output may not, and an input two signatures share has
+//     the same dtype, shape and kind in both;
+//   - the model is built by one batch of zeros (one row per input; a
+//     sparse input's row has no values), and
 //     must make exactly the variables of the export (the global step
 //     included), each with the export's shape and dtype, and export outputs
 //     (or, for an export of predictions, predictions) with the signatures'
@@ -114,15 +119,19 @@ func (p *Predictor) build() error {
 	all := map[string]input{}
 	for key, in := range p.inputs {
 		for name, spec := range in {
-			if prev, ok := all[name]; ok && (prev.dtype != spec.dtype || !slices.Equal(prev.shape, spec.shape)) {
-				return fmt.Errorf("%s: input %q of signature %q has dtype %v shape %v, another signature gives it dtype %v shape %v",
-					exportdir.SignaturesFile, name, key, spec.dtype, spec.shape, prev.dtype, prev.shape)
+			if prev, ok := all[name]; ok && (prev.dtype != spec.dtype || !slices.Equal(prev.shape, spec.shape) || prev.sparse != spec.sparse) {
+				return fmt.Errorf("%s: input %q of signature %q is %s, another signature gives it as %s",
+					exportdir.SignaturesFile, name, key, spec, prev)
 			}
 			all[name] = spec
 		}
 	}
-	zeros := estimator.Batch{Features: map[string]*tensor.Dense{}}
+	zeros := estimator.Batch{Features: map[string]*tensor.Dense{}, Sparse: map[string]sharding.SparseCOO{}}
 	for name, spec := range all {
+		if spec.sparse {
+			zeros.Sparse[name] = sharding.SparseCOO{Indices: [][]int{}, Values: numeric.Over([]int{0}, numeric.NewSlice(spec.dtype, 0)), DenseShape: append([]int{1}, spec.shape...)}
+			continue
+		}
 		zeros.Features[name] = newZeros(spec, 1)
 	}
 	out, err := p.predict(context.Background(), zeros)

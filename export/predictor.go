@@ -2,6 +2,7 @@ package export
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -12,6 +13,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/layers"
+	"github.com/towerflow/towerflow/sharding"
 )
 
 // Predictor computes the signatures of one export version with the model
@@ -34,8 +37,17 @@ type Predictor struct {
 
 // input is one signature input, parsed.
 type input struct {
-	dtype tensor.Dtype
-	shape []int // per example: without the batch dimension
+	dtype  tensor.Dtype
+	shape  []int // per example: without the batch dimension
+	sparse bool  // a list of at most shape[0] values per example
+}
+
+// String describes the input as errors name what is expected.
+func (in input) String() string {
+	if in.sparse {
+		return fmt.Sprintf("sparse, dtype %s dense shape %v (at most %d values per example)", dtypeName(in.dtype), append([]int{-1}, in.shape...), in.shape[0])
+	}
+	return fmt.Sprintf("dtype %s shape %v", dtypeName(in.dtype), append([]int{-1}, in.shape...))
 }
 
 // Dir returns the version directory.
@@ -59,7 +71,7 @@ func (p *Predictor) Signatures() map[string]Signature {
 func cloneInfos(m map[string]TensorInfo) map[string]TensorInfo {
 	out := make(map[string]TensorInfo, len(m))
 	for k, v := range m {
-		out[k] = TensorInfo{Dtype: v.Dtype, Shape: slices.Clone(v.Shape)}
+		out[k] = TensorInfo{Dtype: v.Dtype, Shape: slices.Clone(v.Shape), Sparse: v.Sparse}
 	}
 	return out
 }
@@ -73,6 +85,17 @@ func cloneInfos(m map[string]TensorInfo) map[string]TensorInfo {
 // signature's outputs by name, with the batch along dimension 0; they are
 // the caller's.
 func (p *Predictor) Run(ctx context.Context, signature string, features map[string]*tensor.Dense) (map[string]*tensor.Dense, error) {
+	return p.RunSparse(ctx, signature, features, nil)
+}
+
+// RunSparse is Run for a signature with sparse inputs (TensorInfo.Sparse):
+// they are in sparse, the others in features. A sparse input of rows
+// examples is a valid sharding.SparseCOO of the input's dtype and dense
+// shape [rows, the most values per example] (an example may have none). An
+// id a lookup finds out of its table's range, or weights that do not
+// match their ids (layers.ErrLookupInput), is an error of the request,
+// which wraps ErrBadInput too and names the input, the row and the id.
+func (p *Predictor) RunSparse(ctx context.Context, signature string, features map[string]*tensor.Dense, sparse map[string]sharding.SparseCOO) (map[string]*tensor.Dense, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
@@ -82,10 +105,13 @@ func (p *Predictor) Run(ctx context.Context, signature string, features map[stri
 	if !ok {
 		return nil, fmt.Errorf("export: run: %w %q (the export has %q)", ErrUnknownSignature, signature, slices.Sorted(maps.Keys(p.inputs)))
 	}
-	if err := checkFeatures(inputs, features); err != nil {
+	if err := checkFeatures(inputs, features, sparse); err != nil {
 		return nil, fmt.Errorf("export: run %q: %w", signature, err)
 	}
-	out, err := p.predict(ctx, estimator.Batch{Features: maps.Clone(features)})
+	out, err := p.predict(ctx, estimator.Batch{Features: maps.Clone(features), Sparse: maps.Clone(sparse)})
+	if errors.Is(err, layers.ErrLookupInput) {
+		return nil, fmt.Errorf("export: run %q: %w: %w", signature, ErrBadInput, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("export: run %q: %w", signature, err)
 	}
@@ -104,18 +130,24 @@ func (p *Predictor) Run(ctx context.Context, signature string, features map[stri
 	return res, nil
 }
 
-// checkFeatures checks a request's features against a signature's inputs.
-func checkFeatures(inputs map[string]input, features map[string]*tensor.Dense) error {
-	want := func(in input) string {
-		return fmt.Sprintf("dtype %s shape %v", dtypeName(in.dtype), append([]int{-1}, in.shape...))
-	}
+// checkFeatures checks a request's features, dense and sparse, against a
+// signature's inputs.
+func checkFeatures(inputs map[string]input, features map[string]*tensor.Dense, sparse map[string]sharding.SparseCOO) error {
+	want := func(in input) string { return in.String() }
 	var missing, extra []string
 	for _, name := range slices.Sorted(maps.Keys(inputs)) {
-		if _, ok := features[name]; !ok {
-			missing = append(missing, fmt.Sprintf("%q (%s)", name, want(inputs[name])))
+		_, dense := features[name]
+		_, sp := sparse[name]
+		switch in := inputs[name]; {
+		case in.sparse && dense:
+			return fmt.Errorf("%w: input %q is dense, want %s", ErrBadInput, name, want(in))
+		case !in.sparse && sp:
+			return fmt.Errorf("%w: input %q is sparse, want %s", ErrBadInput, name, want(in))
+		case !dense && !sp:
+			missing = append(missing, fmt.Sprintf("%q (%s)", name, want(in)))
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(features)) {
+	for _, name := range slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(features)), slices.Collect(maps.Keys(sparse))...))) {
 		if _, ok := inputs[name]; !ok {
 			extra = append(extra, fmt.Sprintf("%q", name))
 		}
@@ -129,6 +161,26 @@ func checkFeatures(inputs map[string]input, features map[string]*tensor.Dense) e
 	rows, from := -1, ""
 	for _, name := range slices.Sorted(maps.Keys(inputs)) {
 		in, t := inputs[name], features[name]
+		if in.sparse {
+			s := sparse[name]
+			if err := s.Validate(); err != nil {
+				return fmt.Errorf("%w: input %q: %w", ErrBadInput, name, err)
+			}
+			if s.Values.Dtype() != in.dtype {
+				return fmt.Errorf("%w: input %q has dtype %s, want %s", ErrBadInput, name, dtypeName(s.Values.Dtype()), want(in))
+			}
+			if len(s.DenseShape) != len(in.shape)+1 || !slices.Equal(s.DenseShape[1:], in.shape) {
+				return fmt.Errorf("%w: input %q has dense shape %v, want %s", ErrBadInput, name, s.DenseShape, want(in))
+			}
+			if s.DenseShape[0] < 1 {
+				return fmt.Errorf("%w: input %q has no rows, want %s with at least one row", ErrBadInput, name, want(in))
+			}
+			if rows >= 0 && s.DenseShape[0] != rows {
+				return fmt.Errorf("%w: input %q has %d rows, input %q has %d: every input needs the same batch", ErrBadInput, name, s.DenseShape[0], from, rows)
+			}
+			rows, from = s.DenseShape[0], name
+			continue
+		}
 		if t == nil {
 			return fmt.Errorf("%w: input %q is nil, want %s", ErrBadInput, name, want(in))
 		}

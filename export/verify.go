@@ -156,6 +156,9 @@ func readSignatures(dir string) (exportdir.Signatures, map[string]map[string]inp
 				if err != nil {
 					return fail("signature %q: %s %q: %v", key, part.kind, name, err)
 				}
+				if in.sparse && part.kind == "output" {
+					return fail("signature %q: output %q is sparse: outputs are dense", key, name)
+				}
 				if part.kind == "input" {
 					inputs[key][name] = in
 				}
@@ -181,7 +184,10 @@ func parseInfo(ti TensorInfo) (input, error) {
 	if _, err := numeric.ElementsWithin(ti.Shape[1:], int(dt.Size()), exportdir.MaxExampleBytes); err != nil {
 		return input{}, fmt.Errorf("shape %v of %s: one example is too large: %w", ti.Shape, ti.Dtype, err)
 	}
-	return input{dtype: dt, shape: slices.Clone(ti.Shape[1:])}, nil
+	if ti.Sparse && len(ti.Shape) != 2 {
+		return input{}, fmt.Errorf("sparse, shape %v: want [-1, the most values per example]", ti.Shape)
+	}
+	return input{dtype: dt, shape: slices.Clone(ti.Shape[1:]), sparse: ti.Sparse}, nil
 }
 
 // checkOutputs checks the outputs of the model's first batch against the

@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 	"hash"
 	"math"
@@ -227,10 +228,27 @@ func (l *lookupBase) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) 
 	return make(G.Nodes, len(in)), nil
 }
 
+// ErrLookupInput is matched (errors.Is) by a step's errors about the data
+// a lookup reads: an id outside [0, vocab) of its table, weights
+// (IDWeights) that do not match their ids. They are errors of the input,
+// which a server answers with 400 Bad Request (see export.ErrBadInput).
+var ErrLookupInput = errors.New("embedding lookup: bad ids or weights")
+
+// lookupInputError is an error of a lookup's data: its message names the
+// ids and what is wrong; it matches ErrLookupInput.
+type lookupInputError struct{ msg string }
+
+func (e *lookupInputError) Error() string        { return e.msg }
+func (e *lookupInputError) Is(target error) bool { return target == ErrLookupInput }
+
+func lookupInputErrorf(format string, args ...any) error {
+	return &lookupInputError{fmt.Sprintf(format, args...)}
+}
+
 // checkID is the error of an id outside [0, vocab).
 func (l *lookupBase) checkID(id, row int) error {
 	if id < 0 || id >= l.vocab {
-		return fmt.Errorf("embedding lookup: %s: row %d has id %d, out of range [0, %d) of the table", l.what, row, id, l.vocab)
+		return lookupInputErrorf("embedding lookup: %s: row %d has id %d, out of range [0, %d) of the table", l.what, row, id, l.vocab)
 	}
 	return nil
 }
@@ -443,11 +461,11 @@ func (l *sparseLookupOp) read() error {
 	if w := l.cfg.weights; w != nil {
 		wv := w.Value()
 		if wv.Values == nil || len(wv.Indices) != len(v.Indices) {
-			return fmt.Errorf("embedding lookup: %s: weights %q have %d entries, the ids %d", l.what, w.Name(), len(wv.Indices), len(v.Indices))
+			return lookupInputErrorf("embedding lookup: %s: weights %q have %d entries, the ids %d", l.what, w.Name(), len(wv.Indices), len(v.Indices))
 		}
 		for e, idx := range wv.Indices {
 			if len(idx) == 0 || idx[0] != l.rows[e] {
-				return fmt.Errorf("embedding lookup: %s: weight entry %d has index %v, its id row %d (weights must have the ids' indices, in order)", l.what, e, idx, l.rows[e])
+				return lookupInputErrorf("embedding lookup: %s: weight entry %d has index %v, its id row %d (weights must have the ids' indices, in order)", l.what, e, idx, l.rows[e])
 			}
 		}
 		switch d := valuesOf(wv.Values).(type) {

@@ -45,6 +45,7 @@ type batch struct {
 
 type batchRequest struct {
 	features map[string]*tensor.Dense
+	sparse   map[string]sharding.SparseCOO // nil without sparse inputs
 	rows     int
 	done     chan batchResult // buffered: run never blocks on a request gone
 }
@@ -61,10 +62,10 @@ func newBatcher(max int, timeout time.Duration) *batcher {
 // submit adds a request of rows rows (fewer than max) to the open batch
 // of its key, and waits for its outputs. The caller holds a reference on
 // key.v.
-func (b *batcher) submit(ctx context.Context, key batchKey, features map[string]*tensor.Dense, rows int) (map[string]*tensor.Dense, error) {
-	req := &batchRequest{features: features, rows: rows, done: make(chan batchResult, 1)}
+func (b *batcher) submit(ctx context.Context, key batchKey, features map[string]*tensor.Dense, sparse map[string]sharding.SparseCOO, rows int) (map[string]*tensor.Dense, error) {
+	req := &batchRequest{features: features, sparse: sparse, rows: rows, done: make(chan batchResult, 1)}
 	if !b.enqueue(key, req) {
-		return runRecovered(ctx, key.v.s, key.sig, features)
+		return runRecovered(ctx, key.v.s, key.sig, features, sparse)
 	}
 	select {
 	case res := <-req.done:
@@ -182,9 +183,10 @@ func (bt *batch) results() (results []batchResult) {
 	return results
 }
 
-// runMerged runs the requests' features joined along dimension 0.
+// runMerged runs the requests' features joined along dimension 0 (sparse
+// ones by concatSparse).
 func (bt *batch) runMerged() (map[string]*tensor.Dense, error) {
-	features := bt.reqs[0].features
+	features, sparse := bt.reqs[0].features, bt.reqs[0].sparse
 	if len(bt.reqs) > 1 {
 		parts := make([]map[string]*tensor.Dense, len(bt.reqs))
 		for i, req := range bt.reqs {
@@ -194,10 +196,15 @@ func (bt *batch) runMerged() (map[string]*tensor.Dense, error) {
 		if features, err = sharding.ConcatMap(parts); err != nil {
 			return nil, fmt.Errorf("batch of %d requests: %w", len(bt.reqs), err)
 		}
+		if sparse != nil {
+			if sparse, err = bt.concatSparse(); err != nil {
+				return nil, fmt.Errorf("batch of %d requests: %w", len(bt.reqs), err)
+			}
+		}
 	}
 	// The merged run belongs to no single request: a request that gives
 	// up does not cancel the others.
-	outs, err := bt.key.v.s.Run(context.Background(), bt.key.sig, features)
+	outs, err := runOn(context.Background(), bt.key.v.s, bt.key.sig, features, sparse)
 	if err != nil {
 		return nil, err
 	}
@@ -208,11 +215,11 @@ func (bt *batch) runMerged() (map[string]*tensor.Dense, error) {
 }
 
 // runRecovered runs s, turning a panic into a *panicError.
-func runRecovered(ctx context.Context, s Servable, sig string, features map[string]*tensor.Dense) (outs map[string]*tensor.Dense, err error) {
+func runRecovered(ctx context.Context, s Servable, sig string, features map[string]*tensor.Dense, sparse map[string]sharding.SparseCOO) (outs map[string]*tensor.Dense, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			outs, err = nil, &panicError{value: p, stack: debug.Stack()}
 		}
 	}()
-	return s.Run(ctx, sig, features)
+	return runOn(ctx, s, sig, features, sparse)
 }

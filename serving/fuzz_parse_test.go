@@ -15,6 +15,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/export"
+	"github.com/towerflow/towerflow/sharding"
 )
 
 // echoServable answers classify and regress from the features it was
@@ -39,7 +40,29 @@ func newEchoServable() *echoServable {
 		"regress": {Method: "regress", Inputs: map[string]export.TensorInfo{
 			"x": x, "flag": {Dtype: "bool", Shape: []int{-1}}, "ids": {Dtype: "int64", Shape: []int{-1, 2}}, "u": {Dtype: "uint8", Shape: []int{-1}},
 		}, Outputs: map[string]export.TensorInfo{"outputs": x}},
+		"regress_bag": {Method: "regress", Inputs: map[string]export.TensorInfo{
+			"x": x, "bag": {Dtype: "int64", Shape: []int{-1, 3}, Sparse: true},
+		}, Outputs: map[string]export.TensorInfo{"outputs": x}},
 	}}
+}
+
+// RunSparse checks the sparse inputs (checkSparse) and runs the dense
+// ones.
+func (e *echoServable) RunSparse(ctx context.Context, name string, features map[string]*tensor.Dense, sparse map[string]sharding.SparseCOO) (map[string]*tensor.Dense, error) {
+	sig, ok := e.sigs[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: signature %q", errMalformed, name)
+	}
+	dense, err := checkSparse(sig, features, sparse)
+	if err != nil {
+		return nil, err
+	}
+	one := &echoServable{sigs: map[string]export.Signature{name: {Method: sig.Method, Inputs: dense, Outputs: sig.Outputs}}}
+	out, err := one.Run(ctx, name, features)
+	e.mu.Lock()
+	e.x = one.x
+	e.mu.Unlock()
+	return out, err
 }
 
 func (e *echoServable) Version() int64                          { return 1 }
@@ -122,6 +145,9 @@ func FuzzClassifyRegress(f *testing.F) {
 		`{"signature_name": "regress", "examples": [{"x": NaN, "flag": 1, "ids": [1, 2], "u": 1}]}`,
 		`{"examples": [{"x": "a"}]}`, `{"examples": []}`, `{"examples": {}}`, `{"context": [], "examples": [{}]}`,
 		`{"examples": [{"x": 1}], "examples": [{"x": 2}, {"x": 3}]}`,
+		`{"signature_name": "regress_bag", "examples": [{"x": 1, "bag": [1, 2, 3]}, {"x": 2, "bag": []}, {"x": 3, "bag": 7}]}`,
+		`{"signature_name": "regress_bag", "context": {"bag": [4, 4]}, "examples": [{"x": 1}, {"x": 2}]}`,
+		`{"signature_name": "regress_bag", "examples": [{"x": 1, "bag": [1, 2, 3, 4]}, {"x": 2, "bag": [[1]]}, {"x": 3, "bag": [1.5]}]}`,
 	}
 	// The request the mnist example writes with -serve, for an input x.
 	req, err := json.Marshal(map[string]any{"examples": []map[string][]float32{{"x": {0.5}}, {"x": {0}}}})

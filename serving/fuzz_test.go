@@ -16,6 +16,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/export"
+	"github.com/towerflow/towerflow/sharding"
 )
 
 // checkingServable has the signatures of the fake servable and answers
@@ -64,6 +65,50 @@ func (c *checkingServable) Run(_ context.Context, name string, features map[stri
 	return outs, nil
 }
 
+// RunSparse checks the sparse inputs (checkSparse) and runs the dense
+// ones.
+func (c *checkingServable) RunSparse(ctx context.Context, name string, features map[string]*tensor.Dense, sparse map[string]sharding.SparseCOO) (map[string]*tensor.Dense, error) {
+	sig, ok := c.sigs[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: signature %q", errMalformed, name)
+	}
+	dense, err := checkSparse(sig, features, sparse)
+	if err != nil {
+		return nil, err
+	}
+	one := &checkingServable{sigs: map[string]export.Signature{name: {Method: sig.Method, Inputs: dense, Outputs: sig.Outputs, ClassNames: sig.ClassNames}}}
+	return one.Run(ctx, name, features)
+}
+
+// checkSparse checks a request's sparse inputs as the servables' Run
+// checks the dense ones: each a valid sharding.SparseCOO of the input's
+// dtype and dense shape [rows of "x", most values], the values of row r at
+// [r, 0], [r, 1], ... in order. It returns the signature's dense inputs.
+func checkSparse(sig export.Signature, features map[string]*tensor.Dense, sparse map[string]sharding.SparseCOO) (map[string]export.TensorInfo, error) {
+	if len(features)+len(sparse) != len(sig.Inputs) || features["x"] == nil {
+		return nil, fmt.Errorf("%w: inputs %q and sparse %q", errMalformed, slices.Sorted(maps.Keys(features)), slices.Sorted(maps.Keys(sparse)))
+	}
+	dense := map[string]export.TensorInfo{}
+	for in, ti := range sig.Inputs {
+		if !ti.Sparse {
+			dense[in] = ti
+			continue
+		}
+		s, ok := sparse[in]
+		if !ok || s.Validate() != nil || s.Values.Dtype() != servedDtypes[ti.Dtype].dt || len(s.DenseShape) != 2 || s.DenseShape[1] != ti.Shape[1] ||
+			s.DenseShape[0] != features["x"].Shape()[0] || reflectLen(s.Values.Data()) != len(s.Indices) {
+			return nil, fmt.Errorf("%w: sparse input %q is %+v", errMalformed, in, s)
+		}
+		for i, idx := range s.Indices {
+			newRow := i == 0 || idx[0] != s.Indices[i-1][0]
+			if (i > 0 && idx[0] < s.Indices[i-1][0]) || (newRow && idx[1] != 0) || (!newRow && idx[1] != s.Indices[i-1][1]+1) {
+				return nil, fmt.Errorf("%w: sparse input %q: entry %d has index %v, after %v", errMalformed, in, i, idx, s.Indices[max(i-1, 0)])
+			}
+		}
+	}
+	return dense, nil
+}
+
 func reflectLen(data any) int {
 	switch d := data.(type) {
 	case []float32:
@@ -80,6 +125,15 @@ func reflectLen(data any) int {
 		return len(d)
 	}
 	return -1
+}
+
+// withBag adds to sigs the predict signature "bag": "x" as "serving_default"
+// takes it, and "bag", a sparse input of at most 3 int64 values per example.
+func withBag(sigs map[string]export.Signature) map[string]export.Signature {
+	x := sigs["serving_default"].Inputs["x"]
+	sigs["bag"] = export.Signature{Method: "predict", Inputs: map[string]export.TensorInfo{"x": x, "bag": {Dtype: "int64", Shape: []int{-1, 3}, Sparse: true}},
+		Outputs: sigs["serving_default"].Outputs}
+	return sigs
 }
 
 // fuzzPaths are the routes a fuzzed request goes to.
@@ -110,6 +164,10 @@ func FuzzServeRequest(f *testing.F) {
 		`{"instances": [["a"], [null], [{"b64": "AA=="}], [[1]]]}`,
 		`{"instances": [[1]], "instances": [[2]], "signature_name": "\u0073erving_default"}`,
 		`[1]`, `{`, `{"instances": [[01]]}`, "",
+		`{"signature_name": "bag", "instances": [{"x": [1], "bag": [3, 17, 17]}, {"x": [2], "bag": []}]}`,
+		`{"signature_name": "bag", "inputs": {"x": [[1], [2]], "bag": [[3], [4, 5, 6]]}}`,
+		`{"signature_name": "bag", "instances": [{"x": [1], "bag": [[3]]}, {"x": [2], "bag": [1.5, "a", null]}, {"x": [3], "bag": 4}]}`,
+		`{"signature_name": "bag", "inputs": {"x": [[1]], "bag": [[1, 2, 3, 4]]}}`,
 	}
 	for _, s := range seeds {
 		for route := range len(fuzzPaths) {
@@ -119,7 +177,7 @@ func FuzzServeRequest(f *testing.F) {
 	}
 	srv, err := NewServer([]ModelConfig{{
 		Name:        "m",
-		Loader:      fixed(&checkingServable{newFake(1, 1).sigs}),
+		Loader:      fixed(&checkingServable{withBag(newFake(1, 1).sigs)}),
 		LoadVersion: func(int64) (Servable, error) { return nil, nil },
 		Labels:      map[string]int64{"stable": 1},
 	}}, Config{MaxBodyBytes: 1 << 16, MaxBatchSize: 64})

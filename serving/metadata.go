@@ -65,10 +65,20 @@ type tfTensorShape struct {
 	UnknownRank bool    `json:"unknown_rank"`
 }
 
+// tfTensorInfo is TensorFlow's TensorInfo: a dense tensor has a name, a
+// sparse one (export.TensorInfo.Sparse) its COO encoding's three names
+// instead.
 type tfTensorInfo struct {
 	Dtype       string        `json:"dtype"`
 	TensorShape tfTensorShape `json:"tensor_shape"`
-	Name        string        `json:"name"`
+	Name        string        `json:"name,omitempty"`
+	CooSparse   *tfCooSparse  `json:"coo_sparse,omitempty"`
+}
+
+type tfCooSparse struct {
+	ValuesTensorName     string `json:"values_tensor_name"`
+	IndicesTensorName    string `json:"indices_tensor_name"`
+	DenseShapeTensorName string `json:"dense_shape_tensor_name"`
 }
 
 type tfSignatureDef struct {
@@ -106,7 +116,11 @@ func tensorInfos(m map[string]export.TensorInfo) map[string]tfTensorInfo {
 		for i, d := range ti.Shape {
 			dims[i] = tfDim{Size: strconv.Itoa(d)}
 		}
-		out[name] = tfTensorInfo{Dtype: dt, TensorShape: tfTensorShape{Dim: dims}, Name: name}
+		info := tfTensorInfo{Dtype: dt, TensorShape: tfTensorShape{Dim: dims}, Name: name}
+		if ti.Sparse {
+			info.Name, info.CooSparse = "", &tfCooSparse{ValuesTensorName: name + "/values", IndicesTensorName: name + "/indices", DenseShapeTensorName: name + "/dense_shape"}
+		}
+		out[name] = info
 	}
 	return out
 }

@@ -12,12 +12,14 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/sharding"
 )
 
 // runRequest is a decoded predict, classify or regress request.
 type runRequest struct {
 	sig      string // the signature's key
 	features map[string]*tensor.Dense
+	sparse   map[string]sharding.SparseCOO // the sparse inputs; nil without
 	rows     int
 	columnar bool // predict's "inputs" format, answered with "outputs"
 }
@@ -41,11 +43,11 @@ func decodeRun(body []byte, method string, v *servedVersion, maxRows int) (runRe
 	lim := limits{rows: maxRows, values: len(body)/2 + 1}
 	switch {
 	case method == "predict":
-		rr.features, rr.rows, rr.columnar, err = predictFeatures(req, inputs, lim)
+		rr.features, rr.sparse, rr.rows, rr.columnar, err = predictFeatures(req, inputs, lim)
 	case sig.Method != method:
 		return runRequest{}, badRequestf("Expected %s signature method_name to be tensorflow/serving/%s. Was: tensorflow/serving/%s (signature %q)", method, method, sig.Method, echo(rr.sig))
 	default:
-		rr.features, rr.rows, err = exampleFeatures(req, method, inputs, lim)
+		rr.features, rr.sparse, rr.rows, err = exampleFeatures(req, method, inputs, lim)
 	}
 	if err != nil {
 		return runRequest{}, err
@@ -103,20 +105,20 @@ func signatureName(req map[string]any) (string, error) {
 
 // predictFeatures reads a predict request's features, in row
 // ("instances") or columnar ("inputs") format.
-func predictFeatures(req map[string]any, inputs map[string]inputSpec, lim limits) (features map[string]*tensor.Dense, rows int, columnar bool, err error) {
+func predictFeatures(req map[string]any, inputs map[string]inputSpec, lim limits) (features map[string]*tensor.Dense, sparse map[string]sharding.SparseCOO, rows int, columnar bool, err error) {
 	instances, hasInstances := req["instances"]
 	columns, hasInputs := req["inputs"]
 	switch {
 	case hasInstances && hasInputs:
-		return nil, 0, false, badRequestf("Not formatted correctly expecting only one of 'inputs' or 'instances' keys to exist")
+		return nil, nil, 0, false, badRequestf("Not formatted correctly expecting only one of 'inputs' or 'instances' keys to exist")
 	case hasInstances:
-		features, rows, err = rowFeatures(instances, inputs, lim)
-		return features, rows, false, err
+		features, sparse, rows, err = rowFeatures(instances, inputs, lim)
+		return features, sparse, rows, false, err
 	case hasInputs:
-		features, rows, err = columnFeatures(columns, inputs, lim)
-		return features, rows, true, err
+		features, sparse, rows, err = columnFeatures(columns, inputs, lim)
+		return features, sparse, rows, true, err
 	}
-	return nil, 0, false, badRequestf("Missing 'inputs' or 'instances' key")
+	return nil, nil, 0, false, badRequestf("Missing 'inputs' or 'instances' key")
 }
 
 func isObject(v any) bool {
@@ -169,71 +171,108 @@ func columnSize(rows int, shape []int, most int) int {
 	return min(n, most)
 }
 
-// newColumns makes an empty column for every input, with room for rows
-// examples, at most most values each.
-func newColumns(inputs map[string]inputSpec, rows, most int) (map[string]column, error) {
-	cols := map[string]column{}
+// columns gathers a request's values: a column for every dense input, a
+// bag for every sparse one.
+type columns struct {
+	dense map[string]column
+	bags  map[string]*bag
+}
+
+// newColumns makes an empty column or bag for every input, with room for
+// rows examples, at most most values each.
+func newColumns(inputs map[string]inputSpec, rows, most int) (columns, error) {
+	cols := columns{dense: map[string]column{}, bags: map[string]*bag{}}
 	for _, name := range slices.Sorted(maps.Keys(inputs)) {
 		in := inputs[name]
+		if in.sparse {
+			b, err := newBag(in, rows, most)
+			if err != nil {
+				return columns{}, err
+			}
+			cols.bags[name] = b
+			continue
+		}
 		col, err := newColumn(in.dtype, columnSize(rows, in.shape, most))
 		if err != nil {
-			return nil, err
+			return columns{}, err
 		}
-		cols[name] = col
+		cols.dense[name] = col
 	}
 	return cols, nil
 }
 
-// denseColumns turns the columns of rows examples into the features.
-func denseColumns(cols map[string]column, inputs map[string]inputSpec, rows int) map[string]*tensor.Dense {
+// features turns the columns of rows examples into the features, dense
+// and sparse (nil without sparse inputs).
+func (cols columns) features(inputs map[string]inputSpec, rows int) (map[string]*tensor.Dense, map[string]sharding.SparseCOO) {
 	features := map[string]*tensor.Dense{}
+	var sparse map[string]sharding.SparseCOO
 	for name, in := range inputs {
-		features[name] = cols[name].dense(append([]int{rows}, in.shape...))
+		if in.sparse {
+			if sparse == nil {
+				sparse = map[string]sharding.SparseCOO{}
+			}
+			sparse[name] = cols.bags[name].sparse(rows)
+			continue
+		}
+		features[name] = cols.dense[name].dense(append([]int{rows}, in.shape...))
 	}
-	return features
+	return features, sparse
+}
+
+// appendExample appends input name's value v for example i: nested lists
+// of its shape for a dense input, a list of values for a sparse one.
+func (cols columns) appendExample(name string, in inputSpec, i int, v any) error {
+	if in.sparse {
+		return cols.bags[name].add(i, v, false, false)
+	}
+	return appendNested(cols.dense[name], v, in.shape, 0)
 }
 
 func describe(name string, in inputSpec) string {
+	if in.sparse {
+		return fmt.Sprintf("input %q (%s, sparse, at most %d values per example): ", name, in.dtype, in.shape[0])
+	}
 	return fmt.Sprintf("input %q (%s, shape %v): ", name, in.dtype, append([]int{-1}, in.shape...))
 }
 
 // rowFeatures reads the "instances" of a predict request.
-func rowFeatures(instances any, inputs map[string]inputSpec, lim limits) (map[string]*tensor.Dense, int, error) {
+func rowFeatures(instances any, inputs map[string]inputSpec, lim limits) (map[string]*tensor.Dense, map[string]sharding.SparseCOO, int, error) {
 	list, ok := instances.([]any)
 	if !ok {
-		return nil, 0, badRequestf("Expecting 'instances' to be a list, got %s", jsonText(instances))
+		return nil, nil, 0, badRequestf("Expecting 'instances' to be a list, got %s", jsonText(instances))
 	}
 	if len(list) == 0 {
-		return nil, 0, badRequestf("No values in 'instances' array")
+		return nil, nil, 0, badRequestf("No values in 'instances' array")
 	}
 	if err := lim.checkRows(len(list)); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	names := slices.Sorted(maps.Keys(inputs))
 	objects := isObject(list[0])
 	if !objects && len(names) > 1 {
-		return nil, 0, badRequestf("'instances' is a plain list, but the signature takes several inputs %q: each instance must be an object with one entry per input", names)
+		return nil, nil, 0, badRequestf("'instances' is a plain list, but the signature takes several inputs %q: each instance must be an object with one entry per input", names)
 	}
 	cols, err := newColumns(inputs, len(list), lim.values)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	for i, inst := range list {
 		if err := addInstance(cols, i, inst, objects, inputs, names); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 	}
-	return denseColumns(cols, inputs, len(list)), len(list), nil
+	features, sparse := cols.features(inputs, len(list))
+	return features, sparse, len(list), nil
 }
 
 // addInstance appends instance i to the columns: an object naming every
 // input when objects, else the value of the one input.
-func addInstance(cols map[string]column, i int, inst any, objects bool, inputs map[string]inputSpec, names []string) error {
+func addInstance(cols columns, i int, inst any, objects bool, inputs map[string]inputSpec, names []string) error {
 	if !objects {
 		if isObject(inst) {
 			return badRequestf("Expecting value/list but got object at item %d of 'instances'", i)
 		}
-		if err := appendNested(cols[names[0]], inst, inputs[names[0]].shape, 0); err != nil {
+		if err := cols.appendExample(names[0], inputs[names[0]], i, inst); err != nil {
 			return within(err, "instance %d: %s", i, describe(names[0], inputs[names[0]]))
 		}
 		return nil
@@ -246,7 +285,7 @@ func addInstance(cols map[string]column, i int, inst any, objects bool, inputs m
 		return err
 	}
 	for _, name := range names {
-		if err := appendNested(cols[name], obj[name], inputs[name].shape, 0); err != nil {
+		if err := cols.appendExample(name, inputs[name], i, obj[name]); err != nil {
 			return within(err, "instance %d: %s", i, describe(name, inputs[name]))
 		}
 	}
@@ -254,41 +293,58 @@ func addInstance(cols map[string]column, i int, inst any, objects bool, inputs m
 }
 
 // columnFeatures reads the "inputs" of a predict request.
-func columnFeatures(columns any, inputs map[string]inputSpec, lim limits) (map[string]*tensor.Dense, int, error) {
+func columnFeatures(columns any, inputs map[string]inputSpec, lim limits) (map[string]*tensor.Dense, map[string]sharding.SparseCOO, int, error) {
 	names := slices.Sorted(maps.Keys(inputs))
 	values, err := columnValues(columns, inputs, names)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	rows, first := -1, ""
 	features := map[string]*tensor.Dense{}
+	var sparse map[string]sharding.SparseCOO
 	for _, name := range names {
 		in := inputs[name]
 		list, ok := values[name].([]any)
 		if !ok {
-			return nil, 0, badRequestf("%swant a list with one entry per example, got %s", describe(name, in), jsonText(values[name]))
+			return nil, nil, 0, badRequestf("%swant a list with one entry per example, got %s", describe(name, in), jsonText(values[name]))
 		}
 		if len(list) == 0 {
-			return nil, 0, badRequestf("%sthe batch is empty", describe(name, in))
+			return nil, nil, 0, badRequestf("%sthe batch is empty", describe(name, in))
 		}
 		if rows >= 0 && len(list) != rows {
-			return nil, 0, badRequestf("input %q has %d examples, input %q has %d: every input needs the same batch", name, len(list), first, rows)
+			return nil, nil, 0, badRequestf("input %q has %d examples, input %q has %d: every input needs the same batch", name, len(list), first, rows)
 		}
 		if err := lim.checkRows(len(list)); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		rows, first = len(list), name
+		if in.sparse {
+			b, err := newBag(in, rows, lim.values)
+			if err != nil {
+				return nil, nil, 0, err
+			}
+			for i, v := range list {
+				if err := b.add(i, v, false, false); err != nil {
+					return nil, nil, 0, within(err, "%sexample %d: ", describe(name, in), i)
+				}
+			}
+			if sparse == nil {
+				sparse = map[string]sharding.SparseCOO{}
+			}
+			sparse[name] = b.sparse(rows)
+			continue
+		}
 		col, err := newColumn(in.dtype, columnSize(rows, in.shape, lim.values))
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		shape := append([]int{rows}, in.shape...)
 		if err := appendNested(col, list, shape, 0); err != nil {
-			return nil, 0, within(err, "%s", describe(name, in))
+			return nil, nil, 0, within(err, "%s", describe(name, in))
 		}
 		features[name] = col.dense(shape)
 	}
-	return features, rows, nil
+	return features, sparse, rows, nil
 }
 
 // columnValues returns the batch of each input in "inputs": an object
@@ -309,31 +365,32 @@ func columnValues(columns any, inputs map[string]inputSpec, names []string) (map
 // exampleFeatures reads the "context" and "examples" of a classify or
 // regress request: each feature a value or flat list holding one
 // example's values in row-major order.
-func exampleFeatures(req map[string]any, method string, inputs map[string]inputSpec, lim limits) (map[string]*tensor.Dense, int, error) {
+func exampleFeatures(req map[string]any, method string, inputs map[string]inputSpec, lim limits) (map[string]*tensor.Dense, map[string]sharding.SparseCOO, int, error) {
 	shared, examples, err := exampleList(req, method)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	if err := lim.checkRows(len(examples)); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	names := slices.Sorted(maps.Keys(inputs))
 	cols, err := newColumns(inputs, len(examples), lim.values)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	for i, e := range examples {
 		obj, ok := e.(map[string]any)
 		if !ok {
-			return nil, 0, badRequestf("example %d: Example must be JSON object but got JSON %s", i, jsonTypeName(e))
+			return nil, nil, 0, badRequestf("example %d: Example must be JSON object but got JSON %s", i, jsonTypeName(e))
 		}
 		for _, name := range names {
-			if err := addFeature(cols[name], i, name, inputs[name], obj, shared); err != nil {
-				return nil, 0, err
+			if err := addFeature(cols, i, name, inputs[name], obj, shared); err != nil {
+				return nil, nil, 0, err
 			}
 		}
 	}
-	return denseColumns(cols, inputs, len(examples)), len(examples), nil
+	features, sparse := cols.features(inputs, len(examples))
+	return features, sparse, len(examples), nil
 }
 
 // exampleList returns the "context" (nil without one) and the "examples"
@@ -361,8 +418,10 @@ func exampleList(req map[string]any, method string) (shared map[string]any, exam
 }
 
 // addFeature appends feature name of example i, from the example or the
-// context, to its column.
-func addFeature(col column, i int, name string, in inputSpec, example, shared map[string]any) error {
+// context, to its column: a sparse input's value list may have any length
+// up to its most values per example (a bag; tf.Example's variable-length
+// feature), a dense input's exactly its shape's values.
+func addFeature(cols columns, i int, name string, in inputSpec, example, shared map[string]any) error {
 	val, inExample := example[name]
 	cval, inContext := shared[name]
 	switch {
@@ -373,6 +432,13 @@ func addFeature(col column, i int, name string, in inputSpec, example, shared ma
 	case !inExample:
 		return badRequestf("example %d: Feature: %s (data type: %s) is required but could not be found.", i, name, in.dtype)
 	}
+	if in.sparse {
+		if err := cols.bags[name].add(i, val, true, true); err != nil {
+			return within(err, "example %d: feature %q: ", i, name)
+		}
+		return nil
+	}
+	col := cols.dense[name]
 	vals, ok := val.([]any)
 	if !ok {
 		vals = []any{val}

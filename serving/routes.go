@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/sharding"
 )
 
 var (
@@ -212,7 +214,7 @@ func (s *Server) answerRun(ctx context.Context, body []byte, name string, spec v
 	if err != nil {
 		return nil, err
 	}
-	outs, err := s.run(ctx, v, req.sig, req.features, req.rows)
+	outs, err := s.run(ctx, v, req.sig, req.features, req.sparse, req.rows)
 	if err != nil {
 		return nil, err
 	}
@@ -221,9 +223,9 @@ func (s *Server) answerRun(ctx context.Context, body []byte, name string, spec v
 
 // run computes a signature, through the batcher when batching is on.
 // Without batching a panic of the servable goes up to ServeHTTP.
-func (s *Server) run(ctx context.Context, v *servedVersion, sig string, features map[string]*tensor.Dense, rows int) (map[string]*tensor.Dense, error) {
+func (s *Server) run(ctx context.Context, v *servedVersion, sig string, features map[string]*tensor.Dense, sparse map[string]sharding.SparseCOO, rows int) (map[string]*tensor.Dense, error) {
 	if s.batcher != nil && rows < s.cfg.MaxBatchSize {
-		return s.batcher.submit(ctx, batchKey{v: v, sig: sig}, features, rows)
+		return s.batcher.submit(ctx, batchKey{v: v, sig: sig}, features, sparse, rows)
 	}
-	return v.s.Run(ctx, sig, features)
+	return runOn(ctx, v.s, sig, features, sparse)
 }

@@ -22,7 +22,8 @@ import (
 
 // Servable is what a Server serves: one loaded version of a model.
 // *export.Predictor is one; tests and other model sources may provide
-// their own. Its methods must be safe for concurrent use.
+// their own. Its methods must be safe for concurrent use. A version whose
+// signatures take sparse inputs must be a SparseServable.
 type Servable interface {
 	// Version is the version number, a positive integer.
 	Version() int64
@@ -64,7 +65,13 @@ var _ Servable = (*export.Predictor)(nil)
 // "outputs"). Values take the input's dtype (integers refuse decimals,
 // floats refuse integers they cannot hold exactly; NaN, Infinity and
 // -Infinity are accepted and written, as TensorFlow Serving does); nested
-// lists must be rectangular with the signature's per-example shape.
+// lists must be rectangular with the signature's per-example shape. A
+// sparse input (export.TensorInfo.Sparse; served by a SparseServable) takes
+// a flat list of up to its most values per example, possibly empty, in
+// both formats and in classify and regress (where one value may stand
+// alone), and reaches the model as a sharding.SparseCOO; an id a lookup
+// finds out of its table's range is answered with 400 naming the input,
+// the row and the id.
 // Classify and regress take tf.Example-like objects, each feature a value
 // or a flat list of one example's values in row-major order (booleans and
 // 0/1 stand for each other in integer and bool features; a float feature

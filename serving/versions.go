@@ -63,8 +63,9 @@ type retiredVersion struct {
 // inputSpec is one input of a signature: its dtype name and the shape of
 // one example.
 type inputSpec struct {
-	dtype string
-	shape []int
+	dtype  string
+	shape  []int
+	sparse bool // a list of at most shape[0] values per example
 }
 
 // newServedVersion reads s's signatures, which must take only inputs the
@@ -90,7 +91,15 @@ func newServedVersion(s Servable) (*servedVersion, error) {
 			if len(ti.Shape) == 0 || slices.ContainsFunc(ti.Shape[1:], func(d int) bool { return d < 1 }) {
 				return nil, fmt.Errorf("signature %q: input %q has shape %v: want the batch dimension first, then positive dimensions", key, name, ti.Shape)
 			}
-			v.inputs[key][name] = inputSpec{dtype: ti.Dtype, shape: slices.Clone(ti.Shape[1:])}
+			if ti.Sparse {
+				if len(ti.Shape) != 2 {
+					return nil, fmt.Errorf("signature %q: sparse input %q has shape %v: want [-1, the most values per example]", key, name, ti.Shape)
+				}
+				if _, ok := s.(SparseServable); !ok {
+					return nil, fmt.Errorf("signature %q: input %q is sparse, and the servable %T does not implement SparseServable", key, name, s)
+				}
+			}
+			v.inputs[key][name] = inputSpec{dtype: ti.Dtype, shape: slices.Clone(ti.Shape[1:]), sparse: ti.Sparse}
 		}
 		n := 1 // the example's object, or the one input's value
 		for _, in := range v.inputs[key] {

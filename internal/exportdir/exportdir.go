@@ -63,6 +63,12 @@ const (
 type TensorInfo struct {
 	Dtype string `json:"dtype"`
 	Shape []int  `json:"shape"`
+	// Sparse marks a sparse input: a variable-length list of values per
+	// example (a bag of ids, or their weights), at most Shape[1] of them;
+	// Shape is [-1, max values per example]. It is fed as a
+	// sharding.SparseCOO whose entry j of row r has index [r, j]. Outputs
+	// are never sparse.
+	Sparse bool `json:"sparse,omitempty"`
 }
 
 // Signature is one servable function of the model.
