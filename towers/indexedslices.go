@@ -114,17 +114,27 @@ func (s IndexedSlices) Deduplicate() IndexedSlices {
 
 func deduplicate[T numeric.Float](s IndexedSlices, vals []T) IndexedSlices {
 	rs := s.RowSize()
-	order := make([]int, len(s.Indices))
-	for i := range order {
-		order[i] = i
+	// Sorted by index, then by position: a repeated index's rows stay in
+	// their order in s, as a stable sort keeps them, and the pairs sort
+	// in O(n log n) (a stable sort of positions by s.Indices took
+	// O(n log² n), reading s.Indices at random).
+	type entry struct{ id, pos int }
+	order := make([]entry, len(s.Indices))
+	for i, id := range s.Indices {
+		order[i] = entry{id, i}
 	}
-	// A stable sort keeps a repeated index's rows in their order in s.
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(s.Indices[a], s.Indices[b]) })
+	slices.SortFunc(order, func(a, b entry) int {
+		if c := cmp.Compare(a.id, b.id); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.pos, b.pos)
+	})
 	ids := make([]int, 0, len(order))
 	out := make([]T, 0, len(vals))
-	for _, i := range order {
+	for _, e := range order {
+		i := e.pos
 		row := vals[i*rs : (i+1)*rs]
-		if k := len(ids); k > 0 && ids[k-1] == s.Indices[i] {
+		if k := len(ids); k > 0 && ids[k-1] == e.id {
 			dst := out[(k-1)*rs : k*rs]
 			for j, x := range row {
 				dst[j] += x
