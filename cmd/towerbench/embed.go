@@ -84,7 +84,7 @@ func embedModel(rows int) model.Fn {
 			}
 			parts = append(parts, e)
 		}
-		if h, err = G.Concat(1, parts...); err != nil {
+		if h, err = layers.Concat(parts...); err != nil {
 			return nil, fmt.Errorf("concatenate the dense part and the bags: %w", err)
 		}
 		for i, units := range embedTop {
