@@ -108,8 +108,8 @@ func main() {
 	flag.StringVar(&cfg.ops, "ops", "layers", "what the models are written with: layers (towerflow's layers package) or gorgonia (gorgonia's own ops)")
 	flag.IntVar(&cfg.blasThreads, "blas-threads", 0, "threads one BLAS call may use (OpenBLAS only, -tags openblas; 0 leaves the default, 1)")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the data and the initial variables")
-	flag.IntVar(&cfg.rows, "rows", defaultRows, "rows of each embedding table (model embed)")
-	flag.StringVar(&cfg.optimizer, "optimizer", "adagrad", "optimizer of model embed: adagrad or sgd")
+	flag.IntVar(&cfg.rows, "rows", 0, "rows of each embedding table (model embed; default 100000)")
+	flag.StringVar(&cfg.optimizer, "optimizer", "", "optimizer of model embed: adagrad (the default) or sgd")
 	ownConv := flag.Bool("own-conv", false, "compute convolutions with layers' own code, also in a build with oneDNN (-tags dnnl)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file (go tool pprof)")
 	traceFile := flag.String("trace", "", "write a runtime execution trace of the runs to this file (go tool trace)")
@@ -224,6 +224,9 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	k, ok := kits[cfg.ops]
 	if !ok {
 		return fmt.Errorf("unknown -ops %q (want layers or gorgonia)", cfg.ops)
+	}
+	if m.custom == nil && (cfg.rows != 0 || cfg.optimizer != "") {
+		return fmt.Errorf("-rows and -optimizer are model embed's, not %s's", m.name)
 	}
 	if cfg.batch == 0 {
 		cfg.batch = m.defaultBatch

@@ -154,6 +154,8 @@ func TestEmbedErrors(t *testing.T) {
 	for _, cfg := range []config{
 		{model: "embed", batch: 4, steps: 1, towers: []int{1}, impls: []string{"towerflow"}, rows: 1},
 		{model: "embed", batch: 4, steps: 1, towers: []int{1}, impls: []string{"towerflow"}, rows: 10, optimizer: "adam"},
+		{model: "mlp", batch: 4, steps: 1, towers: []int{1}, impls: []string{"towerflow"}, rows: 10},
+		{model: "mlp", batch: 4, steps: 1, towers: []int{1}, impls: []string{"towerflow"}, optimizer: "sgd"},
 	} {
 		if err := run(context.Background(), cfg, &strings.Builder{}); err == nil {
 			t.Errorf("run(%+v) = nil error, want one", cfg)
