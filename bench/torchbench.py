@@ -1,5 +1,5 @@
-"""Shared timing loop of bench/torch_mlp.py, bench/torch_cnn.py and
-bench/torch_resnet.py.
+"""Shared timing loop of bench/torch_mlp.py, bench/torch_cnn.py,
+bench/torch_resnet.py and bench/torch_embed.py.
 
 Prints the line cmd/towerbench prints, with impl=pytorch and
 towers=<threads>:
@@ -40,8 +40,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", str(_blas_threads_from_argv()))
 import torch  # noqa: E402
 
 
-def parse_args(model, default_batch):
+def parse_args(model, default_batch, extra=None):
+    """Parses the common flags; extra, if given, adds a model's own to the
+    parser first."""
     p = argparse.ArgumentParser(description=f"PyTorch {model} training benchmark")
+    if extra is not None:
+        extra(p)
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     p.add_argument("--blas-threads", type=int, default=0, help="OpenBLAS threads (default: --threads)")
     p.add_argument("--steps", type=int, default=50, help="timed training steps")
@@ -86,6 +90,12 @@ def run(model_name, net, example_shape, outputs, args, classify=False):
         loss.backward()
         opt.step()
         stamps.append(time.perf_counter())
+    report(model_name, args, stamps)
+
+
+def report(model_name, args, stamps):
+    """Prints cmd/towerbench's line for the time stamps taken before the
+    first step and after each of the args.warmup + args.steps steps."""
     timed = stamps[args.warmup:]
     steps = [b - a for a, b in zip(timed, timed[1:])]
     total = timed[-1] - timed[0]

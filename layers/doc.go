@@ -4,7 +4,7 @@
 // op, max and average pooling (MaxPool2D, AvgPool2D, GlobalAvgPool2D), a
 // rectifier (Rectify), a residual sum (Add), batch normalization
 // (BatchNorm), dropout (Dropout), reshaping without a copy (Flatten,
-// Reshape), the losses (MeanSquaredError, SparseSoftmaxCrossEntropy,
+// Reshape), matrices side by side (Concat), the losses (MeanSquaredError, SparseSoftmaxCrossEntropy,
 // SoftmaxCrossEntropy, SigmoidCrossEntropy, L2Loss for weight decay), and
 // a classifier's outputs (Softmax, ArgMax).
 //

@@ -3,7 +3,9 @@ package replicate
 import (
 	"context"
 	"fmt"
+	"runtime"
 
+	"github.com/towerflow/towerflow/internal/parallel"
 	"github.com/towerflow/towerflow/internal/tower"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -106,42 +108,73 @@ func (e *Engine) reduceSparseAcross(ctx context.Context, b *build) error {
 // weights and deduplicated. For a variable only lookups read that is its
 // gradient (p.apply); for one also read densely the rows are added into
 // its dense sum.
+//
+// The variables' sums are independent: with several variables and
+// processors they run at once, the variables dealt out in turn over up
+// to GOMAXPROCS goroutines (a Gang), each sum computed as alone.
 func sumSparse(b *build, p *trainPlan, weights []float64) error {
+	var tables []int
 	for j, sp := range p.sparse {
-		if sp == nil {
-			continue
+		if sp != nil {
+			tables = append(tables, j)
 		}
-		v := p.vars[j]
-		sp.parts, sp.weights = sp.parts[:0], sp.weights[:0]
-		for i, ls := range sp.lookups {
-			for _, l := range ls {
-				gv, err := b.towers[i].Value(l.Grad)
-				if err != nil {
-					return err
-				}
-				s, err := l.Slices(gv)
-				if err != nil {
-					return fmt.Errorf("%v: gradient of %q: %w", b.towers[i], v.Name(), err)
-				}
-				sp.parts = append(sp.parts, s)
-				sp.weights = append(sp.weights, weights[i])
+	}
+	n := min(runtime.GOMAXPROCS(0), len(tables))
+	if n <= 1 {
+		for _, j := range tables {
+			if err := sumSparseVar(b, p, weights, j); err != nil {
+				return err
 			}
 		}
-		sum, err := towers.ConcatSlices(sp.parts, sp.weights)
+		return nil
+	}
+	errs := make([]error, len(tables))
+	parallel.Gang(n, func(g int) {
+		for k := g; k < len(tables); k += n {
+			errs[k] = sumSparseVar(b, p, weights, tables[k])
+		}
+	})
+	for _, err := range errs {
 		if err != nil {
-			return fmt.Errorf("gradient of %q: %w", v.Name(), err)
+			return err // the first variable's, as one after another
 		}
-		sum = sum.Deduplicate()
-		if err := sum.CheckFor(v); err != nil {
-			return fmt.Errorf("gradient of %q: %w", v.Name(), err)
+	}
+	return nil
+}
+
+// sumSparseVar is sumSparse of variable j.
+func sumSparseVar(b *build, p *trainPlan, weights []float64, j int) error {
+	sp := p.sparse[j]
+	v := p.vars[j]
+	sp.parts, sp.weights = sp.parts[:0], sp.weights[:0]
+	for i, ls := range sp.lookups {
+		for _, l := range ls {
+			gv, err := b.towers[i].Value(l.Grad)
+			if err != nil {
+				return err
+			}
+			s, err := l.Slices(gv)
+			if err != nil {
+				return fmt.Errorf("%v: gradient of %q: %w", b.towers[i], v.Name(), err)
+			}
+			sp.parts = append(sp.parts, s)
+			sp.weights = append(sp.weights, weights[i])
 		}
-		if p.grads[j] == nil {
-			p.apply[j] = sum
-			continue
-		}
-		if err := sum.AddTo(p.apply[j]); err != nil {
-			return fmt.Errorf("gradient of %q: %w", v.Name(), err)
-		}
+	}
+	sum, err := towers.ConcatSlices(sp.parts, sp.weights)
+	if err != nil {
+		return fmt.Errorf("gradient of %q: %w", v.Name(), err)
+	}
+	sum = sum.Deduplicate()
+	if err := sum.CheckFor(v); err != nil {
+		return fmt.Errorf("gradient of %q: %w", v.Name(), err)
+	}
+	if p.grads[j] == nil {
+		p.apply[j] = sum
+		return nil
+	}
+	if err := sum.AddTo(p.apply[j]); err != nil {
+		return fmt.Errorf("gradient of %q: %w", v.Name(), err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -1282,4 +1283,34 @@ func ExampleSplitSparse() {
 	// shard 1: dense shape [2 3] indices [] values []
 	// shard 2: dense shape [1 3] indices [[0 2]] values [30]
 	// shard 2 densified: [0 0 30]
+}
+
+// TestSplitSparseAllocations: splitting a sparse feature costs a few
+// allocations a shard, not some per entry (its indices share one array,
+// its values are gathered without reflection), and a shard's index is a
+// full slice: appending to one leaves the next alone.
+func TestSplitSparseAllocations(t *testing.T) {
+	const rows, nnz = 100, 1000
+	idx := make([][]int, nnz)
+	vals := make([]int64, nnz)
+	for i := range idx {
+		idx[i] = []int{(i * 7) % rows, i % 3}
+		vals[i] = int64(i)
+	}
+	s := sharding.SparseCOO{Indices: idx, Values: tensor.New(tensor.WithShape(nnz), tensor.WithBacking(vals)), DenseShape: []int{rows, 3}}
+	var parts []sharding.SparseCOO
+	var err error
+	allocs := testing.AllocsPerRun(3, func() { parts, err = sharding.SplitSparse(s, 2) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocs > 100 {
+		t.Errorf("SplitSparse of %d entries into 2 shards: %v allocations, want at most 100", nnz, allocs)
+	}
+	first, second := parts[0].Indices[0], parts[0].Indices[1]
+	want := slices.Clone(second)
+	_ = append(first, -1)
+	if !slices.Equal(second, want) {
+		t.Errorf("appending to index 0 changed index 1 to %v, want %v", second, want)
+	}
 }

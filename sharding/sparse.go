@@ -107,24 +107,57 @@ func SplitSparse(s SparseCOO, n int) ([]SparseCOO, error) {
 	vals := backing(contiguous(s.Values))
 	elem := s.Values.Dtype().Type
 	out := make([]SparseCOO, n)
+	rank := len(s.DenseShape)
 	for sh, entries := range members {
+		// One array holds the shard's indices, each a full slice of it.
 		indices := make([][]int, len(entries))
-		v := reflect.MakeSlice(reflect.SliceOf(elem), len(entries), len(entries))
+		flat := make([]int, len(entries)*rank)
 		for j, e := range entries {
 			_, off := shardOf(s.Indices[e][0])
-			idx := append([]int(nil), s.Indices[e]...)
+			idx := flat[j*rank : (j+1)*rank : (j+1)*rank]
+			copy(idx, s.Indices[e])
 			idx[0] -= off
 			indices[j] = idx
-			v.Index(j).Set(vals.Index(e))
 		}
 		shape := append([]int{sizes[sh]}, s.DenseShape[1:]...)
 		out[sh] = SparseCOO{
 			Indices:    indices,
-			Values:     tensor.New(tensor.WithShape(len(entries)), tensor.WithBacking(v.Interface())),
+			Values:     tensor.New(tensor.WithShape(len(entries)), tensor.WithBacking(gatherValues(vals, elem, entries))),
 			DenseShape: shape,
 		}
 	}
 	return out, nil
+}
+
+// gatherValues returns a new slice of the values at entries of vals, a
+// slice of elem: without reflection per value for the usual id and weight
+// types.
+func gatherValues(vals reflect.Value, elem reflect.Type, entries []int) any {
+	switch v := vals.Interface().(type) {
+	case []int64:
+		return gather(v, entries)
+	case []int32:
+		return gather(v, entries)
+	case []int:
+		return gather(v, entries)
+	case []float32:
+		return gather(v, entries)
+	case []float64:
+		return gather(v, entries)
+	}
+	out := reflect.MakeSlice(reflect.SliceOf(elem), len(entries), len(entries))
+	for j, e := range entries {
+		out.Index(j).Set(vals.Index(e))
+	}
+	return out.Interface()
+}
+
+func gather[T any](vals []T, entries []int) []T {
+	out := make([]T, len(entries))
+	for j, e := range entries {
+		out[j] = vals[e]
+	}
+	return out
 }
 
 // Dense returns s as a new dense tensor of shape DenseShape and the dtype of

@@ -114,12 +114,7 @@ func (s IndexedSlices) Deduplicate() IndexedSlices {
 
 func deduplicate[T numeric.Float](s IndexedSlices, vals []T) IndexedSlices {
 	rs := s.RowSize()
-	order := make([]int, len(s.Indices))
-	for i := range order {
-		order[i] = i
-	}
-	// A stable sort keeps a repeated index's rows in their order in s.
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(s.Indices[a], s.Indices[b]) })
+	order := sortedPositions(s.Indices)
 	ids := make([]int, 0, len(order))
 	out := make([]T, 0, len(vals))
 	for _, i := range order {
@@ -135,6 +130,42 @@ func deduplicate[T numeric.Float](s IndexedSlices, vals []T) IndexedSlices {
 		out = append(out, row...)
 	}
 	return IndexedSlices{Indices: ids, Values: out, DenseShape: slices.Clone(s.DenseShape)}
+}
+
+// sortedPositions returns the positions of ids ordered by id, and by
+// position among equal ids (the order a stable sort gives, so that a
+// repeated index's rows are summed in their order). Ids and positions that
+// fit are packed into one integer, id in the high bits, and sorted as
+// integers; others are sorted as pairs.
+func sortedPositions(ids []int) []int {
+	order := make([]int, len(ids))
+	const posBits = 24
+	if uint64(len(ids)) <= 1<<posBits && !slices.ContainsFunc(ids, func(id int) bool { return uint64(id) >= 1<<(62-posBits) }) {
+		keys := make([]uint64, len(ids))
+		for i, id := range ids {
+			keys[i] = uint64(id)<<posBits | uint64(i)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			order[i] = int(k & (1<<posBits - 1))
+		}
+		return order
+	}
+	type entry struct{ id, pos int }
+	pairs := make([]entry, len(ids))
+	for i, id := range ids {
+		pairs[i] = entry{id, i}
+	}
+	slices.SortFunc(pairs, func(a, b entry) int {
+		if c := cmp.Compare(a.id, b.id); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.pos, b.pos)
+	})
+	for i, p := range pairs {
+		order[i] = p.pos
+	}
+	return order
 }
 
 // AddTo adds s into dst, a dense []float32 or []float64 of the variable's

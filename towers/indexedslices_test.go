@@ -94,6 +94,46 @@ func TestIndexedSlicesDeduplicateFloat32Order(t *testing.T) {
 	}
 }
 
+// TestIndexedSlicesDeduplicateManyOrder: with thousands of rows over a few
+// ids, in an order sorting would disturb, each id's rows are still summed
+// in their order in s (float32 sums that depend on it), and the ids come
+// out sorted.
+func TestIndexedSlicesDeduplicateManyOrder(t *testing.T) {
+	const n, vocab, rs = 5000, 7, 2
+	// base 0: ids that Deduplicate packs with their positions into one
+	// integer to sort; base 1<<40: ids too large for that, sorted as pairs.
+	for _, base := range []int{0, 1 << 40} {
+		in := towers.IndexedSlices{Indices: make([]int, n), DenseShape: []int{base + vocab, rs}}
+		vals := make([]float32, n*rs)
+		for i := range n {
+			in.Indices[i] = base + (i*5+i/3)%vocab
+			for j := range rs {
+				// Large and small magnitudes alternate, so that float32's
+				// rounding makes the sum depend on the order.
+				vals[i*rs+j] = float32((i*31+j*17)%97-48) * []float32{1e7, 1, 1e-3}[(i+j)%3]
+			}
+		}
+		in.Values = vals
+		wantIDs := make([]int, vocab)
+		want := make([]float32, vocab*rs)
+		for id := range vocab {
+			wantIDs[id] = base + id
+		}
+		for i, id := range in.Indices {
+			for j := range rs {
+				want[(id-base)*rs+j] += vals[i*rs+j]
+			}
+		}
+		got := in.Deduplicate()
+		if diff := cmp.Diff(wantIDs, got.Indices); diff != "" {
+			t.Errorf("base %d: indices (-want +got):\n%s", base, diff)
+		}
+		if diff := cmp.Diff(want, got.Values); diff != "" {
+			t.Errorf("base %d: values, rows summed in their order (-want +got):\n%s", base, diff)
+		}
+	}
+}
+
 func TestConcatSlices(t *testing.T) {
 	shape := []int{5, 2}
 	for _, tc := range []struct {

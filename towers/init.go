@@ -83,14 +83,23 @@ func Values(t *tensor.Dense) Initializer {
 	}
 }
 
+// fill is the initializer that sets every element, in order, to a value of
+// draw, written straight into backing: no buffer of the variable's size
+// besides its own (an embedding table's initialization would otherwise
+// leave a float64 copy of it as garbage).
 func fill(draw func(*rand.Rand, tensor.Shape) float64) Initializer {
 	return func(r *rand.Rand, dt tensor.Dtype, shape tensor.Shape, backing any) error {
-		vals := make([]float64, numeric.Len(backing))
-		for i := range vals {
-			vals[i] = draw(r, shape)
-		}
-		if err := numeric.SetFloat64s(backing, vals); err != nil {
-			return fmt.Errorf("initializer needs a float dtype, have %v: %w", dt, err)
+		switch d := backing.(type) {
+		case []float64:
+			for i := range d {
+				d[i] = draw(r, shape)
+			}
+		case []float32:
+			for i := range d {
+				d[i] = float32(draw(r, shape))
+			}
+		default:
+			return fmt.Errorf("initializer needs a float dtype, have %v: set: element type %T is not float32 or float64", dt, backing)
 		}
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -365,5 +366,52 @@ func TestGlorotUniform(t *testing.T) {
 		if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0.05, 0)); diff != "" {
 			t.Errorf("shape %v: standard deviation and largest magnitude (-want +got):\n%s", tc.shape, diff)
 		}
+	}
+}
+
+// TestInitializersFillInPlace: the drawing initializers write a float32
+// or float64 variable's values straight into its memory, allocating less
+// than its size, and a float32 variable gets the float64 variable's
+// values, rounded.
+func TestInitializersFillInPlace(t *testing.T) {
+	const n = 1 << 16
+	shape := tensor.Shape{n / 16, 16}
+	for _, c := range []struct {
+		name string
+		init towers.Initializer
+	}{
+		{"Constant", towers.Constant(0.1)},
+		{"RandomNormal", towers.RandomNormal(0, 1)},
+		{"RandomUniform", towers.RandomUniform(-1, 1)},
+		{"GlorotUniform", towers.GlorotUniform()},
+		{"HeNormal", towers.HeNormal()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f64 := make([]float64, n)
+			if err := c.init(rand.New(rand.NewPCG(1, 2)), tensor.Float64, shape, f64); err != nil {
+				t.Fatal(err)
+			}
+			f32 := make([]float32, n)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := c.init(rand.New(rand.NewPCG(1, 2)), tensor.Float32, shape, f32)
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b := after.TotalAlloc - before.TotalAlloc; b >= n*4 {
+				t.Errorf("filling %d float32s allocated %d bytes, want less than the variable's %d", n, b, n*4)
+			}
+			want := make([]float32, n)
+			for i, v := range f64 {
+				want[i] = float32(v)
+			}
+			if diff := cmp.Diff(want, f32); diff != "" {
+				t.Errorf("float32 values are not the float64 ones rounded (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if err := towers.RandomNormal(0, 1)(rand.New(rand.NewPCG(1, 2)), tensor.Int, tensor.Shape{2}, []int{0, 0}); err == nil {
+		t.Error("RandomNormal of an int variable: nil error, want one")
 	}
 }

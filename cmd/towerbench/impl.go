@@ -30,6 +30,19 @@ const dataBatches = 4
 // group of processes, towerflow's trains across them, batch being all of
 // theirs.
 func newTrainer(impl string, m benchModel, k kit, batch, nTowers int, seed uint64, procs collective.Comm) (trainer, error) {
+	return newTrainerConfig(impl, m, k, config{batch: batch, seed: seed, procs: procs}, nTowers)
+}
+
+// newTrainerConfig is newTrainer with cfg's batch, seed, processes and the
+// options of the models with their own trainer (rows, optimizer).
+func newTrainerConfig(impl string, m benchModel, k kit, cfg config, nTowers int) (trainer, error) {
+	batch, seed, procs := cfg.batch, cfg.seed, cfg.procs
+	if m.custom != nil {
+		if impl != "towerflow" {
+			return nil, fmt.Errorf("impl %s has no %s: it is towerflow's only", impl, m.name)
+		}
+		return m.custom(cfg, nTowers)
+	}
 	data := newDataset(m, batch, dataBatches, seed)
 	switch impl {
 	case "towerflow":

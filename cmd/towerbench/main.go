@@ -22,6 +22,16 @@
 //	          synchronized over the towers, weight decay 1e-4)
 //	mnist     batch 50: examples/mnist's MLP, 784 → 128 ReLU → 10
 //
+// and a click-through-rate model over embedding tables, on towerflow only:
+//
+//	embed  batch 2048: 13 dense features → 64 ReLU → 16; 26 categorical
+//	       features, each a bag of 1–3 ids from a power law into its own
+//	       table of -rows × 16 (default 100000), summed
+//	       (layers.EmbeddingLookupSparse over sharding.SparseCOO
+//	       features); the 432 concatenated → 256 ReLU → 128 ReLU → 1
+//	       logit; sigmoid cross-entropy; Adagrad at 0.01 (-optimizer sgd:
+//	       SGD)
+//
 // For every towers count and implementation it trains -warmup steps, then
 // -steps timed steps, and prints one line
 //
@@ -35,8 +45,9 @@
 // "ratio towerflow/gorgonia towers=1: <r>" and "ratio towers=<N>/towers=1: <r>"
 // (towerflow) for each N > 1.
 //
-// bench/torch_mlp.py, bench/torch_cnn.py, bench/torch_resnet.py and
-// bench/torch_mnist.py print the same line for PyTorch.
+// bench/torch_mlp.py, bench/torch_cnn.py, bench/torch_resnet.py,
+// bench/torch_mnist.py and bench/torch_embed.py print the same line for
+// PyTorch.
 //
 // Started by mpirun (built with -tags mpi), the processes train together
 // (replicate.Config.Processes): -batch is the batch of all of them, each
@@ -76,6 +87,10 @@ type config struct {
 	ops           string
 	blasThreads   int
 	seed          uint64
+	// rows is each embedding table's row count (model embed; 0: 100000).
+	rows int
+	// optimizer is model embed's optimizer: adagrad ("" too) or sgd.
+	optimizer string
 	// procs is the group of processes mpirun started this one in; nil
 	// alone. The batch is then all of theirs, each training its part.
 	procs collective.Comm
@@ -84,8 +99,8 @@ type config struct {
 func main() {
 	var cfg config
 	var towersFlag, implFlag string
-	flag.StringVar(&cfg.model, "model", "mlp", "model: mlp, cnn, resnet20 or mnist")
-	flag.IntVar(&cfg.batch, "batch", 0, "batch size (default 512 for mlp, 128 for cnn and resnet20, 50 for mnist)")
+	flag.StringVar(&cfg.model, "model", "mlp", "model: mlp, cnn, resnet20, mnist or embed")
+	flag.IntVar(&cfg.batch, "batch", 0, "batch size (default 512 for mlp, 128 for cnn and resnet20, 50 for mnist, 2048 for embed)")
 	flag.IntVar(&cfg.steps, "steps", 50, "timed training steps per run")
 	flag.IntVar(&cfg.warmup, "warmup", 5, "untimed training steps before the timed ones")
 	flag.StringVar(&towersFlag, "towers", "1,2", "comma-separated tower counts")
@@ -93,6 +108,8 @@ func main() {
 	flag.StringVar(&cfg.ops, "ops", "layers", "what the models are written with: layers (towerflow's layers package) or gorgonia (gorgonia's own ops)")
 	flag.IntVar(&cfg.blasThreads, "blas-threads", 0, "threads one BLAS call may use (OpenBLAS only, -tags openblas; 0 leaves the default, 1)")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the data and the initial variables")
+	flag.IntVar(&cfg.rows, "rows", 0, "rows of each embedding table (model embed; default 100000)")
+	flag.StringVar(&cfg.optimizer, "optimizer", "", "optimizer of model embed: adagrad (the default) or sgd")
 	ownConv := flag.Bool("own-conv", false, "compute convolutions with layers' own code, also in a build with oneDNN (-tags dnnl)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file (go tool pprof)")
 	traceFile := flag.String("trace", "", "write a runtime execution trace of the runs to this file (go tool trace)")
@@ -199,7 +216,7 @@ type result struct {
 func run(ctx context.Context, cfg config, w io.Writer) error {
 	m, ok := models[cfg.model]
 	if !ok {
-		return fmt.Errorf("unknown model %q (want mlp, cnn, resnet20 or mnist)", cfg.model)
+		return fmt.Errorf("unknown model %q (want mlp, cnn, resnet20, mnist or embed)", cfg.model)
 	}
 	if cfg.ops == "" {
 		cfg.ops = "layers"
@@ -207,6 +224,9 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	k, ok := kits[cfg.ops]
 	if !ok {
 		return fmt.Errorf("unknown -ops %q (want layers or gorgonia)", cfg.ops)
+	}
+	if m.custom == nil && (cfg.rows != 0 || cfg.optimizer != "") {
+		return fmt.Errorf("-rows and -optimizer are model embed's, not %s's", m.name)
 	}
 	if cfg.batch == 0 {
 		cfg.batch = m.defaultBatch
@@ -217,7 +237,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	var results []result
 	for _, n := range cfg.towers {
 		for _, impl := range cfg.impls {
-			if impl == "gorgonia" && (n != 1 || m.classifier != nil) {
+			if impl == "gorgonia" && (n != 1 || m.towerflowOnly()) {
 				continue // one graph is one tower; the examples' models are towerflow's
 			}
 			r, err := measure(ctx, impl, m, k, cfg, n)
@@ -257,7 +277,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 // measure trains warmup+steps steps in one run and times the last steps
 // from the time stamps taken after every step.
 func measure(ctx context.Context, impl string, m benchModel, k kit, cfg config, nTowers int) (result, error) {
-	tr, err := newTrainer(impl, m, k, cfg.batch, nTowers, cfg.seed, cfg.procs)
+	tr, err := newTrainerConfig(impl, m, k, cfg, nTowers)
 	if err != nil {
 		return result{}, err
 	}

@@ -38,7 +38,13 @@ type benchModel struct {
 	// (random, of outputs classes), trained with softmax cross-entropy and
 	// SGD with momentum, on towerflow only.
 	classifier model.Fn
+	// custom, when set, is the model's own towerflow trainer (its data,
+	// model function and optimizer), on towerflow only.
+	custom func(cfg config, nTowers int) (trainer, error)
 }
+
+// towerflowOnly reports whether m has no gorgonia twin.
+func (m benchModel) towerflowOnly() bool { return m.classifier != nil || m.custom != nil }
 
 // classifierMomentum is the momentum of the classifiers' SGD, as in
 // bench/torchbench.py.
@@ -81,6 +87,8 @@ var models = map[string]benchModel{
 	"resnet20": {name: "resnet20", defaultBatch: 128, example: tensor.Shape{3, 32, 32}, outputs: cifar.Classes, classifier: cifar.ResNet{Depth: 20}.Model},
 	// The MLP of examples/mnist (784 → 128 ReLU → 10) at a small batch.
 	"mnist": {name: "mnist", defaultBatch: 50, example: tensor.Shape{mnist.Side * mnist.Side}, outputs: mnist.Classes, classifier: mnist.MLP{}.Model},
+	// A click-through-rate model over 26 embedding tables (embed.go).
+	"embed": {name: "embed", defaultBatch: 2048, custom: func(cfg config, n int) (trainer, error) { return newEmbedTrainer(cfg, n) }},
 }
 
 // dense returns act(x·w + b) for a fresh dense layer of out units.
