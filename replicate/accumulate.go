@@ -119,8 +119,11 @@ func (e *Engine) computeMicroBatches(ctx context.Context, batches []sharding.Bat
 			return nil, loss, err
 		}
 	}
-	if e.x != nil && e.x.avg.Every <= 0 {
-		xctx, cancel := e.x.bound(ctx)
+	sync := e.x != nil && e.x.avg.Every <= 0
+	xctx := ctx // the context of the update's collectives
+	if sync {
+		var cancel context.CancelFunc
+		xctx, cancel = e.x.bound(ctx)
 		defer cancel()
 		var scale, rowShare float64
 		var err error
@@ -128,20 +131,9 @@ func (e *Engine) computeMicroBatches(ctx context.Context, batches []sharding.Bat
 			return nil, 0, fmt.Errorf("train step %d: %w", e.Step(), err)
 		}
 		scaleForProcesses(b, scale, rowShare)
-		region := trace.StartRegion(ctx, "all-reduce")
-		err = e.x.reduce(xctx, &b.arena)
-		if err == nil {
-			err = e.reduceSparseAcross(xctx, b)
-		}
-		region.End()
-		if err != nil {
-			return nil, 0, fmt.Errorf("train step %d: all-reduce across processes: %w", e.Step(), err)
-		}
 	}
-	for _, p := range b.plans {
-		if err := e.reduceGradients(ctx, p); err != nil {
-			return nil, 0, err
-		}
+	if err := e.reduceSums(ctx, xctx, b, sync); err != nil {
+		return nil, 0, err
 	}
 	e.pending = b
 	return b, loss, nil

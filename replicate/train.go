@@ -237,24 +237,36 @@ func (e *Engine) computeStep(ctx context.Context, batch sharding.Batch, hooks St
 	if err := combineUpdates(b, rowShare); err != nil {
 		return nil, 0, err
 	}
+	if err := e.reduceSums(ctx, xctx, b, sync); err != nil {
+		return nil, 0, err
+	}
+	e.pending = b
+	return b, loss, nil
+}
+
+// reduceSums ends a step's first half once the towers' gradients are
+// summed into the train plans: across processes (sync) it all-reduces the
+// dense sums and state updates of b's arena and sums the tables' sparse
+// gradients, on xctx; then it hands every plan's sums to
+// Config.ReduceGradients.
+func (e *Engine) reduceSums(ctx, xctx context.Context, b *build, sync bool) error {
 	if sync {
-		region = trace.StartRegion(ctx, "all-reduce")
-		err = e.x.reduce(xctx, &b.arena)
+		region := trace.StartRegion(ctx, "all-reduce")
+		err := e.x.reduce(xctx, &b.arena)
 		if err == nil {
 			err = e.reduceSparseAcross(xctx, b)
 		}
 		region.End()
 		if err != nil {
-			return nil, 0, fmt.Errorf("train step %d: all-reduce across processes: %w", e.Step(), err)
+			return fmt.Errorf("train step %d: all-reduce across processes: %w", e.Step(), err)
 		}
 	}
 	for _, p := range b.plans {
 		if err := e.reduceGradients(ctx, p); err != nil {
-			return nil, 0, err
+			return err
 		}
 	}
-	e.pending = b
-	return b, loss, nil
+	return nil
 }
 
 // ErrIncompleteUpdate is wrapped by the error of a training step that
