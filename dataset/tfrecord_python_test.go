@@ -109,7 +109,7 @@ func pyExamples() []Example {
 // output.
 func runPy(t *testing.T, python string, stdin []byte, args ...string) []byte {
 	t.Helper()
-	cmd := exec.Command(python, append([]string{"-c", pyScript}, args...)...)
+	cmd := exec.Command(python, append([]string{"-c", testpython.WithTFRecord(pyScript)}, args...)...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -28,35 +28,10 @@ import struct
 import sys
 import zlib
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2
 
-FD = descriptor_pb2.FieldDescriptorProto
-
-
-def _crc32c_table():
-    poly = 0x82F63B78  # Castagnoli, reflected
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ poly if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = _TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-
-def masked_crc(data):
-    c = crc32c(data)
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+# FD, frame, records, message_class and unknown_fields come from
+# internal/testpython/tfrecord.py, which the test prepends.
 
 
 def _classes():
@@ -84,20 +59,7 @@ def _classes():
     feats.field.add(name="feature", number=1, type=FD.TYPE_MESSAGE, label=rep, type_name=".excheck.Features.FeatureEntry")
     ex = fdp.message_type.add(name="Example")
     ex.field.add(name="features", number=1, type=FD.TYPE_MESSAGE, label=opt, type_name=".excheck.Features")
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    get = getattr(message_factory, "GetMessageClass", None)
-    if get is None:  # protobuf before 4.22
-        get = message_factory.MessageFactory(pool).GetPrototype
-    return get(pool.FindMessageTypeByName("excheck.Example"))
-
-
-def _unknown_fields(msg):
-    try:
-        from google.protobuf import unknown_fields  # protobuf 4.22 on
-        return len(unknown_fields.UnknownFieldSet(msg))
-    except ImportError:
-        return len(msg.UnknownFields())
+    return message_class(fdp, "excheck.Example")
 
 
 def _open(path, compression, mode):
@@ -150,7 +112,7 @@ def _to_feature(msg, obj):
 def _from_feature(where, msg):
     kind = msg.WhichOneof("kind")
     for m in [msg] + ([getattr(msg, kind)] if kind else []):
-        if _unknown_fields(m):
+        if unknown_fields(m):
             raise ValueError(where + ": fields feature.proto does not define")
     if kind is None:
         return {"kind": "none"}
@@ -169,35 +131,16 @@ def write(path, compression, Example):
             ex.features.SetInParent()
             for name, obj in rec["features"].items():
                 _to_feature(ex.features.feature[name], obj)
-            data = ex.SerializeToString()
-            length = struct.pack("<Q", len(data))
-            f.write(length + struct.pack("<I", masked_crc(length)) + data + struct.pack("<I", masked_crc(data)))
+            f.write(frame(ex.SerializeToString()))
 
 
 def read(path, compression, Example):
     with _open(path, compression, "rb") as f:
         data = f.read()
     out = []
-    pos = 0
-    while pos < len(data):
-        where = "%s: record %d at byte %d" % (path, len(out), pos)
-        if len(data) - pos < 12:
-            raise ValueError(where + ": header cut short")
-        length_bytes = data[pos:pos + 8]
-        (length,) = struct.unpack("<Q", length_bytes)
-        (length_crc,) = struct.unpack("<I", data[pos + 8:pos + 12])
-        if length_crc != masked_crc(length_bytes):
-            raise ValueError(where + ": length checksum %#010x, want %#010x" % (length_crc, masked_crc(length_bytes)))
-        pos += 12
-        if len(data) - pos < length + 4:
-            raise ValueError(where + ": data cut short")
-        body = data[pos:pos + length]
-        (body_crc,) = struct.unpack("<I", data[pos + length:pos + length + 4])
-        if body_crc != masked_crc(body):
-            raise ValueError(where + ": data checksum %#010x, want %#010x" % (body_crc, masked_crc(body)))
-        pos += length + 4
+    for where, body in records(data, path):
         ex = Example.FromString(body)
-        if _unknown_fields(ex) or _unknown_fields(ex.features):
+        if unknown_fields(ex) or unknown_fields(ex.features):
             raise ValueError(where + ": fields example.proto does not define")
         feats = {name: _from_feature("%s: feature %r" % (where, name), ex.features.feature[name])
                  for name in ex.features.feature}
@@ -206,8 +149,6 @@ def read(path, compression, Example):
 
 
 def main(args):
-    if crc32c(b"123456789") != 0xE3069283:  # the CRC-32C check value
-        raise AssertionError("crc32c self-check failed")
     mode, path, compression = args
     Example = _classes()
     if mode == "write":

@@ -92,7 +92,7 @@ func Python(t testing.TB) string {
 // holds the reader's message: a checksum that does not match, a record
 // cut short, a field under a number the protos do not define.
 func Read(python string, paths ...string) ([]File, error) {
-	cmd := exec.Command(python, append([]string{"-c", script}, paths...)...)
+	cmd := exec.Command(python, append([]string{"-c", testpython.WithTFRecord(script)}, paths...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

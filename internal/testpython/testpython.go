@@ -6,6 +6,7 @@
 package testpython
 
 import (
+	_ "embed"
 	"os"
 	"os/exec"
 	"strings"
@@ -42,3 +43,12 @@ func Find(t testing.TB, debPackages string, imports ...string) string {
 	}
 	return ""
 }
+
+//go:embed tfrecord.py
+var tfrecordPy string
+
+// WithTFRecord returns script after tfrecord.py, for python -c: the
+// TFRecord framing (records, frame, checked masked CRC-32Cs) and protobuf
+// helpers (message_class, unknown_fields) that the scripts checking our
+// TFRecord files share, written without any of towerflow's Go code.
+func WithTFRecord(script string) string { return tfrecordPy + "\n" + script }

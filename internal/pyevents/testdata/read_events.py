@@ -20,35 +20,10 @@ import math
 import struct
 import sys
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2
 
-FD = descriptor_pb2.FieldDescriptorProto
-
-
-def _crc32c_table():
-    poly = 0x82F63B78  # Castagnoli, reflected
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ poly if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = _TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-
-def masked_crc(data):
-    c = crc32c(data)
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+# FD, records, message_class and unknown_fields come from
+# internal/testpython/tfrecord.py, which the test prepends.
 
 
 def _field(msg, name, number, type_, type_name=None, oneof=None):
@@ -92,12 +67,7 @@ def _classes():
     _field(event, "session_log", 7, FD.TYPE_MESSAGE, ".tbcheck.SessionLog", oneof=0)
     _field(event, "tagged_run_metadata", 8, FD.TYPE_BYTES, oneof=0)
     _field(event, "meta_graph_def", 9, FD.TYPE_BYTES, oneof=0)
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    get = getattr(message_factory, "GetMessageClass", None)
-    if get is None:  # protobuf before 4.22
-        get = message_factory.MessageFactory(pool).GetPrototype
-    return get(pool.FindMessageTypeByName("tbcheck.Event"))
+    return message_class(fdp, "tbcheck.Event")
 
 
 def _number(x):
@@ -106,14 +76,6 @@ def _number(x):
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
     return x
-
-
-def _unknown_fields(msg):
-    try:
-        from google.protobuf import unknown_fields  # protobuf 4.22 on
-        return len(unknown_fields.UnknownFieldSet(msg))
-    except ImportError:
-        return len(msg.UnknownFields())
 
 
 def _check_known(where, ev):
@@ -126,7 +88,7 @@ def _check_known(where, ev):
     if ev.WhichOneof("what") == "session_log":
         msgs.append(("SessionLog", ev.session_log))
     for name, m in msgs:
-        if _unknown_fields(m):
+        if unknown_fields(m):
             raise ValueError(where + ": %s has fields event.proto/summary.proto do not define" % name)
 
 
@@ -134,24 +96,7 @@ def read(path, Event):
     events = []
     with open(path, "rb") as f:
         data = f.read()
-    pos = 0
-    while pos < len(data):
-        where = "%s: record %d at byte %d" % (path, len(events), pos)
-        if len(data) - pos < 12:
-            raise ValueError(where + ": header cut short")
-        length_bytes = data[pos:pos + 8]
-        (length,) = struct.unpack("<Q", length_bytes)
-        (length_crc,) = struct.unpack("<I", data[pos + 8:pos + 12])
-        if length_crc != masked_crc(length_bytes):
-            raise ValueError(where + ": length checksum %#010x, want %#010x" % (length_crc, masked_crc(length_bytes)))
-        pos += 12
-        if len(data) - pos < length + 4:
-            raise ValueError(where + ": data cut short")
-        body = data[pos:pos + length]
-        (body_crc,) = struct.unpack("<I", data[pos + length:pos + length + 4])
-        if body_crc != masked_crc(body):
-            raise ValueError(where + ": data checksum %#010x, want %#010x" % (body_crc, masked_crc(body)))
-        pos += length + 4
+    for where, body in records(data, path):
         ev = Event.FromString(body)
         _check_known(where, ev)
         out = {"wall_time": ev.wall_time, "step": ev.step, "what": ev.WhichOneof("what")}
@@ -169,8 +114,6 @@ def read(path, Event):
 
 
 def main(paths):
-    if crc32c(b"123456789") != 0xE3069283:  # the CRC32C check value
-        raise AssertionError("crc32c self-check failed")
     Event = _classes()
     result = []
     for p in paths:
