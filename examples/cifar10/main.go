@@ -46,13 +46,13 @@ import (
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/examples/cifar10/cifar"
-	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/runner"
 )
 
 // options are the command's flags.
 type options struct {
-	run.Flags
+	runner.Flags
 	data        string
 	depth       int
 	steps       int64
@@ -90,21 +90,21 @@ func main() {
 	flag.Parse()
 	var err error
 	if o.boundaries, err = parseInts(bounds); err != nil {
-		run.Usage("cifar10", fmt.Errorf("-boundaries: %w", err))
+		runner.Usage("cifar10", fmt.Errorf("-boundaries: %w", err))
 	}
-	run.Usage("cifar10", o.check())
+	runner.Usage("cifar10", o.check())
 	var leave func()
-	o.procs, leave = run.Processes("cifar10", o.Flags)
+	o.procs, leave = runner.Processes("cifar10", o.Flags)
 	defer leave()
-	run.Main("cifar10", o.Flags, func(ctx context.Context) error {
+	runner.Main("cifar10", o.Flags, func(ctx context.Context) error {
 		_, err := train(ctx, o, os.Stdout)
 		return err
-	}, run.Serving{
+	}, runner.Serving{
 		Name:   "cifar10",
 		Model:  func() (*replicate.Model, error) { return newModel(o) },
 		Inputs: estimator.ServingInput{cifar.ImageKey: {Dtype: tensor.Float32, Shape: tensor.Shape{cifar.Channels, cifar.Side, cifar.Side}}},
 		Try:    `curl -d '{"instances": [...]}' %s/v1/models/cifar10:classify`,
-		Logger: run.Logger(),
+		Logger: runner.Logger(),
 	})
 }
 
@@ -115,7 +115,7 @@ const maxDepth = 1202
 // check checks the flags: the ranges they may take, and that the
 // synthetic data they ask for fits in memory.
 func (o options) check() error {
-	var c run.Check
+	var c runner.Check
 	c.Add(o.Flags.Check())
 	c.Int("depth", int64(o.depth), 8, maxDepth)
 	if o.depth >= 8 && o.depth <= maxDepth {
@@ -123,14 +123,14 @@ func (o options) check() error {
 			c.Add(fmt.Errorf("-depth %d: %w", o.depth, err))
 		}
 	}
-	c.Int("steps", o.steps, 1, run.NoLimit)
-	c.Int("batch", int64(o.batch), 1, run.NoLimit)
+	c.Int("steps", o.steps, 1, runner.NoLimit)
+	c.Int("batch", int64(o.batch), 1, runner.NoLimit)
 	c.Float("lr", o.lr, 0, math.Inf(1))
 	c.Float("weight_decay", o.weightDecay, 0, math.Inf(1))
-	c.Int("eval_every", o.evalEvery, 1, run.NoLimit)
+	c.Int("eval_every", o.evalEvery, 1, runner.NoLimit)
 	if o.data == "" {
-		c.Int("synthetic_train", int64(o.synthetic[0]), max(int64(o.batch), 1), run.NoLimit) // every batch whole
-		c.Int("synthetic_test", int64(o.synthetic[1]), 1, run.NoLimit)
+		c.Int("synthetic_train", int64(o.synthetic[0]), max(int64(o.batch), 1), runner.NoLimit) // every batch whole
+		c.Int("synthetic_test", int64(o.synthetic[1]), 1, runner.NoLimit)
 		// Each image's bytes, and its float32 pixels.
 		examples := float64(o.synthetic[0]) + float64(o.synthetic[1])
 		c.Memory(fmt.Sprintf("-synthetic_train %d -synthetic_test %d", o.synthetic[0], o.synthetic[1]), "the data", examples*cifar.Channels*cifar.Side*cifar.Side*(1+4))
@@ -163,7 +163,7 @@ func parseInts(s string) ([]int64, error) {
 
 // newModel returns ResNet-depth on o's towers with the paper's optimizer.
 func newModel(o options) (*replicate.Model, error) {
-	devices, err := run.Devices(o.Towers)
+	devices, err := runner.Devices(o.Towers)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func newModel(o options) (*replicate.Model, error) {
 // train trains and evaluates as the command's doc says, printing each
 // evaluation on out, and returns the last one.
 func train(ctx context.Context, o options, out io.Writer) (map[string]float64, error) {
-	log := run.Logger()
+	log := runner.Logger()
 	m, err := newModel(o)
 	if err != nil {
 		return nil, err
@@ -213,7 +213,7 @@ func train(ctx context.Context, o options, out io.Writer) (map[string]float64, e
 		}
 		defer os.RemoveAll(modelDir)
 	}
-	est, err := estimator.New(m, run.Config(modelDir, o.seed, o.logEvery, log))
+	est, err := estimator.New(m, runner.Config(modelDir, o.seed, o.logEvery, log))
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ func train(ctx context.Context, o options, out io.Writer) (map[string]float64, e
 	if err != nil {
 		return nil, err
 	}
-	devices, _ := run.Devices(o.Towers) // newModel checked them
+	devices, _ := runner.Devices(o.Towers) // newModel checked them
 	log.Info("training", "model", fmt.Sprintf("resnet%d", o.depth), "data", dir, "examples", trainSet.Len(), "towers", len(devices), "steps", o.steps, "batch", o.batch)
 	last, err := est.TrainAndEvaluate(ctx,
 		estimator.TrainSpec{Input: trainIn, Steps: o.steps},

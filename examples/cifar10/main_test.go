@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/internal/wanterr"
+	"github.com/towerflow/towerflow/runner"
 )
 
 // small is a quick run: ResNet-8 on a small synthetic set, two towers.
@@ -42,9 +42,9 @@ func steps(t *testing.T, out string) []string {
 // or asking for more memory than the machine has, are errors naming them
 // and what they may be.
 func TestOptionErrors(t *testing.T) {
-	old := run.AvailableMemory
-	run.AvailableMemory = func() (int64, bool) { return 24e9, true }
-	t.Cleanup(func() { run.AvailableMemory = old })
+	old := runner.AvailableMemory
+	runner.AvailableMemory = func() (int64, bool) { return 24e9, true }
+	t.Cleanup(func() { runner.AvailableMemory = old })
 	if err := defaults.check(); err != nil {
 		t.Fatalf("the defaults: %v", err)
 	}

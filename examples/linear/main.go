@@ -22,15 +22,15 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
-	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/examples/linear/linreg"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/runner"
 )
 
 // options are the command's flags.
 type options struct {
-	run.Flags
+	runner.Flags
 	steps    int64
 	batch    int
 	lr       float64
@@ -45,25 +45,25 @@ func main() {
 	flag.Float64Var(&o.lr, "lr", 0.5, "SGD learning rate")
 	flag.IntVar(&o.examples, "examples", 1000, "training examples")
 	flag.Parse()
-	run.Usage("linear", o.check())
-	run.Main("linear", o.Flags, func(ctx context.Context) error { return train(ctx, o) }, run.Serving{
+	runner.Usage("linear", o.check())
+	runner.Main("linear", o.Flags, func(ctx context.Context) error { return train(ctx, o) }, runner.Serving{
 		Name:   "linear",
 		Model:  func() (*replicate.Model, error) { return newModel(o) },
 		Inputs: estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}},
 		Try:    `curl -d '{"instances": [[0.5], [1.0]]}' %s/v1/models/linear:predict`,
-		Logger: run.Logger(),
+		Logger: runner.Logger(),
 	})
 }
 
 // check checks the flags: the ranges they may take, and that the data
 // they ask for fits in memory.
 func (o options) check() error {
-	var c run.Check
+	var c runner.Check
 	c.Add(o.Flags.Check())
-	c.Int("steps", o.steps, 0, run.NoLimit)
-	c.Int("batch", int64(o.batch), 1, run.NoLimit)
+	c.Int("steps", o.steps, 0, runner.NoLimit)
+	c.Int("batch", int64(o.batch), 1, runner.NoLimit)
 	c.Float("lr", o.lr, 0, math.Inf(1))
-	c.Int("examples", int64(o.examples), 1, run.NoLimit)
+	c.Int("examples", int64(o.examples), 1, runner.NoLimit)
 	// x and y, float64 each.
 	c.Memory(fmt.Sprintf("-examples %d", o.examples), "the data", float64(o.examples)*2*8)
 	return c.Err()
@@ -71,7 +71,7 @@ func (o options) check() error {
 
 // newModel returns the model on o's towers.
 func newModel(o options) (*replicate.Model, error) {
-	devices, err := run.Devices(o.Towers)
+	devices, err := runner.Devices(o.Towers)
 	if err != nil {
 		return nil, err
 	}
@@ -81,12 +81,12 @@ func newModel(o options) (*replicate.Model, error) {
 }
 
 func train(ctx context.Context, o options) error {
-	log := run.Logger()
+	log := runner.Logger()
 	m, err := newModel(o)
 	if err != nil {
 		return err
 	}
-	est, err := estimator.New(m, run.Config(o.ModelDir, 1, 50, log))
+	est, err := estimator.New(m, runner.Config(o.ModelDir, 1, 50, log))
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func train(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	devices, _ := run.Devices(o.Towers) // newModel checked them
+	devices, _ := runner.Devices(o.Towers) // newModel checked them
 	log.Info("training", "towers", len(devices), "devices", fmt.Sprint(devices), "steps", o.steps, "batch", o.batch)
 	if o.steps > 0 {
 		if err := est.Train(ctx, input, estimator.Steps(o.steps)); err != nil {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/internal/wanterr"
+	"github.com/towerflow/towerflow/runner"
 )
 
 // Example_run is what `go run ./examples/linear` prints on stdout (progress
@@ -50,9 +50,9 @@ func TestRunErrors(t *testing.T) {
 // the machine has, are refused up front with an error naming the flag and
 // what it may be.
 func TestFlagErrors(t *testing.T) {
-	old := run.AvailableMemory
-	run.AvailableMemory = func() (int64, bool) { return 8e9, true }
-	t.Cleanup(func() { run.AvailableMemory = old })
+	old := runner.AvailableMemory
+	runner.AvailableMemory = func() (int64, bool) { return 8e9, true }
+	t.Cleanup(func() { runner.AvailableMemory = old })
 	good := options{steps: 400, batch: 100, lr: 0.5, examples: 1000}
 	if err := good.check(); err != nil {
 		t.Fatalf("the defaults: %v", err)

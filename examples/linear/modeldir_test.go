@@ -14,7 +14,7 @@ import (
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
-	"github.com/towerflow/towerflow/examples/internal/run"
+	"github.com/towerflow/towerflow/runner"
 )
 
 // captureStdout runs fn with os.Stdout sent to a pipe and returns what fn
@@ -92,7 +92,7 @@ func TestModelDirContinues(t *testing.T) {
 	var printed []string
 	for i := range 2 {
 		out, err := captureStdout(t, func() error {
-			return train(context.Background(), options{Flags: run.Flags{ModelDir: dir}, steps: 100, batch: 100, lr: 0.5, examples: 1000})
+			return train(context.Background(), options{Flags: runner.Flags{ModelDir: dir}, steps: 100, batch: 100, lr: 0.5, examples: 1000})
 		})
 		if err != nil {
 			t.Fatalf("run %d: %v", i+1, err)

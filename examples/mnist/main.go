@@ -44,15 +44,15 @@ import (
 
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/estimator"
-	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/examples/mnist/mnist"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/runner"
 )
 
 // options are the command's flags.
 type options struct {
-	run.Flags
+	runner.Flags
 	data      string
 	net       string
 	hidden    int
@@ -92,10 +92,10 @@ func main() {
 	flag.IntVar(&o.synthetic[0], "synthetic_train", o.synthetic[0], "training examples of the synthetic data set")
 	flag.IntVar(&o.synthetic[1], "synthetic_test", o.synthetic[1], "test examples of the synthetic data set")
 	flag.Parse()
-	run.Usage("mnist", o.check())
+	runner.Usage("mnist", o.check())
 	net, _ := newNet(o) // check checked it
 	var leave func()
-	o.procs, leave = run.Processes("mnist", o.Flags)
+	o.procs, leave = runner.Processes("mnist", o.Flags)
 	defer leave()
 	// The served input is an image of the size of the data's.
 	inputs := estimator.ServingInput{}
@@ -104,12 +104,12 @@ func main() {
 		inputs[mnist.ImageKey] = servingInput(net, r.rows, r.cols)
 		return err
 	}
-	run.Main("mnist", o.Flags, trainFn, run.Serving{
+	runner.Main("mnist", o.Flags, trainFn, runner.Serving{
 		Name:   "mnist",
 		Model:  func() (*replicate.Model, error) { return newModel(o) },
 		Inputs: inputs,
 		Try:    "curl -d @" + filepath.Join(o.ModelDir, requestFile) + " %s/v1/models/mnist:classify",
-		Logger: run.Logger(),
+		Logger: runner.Logger(),
 	})
 }
 
@@ -134,19 +134,19 @@ const maxUnits = math.MaxInt32
 // check checks the flags: the ranges they may take, and that the model and
 // the synthetic data they ask for fit in memory.
 func (o options) check() error {
-	var c run.Check
+	var c runner.Check
 	c.Add(o.Flags.Check())
 	c.OneOf("model", o.net, "mlp", "cnn")
 	c.OneOf("optimizer", o.optimizer, "momentum", "adam")
 	c.Int("hidden", int64(o.hidden), 0, maxUnits)
 	c.Int("filters", int64(o.filters), 0, maxUnits)
-	c.Int("steps", o.steps, 0, run.NoLimit)
-	c.Int("batch", int64(o.batch), 1, run.NoLimit)
+	c.Int("steps", o.steps, 0, runner.NoLimit)
+	c.Int("batch", int64(o.batch), 1, runner.NoLimit)
 	c.Float("lr", o.lr, 0, math.Inf(1))
 	c.Float("momentum", o.momentum, 0, 1)
 	if o.data == "" {
-		c.Int("synthetic_train", int64(o.synthetic[0]), max(int64(o.batch), 1), run.NoLimit) // every batch whole
-		c.Int("synthetic_test", int64(o.synthetic[1]), 1, run.NoLimit)
+		c.Int("synthetic_train", int64(o.synthetic[0]), max(int64(o.batch), 1), runner.NoLimit) // every batch whole
+		c.Int("synthetic_test", int64(o.synthetic[1]), 1, runner.NoLimit)
 		// Each image's bytes, and its float32 pixels.
 		examples := float64(o.synthetic[0]) + float64(o.synthetic[1])
 		c.Memory(fmt.Sprintf("-synthetic_train %d -synthetic_test %d", o.synthetic[0], o.synthetic[1]), "the data", examples*mnistSide*mnistSide*(1+4))
@@ -166,7 +166,7 @@ func (o options) check() error {
 	if o.net == "cnn" {
 		flags = fmt.Sprintf("-filters %d -hidden %d", o.filters, o.hidden)
 	}
-	c.Memory(flags, "the weights and optimizer slots", run.ModelBytes(net.Params(mnistSide, mnistSide), 4, slots))
+	c.Memory(flags, "the weights and optimizer slots", runner.ModelBytes(net.Params(mnistSide, mnistSide), 4, slots))
 	return c.Err()
 }
 
@@ -204,7 +204,7 @@ func newModel(o options) (*replicate.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	devices, err := run.Devices(o.Towers)
+	devices, err := runner.Devices(o.Towers)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +219,7 @@ func newModel(o options) (*replicate.Model, error) {
 // (or of a synthetic data set), evaluates it on the test split and writes
 // the scores on out.
 func train(ctx context.Context, o options, out io.Writer) (result, error) {
-	log := run.Logger()
+	log := runner.Logger()
 	m, err := newModel(o)
 	if err != nil {
 		return result{}, err
@@ -253,7 +253,7 @@ func train(ctx context.Context, o options, out io.Writer) (result, error) {
 			return result{}, err
 		}
 	}
-	est, err := estimator.New(m, run.Config(o.ModelDir, o.seed, o.logEvery, log))
+	est, err := estimator.New(m, runner.Config(o.ModelDir, o.seed, o.logEvery, log))
 	if err != nil {
 		return result{}, err
 	}
@@ -263,7 +263,7 @@ func train(ctx context.Context, o options, out io.Writer) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	devices, _ := run.Devices(o.Towers) // newModel checked them
+	devices, _ := runner.Devices(o.Towers) // newModel checked them
 	log.Info("training", "model", o.net, "data", dir, "examples", trainSet.Len(), "towers", len(devices), "devices", fmt.Sprint(devices), "steps", o.steps, "batch", o.batch)
 	if o.steps > 0 {
 		if err := est.Train(ctx, input, estimator.Steps(o.steps)); err != nil {

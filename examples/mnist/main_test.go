@@ -19,10 +19,10 @@ import (
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
-	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/examples/mnist/mnist"
 	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/runner"
 )
 
 // small are the flags of a short run on a small synthetic data set, on two
@@ -191,7 +191,7 @@ func TestServe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := run.Serving{
+			s := runner.Serving{
 				Name:     "mnist",
 				ModelDir: o.ModelDir,
 				Model:    func() (*replicate.Model, error) { return newModel(o) },
@@ -275,9 +275,9 @@ func TestTrainErrors(t *testing.T) {
 // the machine has, are refused up front with an error naming the flag and
 // what it may be.
 func TestFlagErrors(t *testing.T) {
-	old := run.AvailableMemory
-	run.AvailableMemory = func() (int64, bool) { return 24e9, true }
-	t.Cleanup(func() { run.AvailableMemory = old })
+	old := runner.AvailableMemory
+	runner.AvailableMemory = func() (int64, bool) { return 24e9, true }
+	t.Cleanup(func() { runner.AvailableMemory = old })
 	if err := defaults.check(); err != nil {
 		t.Fatalf("the defaults: %v", err)
 	}

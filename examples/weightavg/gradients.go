@@ -7,8 +7,8 @@ import (
 	"math"
 
 	"github.com/towerflow/towerflow/collective"
-	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/examples/weightavg/weightavg"
+	"github.com/towerflow/towerflow/runner"
 )
 
 // fillGradients puts the gradient mode's defaults — the Ray page's
@@ -17,13 +17,13 @@ func (o *options) fillGradients() error {
 	if o.data != "" || o.ModelDir != "" || o.net != defaults.net || o.computeSteps != defaults.computeSteps || o.optimizer != defaults.optimizer {
 		return fmt.Errorf("-mode gradients trains the linear model with SGD on its own data: -data, -model_dir, -model, -compute_steps and -optimizer belong to -mode weights")
 	}
-	var c run.Check
+	var c runner.Check
 	c.Add(o.Check())
 	c.Int("workers", int64(o.workers), 0, maxWorkers)
-	c.Int("steps", o.steps, 0, run.NoLimit)
-	c.Int("batch", int64(o.batch), 0, run.NoLimit)
+	c.Int("steps", o.steps, 0, runner.NoLimit)
+	c.Int("batch", int64(o.batch), 0, runner.NoLimit)
 	c.Float("lr", o.lr, 0, math.Inf(1))
-	c.Int("eval_every", o.evalEvery, 0, run.NoLimit)
+	c.Int("eval_every", o.evalEvery, 0, runner.NoLimit)
 	return c.Err()
 }
 

@@ -54,14 +54,14 @@ import (
 
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/examples/cifar10/cifar"
-	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/examples/mnist/mnist"
 	"github.com/towerflow/towerflow/examples/weightavg/weightavg"
+	"github.com/towerflow/towerflow/runner"
 )
 
 // options are the command's flags.
 type options struct {
-	run.Flags
+	runner.Flags
 	mode         string
 	data         string
 	net          string
@@ -92,7 +92,7 @@ var models = map[string]perModel{
 }
 
 // defaults are the flags' defaults.
-var defaults = options{Flags: run.Flags{Towers: 1}, mode: "weights", net: "mlp", computeSteps: 10, optimizer: "momentum", seed: 1}
+var defaults = options{Flags: runner.Flags{Towers: 1}, mode: "weights", net: "mlp", computeSteps: 10, optimizer: "momentum", seed: 1}
 
 // parse parses the command's arguments into options; errors are for
 // standard error, with exit status 2.
@@ -149,18 +149,18 @@ func (o *options) fill() error {
 			o.synthetic[i] = d.synthetic[i]
 		}
 	}
-	var c run.Check
+	var c runner.Check
 	c.Add(o.Check())
 	c.Int("workers", int64(o.workers), 0, maxWorkers)
-	c.Int("compute_steps", o.computeSteps, 1, run.NoLimit)
-	c.Int("steps", o.steps, 1, run.NoLimit)
-	c.Int("batch", int64(o.batch), 1, run.NoLimit)
-	c.Int("eval_every", o.evalEvery, 0, run.NoLimit)
+	c.Int("compute_steps", o.computeSteps, 1, runner.NoLimit)
+	c.Int("steps", o.steps, 1, runner.NoLimit)
+	c.Int("batch", int64(o.batch), 1, runner.NoLimit)
+	c.Int("eval_every", o.evalEvery, 0, runner.NoLimit)
 	c.Float("lr", o.lr, 0, math.Inf(1))
 	c.OneOf("optimizer", o.optimizer, "sgd", "momentum", "adam")
 	if o.data == "" {
-		c.Int("synthetic_train", int64(o.synthetic[0]), 1, run.NoLimit)
-		c.Int("synthetic_test", int64(o.synthetic[1]), 1, run.NoLimit)
+		c.Int("synthetic_train", int64(o.synthetic[0]), 1, runner.NoLimit)
+		c.Int("synthetic_test", int64(o.synthetic[1]), 1, runner.NoLimit)
 		// Each image's bytes, and its float32 pixels.
 		pixels := 28 * 28
 		if o.net == "resnet20" {
@@ -193,14 +193,14 @@ func main() {
 		os.Exit(2)
 	}
 	defer closeAll(comms)
-	run.Main("weightavg", o.Flags, func(ctx context.Context) error {
+	runner.Main("weightavg", o.Flags, func(ctx context.Context) error {
 		if o.mode == "gradients" {
 			_, err := trainGradients(ctx, o, comms, os.Stdout)
 			return err
 		}
 		_, err := train(ctx, o, comms, os.Stdout)
 		return err
-	}, run.Serving{})
+	}, runner.Serving{})
 }
 
 // group returns the workers this process runs: one, over MPI's group,

@@ -16,8 +16,8 @@ import (
 
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
-	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/internal/wanterr"
+	"github.com/towerflow/towerflow/runner"
 )
 
 // small are the flags of a short run on a small synthetic data set.
@@ -186,9 +186,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-mode", "gradients", "-compute_steps", "5"}, []string{"-mode gradients", "-compute_steps", "belong to -mode weights"}},
 		{[]string{"-mode", "gradients", "-batch", "-1"}, []string{"-batch -1: want at least 0"}},
 	}
-	old := run.AvailableMemory
-	run.AvailableMemory = func() (int64, bool) { return 24e9, true }
-	t.Cleanup(func() { run.AvailableMemory = old })
+	old := runner.AvailableMemory
+	runner.AvailableMemory = func() (int64, bool) { return 24e9, true }
+	t.Cleanup(func() { runner.AvailableMemory = old })
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, err := parse(tc.args, io.Discard)

@@ -11,10 +11,10 @@ import (
 
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/estimator"
-	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/examples/linear/linreg"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/runner"
 	"github.com/towerflow/towerflow/sharding"
 )
 
@@ -94,7 +94,7 @@ func (cfg *GradientConfig) fill(comms []collective.Comm) error {
 // LinearTask is the gradient mode's model: linreg's linear model on
 // towers CPU towers, trained by SGD with rate lr.
 func LinearTask(towers int, lr float64) (Task, error) {
-	devices, err := run.Devices(towers)
+	devices, err := runner.Devices(towers)
 	if err != nil {
 		return Task{}, err
 	}

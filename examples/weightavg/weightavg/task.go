@@ -6,10 +6,10 @@ import (
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/examples/cifar10/cifar"
-	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/examples/mnist/mnist"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/runner"
 )
 
 // Task is what the workers train and the driver evaluates.
@@ -36,7 +36,7 @@ type TaskConfig struct {
 	// Batch × workers rows per step.
 	Batch int
 	// Towers is each worker's number of towers; 0 means one per local
-	// device (each GPU, else each core), as run.Devices.
+	// device (each GPU, else each core), as runner.Devices.
 	Towers int
 	// Optimizer is "sgd", "momentum" (0.9; the default) or "adam".
 	Optimizer string
@@ -64,7 +64,7 @@ func (cfg TaskConfig) check(lr float64) (*replicate.Config, error) {
 	if cfg.Batch < 1 {
 		return nil, fmt.Errorf("batch %d per worker, want at least 1", cfg.Batch)
 	}
-	devices, err := run.Devices(cfg.Towers)
+	devices, err := runner.Devices(cfg.Towers)
 	if err != nil {
 		return nil, err
 	}

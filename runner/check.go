@@ -1,4 +1,4 @@
-package run
+package runner
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// Check collects what is wrong with an example's flags, before it starts:
+// Check collects what is wrong with a program's flags, before it starts:
 // each method checks one flag (or a size some flags make) and records an
 // error naming the flag, its value and what it may be. Err returns them;
 // Usage prints them and exits with status 2, as the flag package does for
@@ -59,7 +59,7 @@ func (c *Check) OneOf(name, v string, allowed ...string) {
 	c.errs = append(c.errs, fmt.Errorf("-%s %q: want %s", name, v, strings.Join(allowed, " or ")))
 }
 
-// Add records err, when not nil: a check of the example's own.
+// Add records err, when not nil: a check of the program's own.
 func (c *Check) Add(err error) {
 	if err != nil {
 		c.errs = append(c.errs, err)

@@ -1,9 +1,20 @@
-// Package run is what the examples' commands share: the flags every
-// example has (-model_dir, -serve, -towers), the devices -towers names, an
-// Estimator configuration that logs to standard error (a progress bar on a
-// terminal), running a command until an interrupt, and serving a trained
-// model's export with TensorFlow Serving's REST API.
-package run
+// Package runner is the command-line glue of a towerflow program, the
+// part every training command writes the same way: the standard flags
+// (-model_dir, -serve, -towers, registered by Flags.Register and checked
+// by Flags.Check), the devices -towers names (Devices), a logger on
+// standard error (Logger), an Estimator configuration that logs every N
+// steps, or draws a progress bar when standard error is a terminal
+// (Config), joining the processes mpirun started (Processes), checks of a
+// program's own flags that name the flag and what it may be (Check,
+// Usage), and Main, which trains with a context that an interrupt
+// (Ctrl-C) or SIGTERM cancels — the Estimator then saves a checkpoint of
+// the last completed step, so a later run with the same -model_dir
+// continues from it — and with -serve exports the trained model and
+// serves it with TensorFlow Serving's REST API (Serving).
+//
+// The commands under examples/ use it; the package example is a whole
+// program.
+package runner
 
 import (
 	"context"
@@ -15,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"golang.org/x/term"
@@ -26,7 +38,7 @@ import (
 	"github.com/towerflow/towerflow/towers"
 )
 
-// Flags are the flags every example has.
+// Flags are the standard flags of a training command.
 type Flags struct {
 	// ModelDir is -model_dir: checkpoints and history; empty keeps the run
 	// in memory.
@@ -79,10 +91,10 @@ func Devices(n int) ([]towers.Device, error) {
 	return local[:n], nil
 }
 
-// Logger returns the examples' logger: text on standard error.
+// Logger returns a program's logger: text on standard error.
 func Logger() *slog.Logger { return slog.New(slog.NewTextHandler(os.Stderr, nil)) }
 
-// Config returns the examples' Estimator configuration: log to log every
+// Config returns an Estimator configuration: log to log every
 // logEvery steps, or show a progress bar instead when standard error is
 // an interactive terminal.
 func Config(modelDir string, seed uint64, logEvery int, log *slog.Logger) estimator.RunConfig {
@@ -93,28 +105,76 @@ func Config(modelDir string, seed uint64, logEvery int, log *slog.Logger) estima
 	return cfg
 }
 
-// Main runs an example's command after its flags are parsed: train with a
-// context an interrupt cancels, then, with -serve, serve until
-// interrupted. Bad flags exit the process with status 2 (see Usage), an
-// error with 1, each printed after name on standard error.
+// Main runs a program's command after its flags are parsed: train with a
+// context that an interrupt (Ctrl-C) or SIGTERM cancels (see
+// SignalContext), then, with -serve, serve until one of them. Bad flags
+// exit the process with status 2 (see Usage), an error with 1, each
+// printed after name on standard error.
 func Main(name string, f Flags, train func(ctx context.Context) error, serve Serving) {
 	Usage(name, f.Check())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := train(ctx)
-	if err == nil && f.Serve != "" {
-		serve.ModelDir = f.ModelDir
-		err = serve.ListenAndServe(ctx, f.Serve)
-	}
-	stop()
-	if err != nil {
+	if err := run(f, train, serve); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
 }
 
+// run is Main after the flags' check: train, then serve with -serve.
+func run(f Flags, train func(ctx context.Context) error, serve Serving) error {
+	ctx, stop := SignalContext(context.Background())
+	defer stop()
+	err := train(ctx)
+	if err == nil && f.Serve != "" {
+		serve.ModelDir = f.ModelDir
+		err = serve.ListenAndServe(ctx, f.Serve)
+	}
+	if cause := context.Cause(ctx); err != nil && errors.As(cause, new(SignalError)) {
+		return fmt.Errorf("%w; %w", cause, err)
+	}
+	return err
+}
+
+// stopSignals are the signals that cancel SignalContext's context.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
+
+// notify is signal.Notify; tests replace it to deliver signals through
+// the channel it is given.
+var notify = signal.Notify
+
+// SignalError is the cause (context.Cause) of a SignalContext's
+// cancellation: the signal that stopped the run.
+type SignalError struct{ Signal os.Signal }
+
+func (e SignalError) Error() string { return "stopped by signal " + e.Signal.String() }
+
+// SignalContext returns a context that the first interrupt (Ctrl-C) or
+// SIGTERM cancels, with a SignalError as its cause, and the function that
+// releases it. Training with it (estimator.Estimator.Train) stops after
+// the step under way and saves a checkpoint of it in the model directory.
+// After the first signal, or once released, those signals take their
+// default action again: a second Ctrl-C ends the process at once.
+func SignalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	notify(ch, stopSignals...)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case sig := <-ch:
+			cancel(SignalError{sig})
+		case <-ctx.Done():
+		}
+		signal.Stop(ch)
+	}()
+	return ctx, func() {
+		cancel(context.Canceled)
+		<-done
+	}
+}
+
 // Processes joins the processes mpirun started this one among
 // (collective.Join) and returns their group, or nil when it runs alone,
-// with the function that leaves it. An example that cannot run under
+// with the function that leaves it. A program that cannot run under
 // mpirun (the build has no MPI) or is asked to serve there exits with
 // status 2, its error printed after name.
 func Processes(name string, f Flags) (procs collective.Comm, leave func()) {
@@ -134,7 +194,7 @@ func Processes(name string, f Flags) (procs collective.Comm, leave func()) {
 	return comm, leave
 }
 
-// Serving is what an example serves: the newest export of its model
+// Serving is what a program serves: the newest export of its model
 // directory, as model Name.
 type Serving struct {
 	// Name is the model's name in the URLs (/v1/models/Name:predict).
@@ -142,7 +202,7 @@ type Serving struct {
 	// ModelDir is the model directory: its latest checkpoint is exported
 	// to ModelDir/export (Main sets it from -model_dir).
 	ModelDir string
-	// Model returns a new model of the example, for the export and the
+	// Model returns a new model of the program, for the export and the
 	// server each.
 	Model func() (*replicate.Model, error)
 	// Inputs are the served model's inputs.

@@ -1,4 +1,4 @@
-package run_test
+package runner_test
 
 import (
 	"flag"
@@ -6,25 +6,25 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/towerflow/towerflow/examples/internal/run"
 	"github.com/towerflow/towerflow/internal/wanterr"
+	"github.com/towerflow/towerflow/runner"
 	"github.com/towerflow/towerflow/towers"
 )
 
 func TestFlags(t *testing.T) {
 	tests := []struct {
 		args []string
-		want run.Flags
+		want runner.Flags
 		err  string
 	}{
-		{nil, run.Flags{}, ""},
-		{[]string{"-model_dir", "d", "-serve", ":8501", "-towers", "3"}, run.Flags{ModelDir: "d", Serve: ":8501", Towers: 3}, ""},
-		{[]string{"-serve", ":8501"}, run.Flags{Serve: ":8501"}, "-serve needs -model_dir"},
-		{[]string{"-towers", "-2"}, run.Flags{Towers: -2}, "-towers -2: want 0 to 1024"},
-		{[]string{"-towers", "100000"}, run.Flags{Towers: 100000}, "-towers 100000: want 0 to 1024"},
+		{nil, runner.Flags{}, ""},
+		{[]string{"-model_dir", "d", "-serve", ":8501", "-towers", "3"}, runner.Flags{ModelDir: "d", Serve: ":8501", Towers: 3}, ""},
+		{[]string{"-serve", ":8501"}, runner.Flags{Serve: ":8501"}, "-serve needs -model_dir"},
+		{[]string{"-towers", "-2"}, runner.Flags{Towers: -2}, "-towers -2: want 0 to 1024"},
+		{[]string{"-towers", "100000"}, runner.Flags{Towers: 100000}, "-towers 100000: want 0 to 1024"},
 	}
 	for _, tc := range tests {
-		var f run.Flags
+		var f runner.Flags
 		fs := flag.NewFlagSet("example", flag.ContinueOnError)
 		f.Register(fs)
 		if err := fs.Parse(tc.args); err != nil {
@@ -56,7 +56,7 @@ func TestDevices(t *testing.T) {
 		{-1, nil, "-1 towers, want 0 or more"},
 	}
 	for _, tc := range tests {
-		got, err := run.Devices(tc.n)
+		got, err := runner.Devices(tc.n)
 		if tc.err != "" {
 			wanterr.Mentions(t, err, tc.err)
 			continue
