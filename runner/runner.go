@@ -53,7 +53,7 @@ type Flags struct {
 func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ModelDir, "model_dir", "", "directory for checkpoints and history; empty keeps the run in memory")
 	fs.StringVar(&f.Serve, "serve", "", "after training, export and serve on this address (needs -model_dir), e.g. localhost:8501")
-	fs.IntVar(&f.Towers, "towers", 0, "towers to train with: 0 for one per local device (each GPU, else each core)")
+	fs.IntVar(&f.Towers, "towers", 0, "towers to train with: 0 for one per local device (one per core)")
 }
 
 // MaxTowers is the most towers -towers may ask for.
