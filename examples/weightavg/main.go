@@ -102,7 +102,7 @@ func parse(args []string, errOut io.Writer) (options, error) {
 	fs.SetOutput(errOut)
 	fs.StringVar(&o.mode, "mode", o.mode, "weights: workers train locally and average their weights every -compute_steps; gradients: Ray's gradient-averaging program (linear model, -steps iterations, -batch rows over all workers, SGD -lr, printing every -eval_every)")
 	fs.StringVar(&o.ModelDir, "model_dir", "", "new directory for a checkpoint of the averaged model; empty keeps the run in memory")
-	fs.IntVar(&o.Towers, "towers", o.Towers, "towers per worker: 0 for one per local device (each GPU, else each core)")
+	fs.IntVar(&o.Towers, "towers", o.Towers, "towers per worker: 0 for one per local device (one per core)")
 	fs.StringVar(&o.data, "data", "", "directory of MNIST's files (mlp) or CIFAR-10's binary files (resnet20); empty trains on a synthetic data set")
 	fs.StringVar(&o.net, "model", o.net, "the model: mlp (MNIST-sized data) or resnet20 (CIFAR-10-sized data)")
 	fs.IntVar(&o.workers, "workers", 0, "workers, as goroutines of this process; 0 means 2, or 1 per process under mpirun")

@@ -36,7 +36,7 @@ type TaskConfig struct {
 	// Batch × workers rows per step.
 	Batch int
 	// Towers is each worker's number of towers; 0 means one per local
-	// device (each GPU, else each core), as runner.Devices.
+	// device (one per core), as runner.Devices.
 	Towers int
 	// Optimizer is "sgd", "momentum" (0.9; the default) or "adam".
 	Optimizer string
