@@ -64,9 +64,16 @@ type RunConfig struct {
 	// written is an error of the run or evaluation.
 	SaveSummarySteps int64
 	// LogEvery logs the step, loss and speed every this many training steps
-	// (default 100; negative disables), and writes the loss to the model
-	// directory's train history.
+	// (default 100; negative disables all of a run's progress lines), and
+	// writes the loss to the model directory's train history. A run also
+	// logs after its first step and, with LogInterval, by time.
 	LogEvery int
+	// LogInterval is the longest a training run goes without a progress
+	// line: a step that ends this long after the last line logs one,
+	// whatever LogEvery says, so that a slow model is never silent for
+	// minutes. Default DefaultLogInterval (30 s); negative logs by steps
+	// alone.
+	LogInterval time.Duration
 	// Logger receives progress, checkpoint and export messages; nil means
 	// none. The Estimator logs nowhere else.
 	Logger *slog.Logger
@@ -139,6 +146,9 @@ func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
 	}
 	if cfg.LogEvery == 0 {
 		cfg.LogEvery = 100
+	}
+	if cfg.LogInterval == 0 {
+		cfg.LogInterval = DefaultLogInterval
 	}
 	var bar *ProgressBar
 	if cfg.Progress != nil {
