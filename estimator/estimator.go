@@ -121,6 +121,7 @@ type Estimator struct {
 	restored                       *checkpoint.Reader
 	restoredLogged, restoredWarned bool
 	warmed                         bool // the warm start is done, or not needed
+	convNoted                      bool // SlowConvolutionsNote is logged
 	// events are the open TensorBoard event files by directory.
 	events map[string]*tfevents.Writer
 	// bar is the progress bar on RunConfig.Progress, if any; log goes
@@ -193,11 +194,13 @@ func (cfg *RunConfig) check(m *replicate.Model) error {
 }
 
 // afterBuild runs after every new build of towers: it checks the variables
-// the model made against a restored checkpoint, or warm-starts them.
+// the model made against a restored checkpoint, or warm-starts them, and
+// notes convolutions a build without oneDNN trains slowly.
 func (e *Estimator) afterBuild() error {
 	if err := e.checkRestored(); err != nil {
 		return err
 	}
+	e.noteSlowConvolutions()
 	if e.cfg.WarmStart == nil || e.warmed {
 		return nil
 	}
