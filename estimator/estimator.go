@@ -64,9 +64,16 @@ type RunConfig struct {
 	// written is an error of the run or evaluation.
 	SaveSummarySteps int64
 	// LogEvery logs the step, loss and speed every this many training steps
-	// (default 100; negative disables), and writes the loss to the model
-	// directory's train history.
+	// (default 100; negative disables all of a run's progress lines), and
+	// writes the loss to the model directory's train history. A run also
+	// logs after its first step and, with LogInterval, by time.
 	LogEvery int
+	// LogInterval is the longest a training run goes without a progress
+	// line: a step that ends this long after the last line logs one,
+	// whatever LogEvery says, so that a slow model is never silent for
+	// minutes. Default DefaultLogInterval (30 s); negative logs by steps
+	// alone.
+	LogInterval time.Duration
 	// Logger receives progress, checkpoint and export messages; nil means
 	// none. The Estimator logs nowhere else.
 	Logger *slog.Logger
@@ -114,6 +121,7 @@ type Estimator struct {
 	restored                       *checkpoint.Reader
 	restoredLogged, restoredWarned bool
 	warmed                         bool // the warm start is done, or not needed
+	convNoted                      bool // SlowConvolutionsNote is logged
 	// events are the open TensorBoard event files by directory.
 	events map[string]*tfevents.Writer
 	// bar is the progress bar on RunConfig.Progress, if any; log goes
@@ -139,6 +147,9 @@ func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
 	}
 	if cfg.LogEvery == 0 {
 		cfg.LogEvery = 100
+	}
+	if cfg.LogInterval == 0 {
+		cfg.LogInterval = DefaultLogInterval
 	}
 	var bar *ProgressBar
 	if cfg.Progress != nil {
@@ -183,11 +194,13 @@ func (cfg *RunConfig) check(m *replicate.Model) error {
 }
 
 // afterBuild runs after every new build of towers: it checks the variables
-// the model made against a restored checkpoint, or warm-starts them.
+// the model made against a restored checkpoint, or warm-starts them, and
+// notes convolutions a build without oneDNN trains slowly.
 func (e *Estimator) afterBuild() error {
 	if err := e.checkRestored(); err != nil {
 		return err
 	}
+	e.noteSlowConvolutions()
 	if e.cfg.WarmStart == nil || e.warmed {
 		return nil
 	}

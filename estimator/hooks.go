@@ -105,38 +105,67 @@ func (h funcHook) AfterStep(_ context.Context, r StepResult) (bool, error) {
 	return false, nil
 }
 
-// LoggingHook logs the step, loss, steps/s and examples/s every n steps
-// through the run's logger, rounded for a person to read: the loss to 5
-// significant digits, the speeds to whole numbers from 100 up and to 3
-// significant digits below.
+// LoggingHook logs the step, loss, steps/s and examples/s through the
+// run's logger after the run's first step, every Every steps, and, when
+// Interval is positive, after any step that ends at least Interval after
+// the last line, so that a slow run is never silent for long. Its values
+// are rounded for a person to read: the loss to 5 significant digits, the
+// speeds to whole numbers from 100 up and to 3 significant digits below.
 type LoggingHook struct {
 	BaseHook
-	Every    int64
-	log      *slog.Logger
-	last     time.Time
-	lastStep int64
-	examples int
+	Every int64
+	// Interval is the longest time between lines, checked after each step;
+	// 0 or negative logs by steps alone.
+	Interval time.Duration
+	// now reads the clock (time.Now; tests advance their own).
+	now       func() time.Time
+	log       *slog.Logger
+	last      time.Time
+	lastStep  int64
+	startStep int64
+	examples  int
 }
 
-// NewLoggingHook logs every n steps.
-func NewLoggingHook(n int64) *LoggingHook { return &LoggingHook{Every: n} }
+// DefaultLogInterval is the longest time between training log lines when
+// RunConfig.LogInterval is 0, and LoggingHook's Interval from
+// NewLoggingHook.
+const DefaultLogInterval = 30 * time.Second
+
+// NewLoggingHook logs every n steps and at least every
+// DefaultLogInterval.
+func NewLoggingHook(n int64) *LoggingHook {
+	return &LoggingHook{Every: n, Interval: DefaultLogInterval}
+}
+
+// clock returns the hook's time source.
+func (h *LoggingHook) clock() time.Time {
+	if h.now != nil {
+		return h.now()
+	}
+	return time.Now()
+}
 
 // Begin starts the clock.
 func (h *LoggingHook) Begin(_ context.Context, info RunInfo) error {
-	h.log, h.last, h.lastStep, h.examples = info.Logger, time.Now(), info.StartStep, 0
+	h.log, h.last, h.lastStep, h.startStep, h.examples = info.Logger, h.clock(), info.StartStep, info.StartStep, 0
 	return nil
 }
 
-// AfterStep logs every Every steps.
+// AfterStep logs after the run's first step, every Every steps and when
+// Interval has passed since the last line.
 func (h *LoggingHook) AfterStep(_ context.Context, r StepResult) (bool, error) {
 	h.examples += r.Examples
-	if h.Every <= 0 || r.Step%h.Every != 0 {
+	now := h.clock()
+	due := r.Step == h.startStep+1 ||
+		(h.Every > 0 && r.Step%h.Every == 0) ||
+		(h.Interval > 0 && now.Sub(h.last) >= h.Interval)
+	if !due {
 		return false, nil
 	}
-	dt := time.Since(h.last).Seconds()
+	dt := now.Sub(h.last).Seconds()
 	h.log.Info("train", "step", r.Step, "loss", roundMetric(r.Loss),
 		"steps_per_sec", rate(float64(r.Step-h.lastStep)/dt), "examples_per_sec", rate(float64(h.examples)/dt))
-	h.last, h.lastStep, h.examples = time.Now(), r.Step, 0
+	h.last, h.lastStep, h.examples = now, r.Step, 0
 	return false, nil
 }
 

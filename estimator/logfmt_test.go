@@ -17,7 +17,8 @@ import (
 
 // TestLogLinesRounded: the train and evaluation log lines carry metrics to
 // 5 significant digits and speeds as whole numbers (or 3 significant
-// digits below 100).
+// digits below 100); training logs after its first step and every
+// LogEvery steps.
 func TestLogLinesRounded(t *testing.T) {
 	var buf bytes.Buffer
 	noTime := func(_ []string, a slog.Attr) slog.Attr {
@@ -27,7 +28,7 @@ func TestLogLinesRounded(t *testing.T) {
 		return a
 	}
 	est, err := estimator.New(replicate.ModelFn(meanPredModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}),
-		estimator.RunConfig{LogEvery: 2, Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: noTime}))})
+		estimator.RunConfig{LogEvery: 2, LogInterval: -1, Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: noTime}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +58,7 @@ func TestLogLinesRounded(t *testing.T) {
 	// Step k's loss is 0.64^(k-1); after 4 steps c = 2 - 0.8^4 = 1.5904
 	// and its loss 0.8^8 = 0.16777216.
 	want := []string{
+		"msg=train step=1 loss=1 steps_per_sec=S examples_per_sec=S",
 		"msg=train step=2 loss=0.64 steps_per_sec=S examples_per_sec=S",
 		"msg=train step=4 loss=0.26214 steps_per_sec=S examples_per_sec=S",
 		"msg=evaluation step=4 loss=0.16777 mean_pred=1.5904",

@@ -15,12 +15,12 @@ import (
 
 // progressHook reports training progress: a progress bar on
 // RunConfig.Progress when the caller gave one, else log lines every
-// LogEvery steps.
+// LogEvery steps, after the first step and at least every LogInterval.
 func (e *Estimator) progressHook() Hook {
 	if e.bar != nil {
 		return e.bar
 	}
-	return NewLoggingHook(int64(e.cfg.LogEvery))
+	return &LoggingHook{Every: int64(e.cfg.LogEvery), Interval: e.cfg.LogInterval}
 }
 
 // barLogger returns log, whose records go around bar when one is drawn:

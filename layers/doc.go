@@ -36,7 +36,8 @@
 //     with the openblas build tag), with transposes as BLAS flags rather
 //     than copies;
 //   - with the dnnl build tag, float32 convolutions and their gradients
-//     run in oneDNN (internal/dnnl; UseOneDNN, ConvBackend).
+//     run in oneDNN (internal/dnnl; UseOneDNN, ConvBackend); without it,
+//     PureGoConvolution finds the convolutions oneDNN would speed up.
 //
 // Gradients are symbolic, like gorgonia's: G.Grad (and so a tower's
 // Gradients) differentiates through these ops, and a tower leaves out of
