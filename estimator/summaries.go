@@ -160,9 +160,10 @@ func (h *summaryHook) Begin(_ context.Context, info RunInfo) error {
 	}
 	now := time.Now()
 	h.dir, h.w, h.first, h.lastStep, h.examples, h.lastTime, h.lastFlush = info.ModelDir, w, true, info.StartStep, 0, now, now
-	// Where this session starts, as tf.estimator's SummarySaverHook
-	// marked it: TensorBoard drops the summaries an earlier session wrote
-	// past this step, after its last checkpoint, before it crashed.
+	// Where this run starts, marked with a SessionLog START as
+	// tf.estimator's SummarySaverHook does: TensorBoard drops the
+	// summaries an earlier run wrote past this step, after its last
+	// checkpoint, before it crashed.
 	return w.WriteSession(info.StartStep, tfevents.SessionStart)
 }
 
