@@ -206,10 +206,10 @@ func Synthetic(w io.Writer, n int, seed uint64, test bool) error {
 		} else if r.IntN(20) == 0 {
 			loss = 1000 + r.IntN(2000)
 		}
-		z := -8.1 + 0.3*float64(en) + 0.04*float64(hours) + occupationEffect[occ]
+		z := -8.6 + 0.3*float64(en) + 0.04*float64(hours) + occupationEffect[occ]
 		z += 2.2 * bucketEffect(age)
 		if marital == "Married-civ-spouse" || marital == "Married-AF-spouse" {
-			z += 2
+			z += 2.5
 		}
 		if gain > 5000 {
 			z += 3
