@@ -482,10 +482,10 @@ func (p *Plan) String() string {
 }
 
 // Sample reads up to rows records of files: CSV files with a header when
-// their names end in .csv (or .csv.gz is not supported: decompress them),
-// TFRecord files of tf.Examples otherwise. For CSV it returns the schema
-// to read them with (see CSVSchema) and records in which a missing value
-// is no feature at all, as in a tf.Example.
+// their names end in .csv, TFRecord files of tf.Examples otherwise (the
+// schema is then nil). For CSV it returns the schema to read them with
+// (see CSVSchema) and records in which a missing value is no feature at
+// all, as in a tf.Example.
 func Sample(files []string, rows int) (dataset.Schema, []dataset.Example, error) {
 	if len(files) == 0 {
 		return nil, nil, errors.New("tabular: no training files")
@@ -493,7 +493,45 @@ func Sample(files []string, rows int) (dataset.Schema, []dataset.Example, error)
 	if IsCSV(files) {
 		return sampleCSV(files, rows)
 	}
-	return nil, nil, errors.New("tabular: TFRecord input: not yet")
+	sample, err := sampleRecords(files, rows)
+	return nil, sample, err
+}
+
+// sampleRecords reads up to rows tf.Examples of TFRecord files (paths
+// or filepath.Match patterns, each pattern's matches in lexical order).
+func sampleRecords(files []string, rows int) ([]dataset.Example, error) {
+	var sample []dataset.Example
+	for _, pattern := range files {
+		matches, err := filepath.Glob(pattern)
+		if err != nil {
+			return nil, fmt.Errorf("tabular: file pattern %q: %w", pattern, err)
+		}
+		if len(matches) == 0 {
+			matches = []string{pattern} // OpenRecords says why it is not there
+		}
+		for _, name := range matches {
+			if len(sample) == rows {
+				return sample, nil
+			}
+			f, err := dataset.OpenRecords(name, nil)
+			if err != nil {
+				return nil, fmt.Errorf("tabular: %w", err)
+			}
+			for len(sample) < rows {
+				ex, err := f.NextExample()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					f.Close()
+					return nil, fmt.Errorf("tabular: %w", err)
+				}
+				sample = append(sample, ex)
+			}
+			f.Close()
+		}
+	}
+	return sample, nil
 }
 
 // IsCSV reports whether files are CSV files (by the first's extension).

@@ -187,3 +187,40 @@ func TestSampleCSV(t *testing.T) {
 }
 
 func float32NaN() float32 { return float32(math.NaN()) }
+
+// TestSampleRecords: TFRecord files are sampled as their tf.Examples, up
+// to the rows asked for, across files.
+func TestSampleRecords(t *testing.T) {
+	dir := t.TempDir()
+	var all []dataset.Example
+	for f := 0; f < 2; f++ {
+		w, err := dataset.CreateRecords(fmt.Sprintf("%s/part-%d.tfrecord", dir, f), dataset.NoCompression)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			ex := dataset.Example{"y": i64(int64(i % 2)), "x": num(float32(10*f + i)), "c": str(fmt.Sprint("c", i))}
+			all = append(all, ex)
+			if err := w.WriteExample(ex); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rows := range []int{2, 5, 100} {
+		schema, got, err := Sample([]string{dir + "/part-*.tfrecord"}, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if schema != nil {
+			t.Errorf("a schema for TFRecord files: %v", schema)
+		}
+		if diff := cmp.Diff(all[:min(rows, len(all))], got); diff != "" {
+			t.Errorf("%d rows (-want +got):\n%s", rows, diff)
+		}
+	}
+	_, _, err := Sample([]string{dir + "/none.tfrecord"}, 10)
+	wanterr.Mentions(t, err, "none.tfrecord")
+}
