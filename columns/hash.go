@@ -1,6 +1,7 @@
 package columns
 
 import (
+	"math"
 	"strconv"
 
 	farm "github.com/dgryski/go-farm"
@@ -33,3 +34,18 @@ func FingerprintCat64(fp1, fp2 uint64) uint64 {
 }
 
 func shiftMix(v uint64) uint64 { return v ^ (v >> 47) }
+
+// crossHash is TensorFlow's hashed cross of one combination of values
+// (HashCrosser): FingerprintCat64 of hashKey with each value's hash in
+// turn, modulo buckets (modulo the largest int64 when buckets is 0, as
+// sparse_cross_hashed with num_buckets 0).
+func crossHash(hashKey uint64, hashes []uint64, buckets int) int64 {
+	h := hashKey
+	for _, x := range hashes {
+		h = FingerprintCat64(h, x)
+	}
+	if buckets > 0 {
+		return int64(h % uint64(buckets))
+	}
+	return int64(h % math.MaxInt64)
+}
