@@ -1,0 +1,134 @@
+package canned
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/numeric"
+)
+
+// rowOp is the one kind of op the heads add to a graph: an op without a
+// gradient that maps each example's row of its inputs (every input has
+// the batch along dimension 0, any dtype, converted to float64) to a row
+// of cols output values, of dtype out, shape (batch, cols). The heads use
+// it for what only evaluation and prediction read (per-example losses,
+// class ids), and to bring labels and example weights to the logits'
+// dtype and shape, checking their values, which lie on no variable's
+// gradient path. name, with every setting that changes fn, identifies the
+// op: gorgonia merges two nodes of equal op hash and inputs.
+type rowOp struct {
+	name  string
+	arity int
+	out   tensor.Dtype
+	cols  int
+	// fn computes row i of the output from row i of each input; an error
+	// names what is wrong with the row.
+	fn func(i int, in [][]float64, out []float64) error
+}
+
+// apply adds the op over ins to their graph.
+func (op *rowOp) apply(ins ...*G.Node) (*G.Node, error) {
+	if len(ins) != op.arity {
+		return nil, fmt.Errorf("%s: %d inputs, want %d", op.name, len(ins), op.arity)
+	}
+	for _, n := range ins {
+		if n == nil {
+			return nil, fmt.Errorf("%s: nil input", op.name)
+		}
+		if n.Dims() < 1 {
+			return nil, fmt.Errorf("%s: input %s is a scalar, want the batch along dimension 0", op.name, n.Name())
+		}
+		if n.Shape()[0] != ins[0].Shape()[0] {
+			return nil, fmt.Errorf("%s: input %s has %d rows, %s %d", op.name, n.Name(), n.Shape()[0], ins[0].Name(), ins[0].Shape()[0])
+		}
+	}
+	out, err := G.ApplyOp(op, ins...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op.name, err)
+	}
+	return out, nil
+}
+
+func (op *rowOp) Arity() int { return op.arity }
+
+func (op *rowOp) Type() hm.Type {
+	ts := make([]hm.Type, 0, op.arity+1)
+	for i := 0; i < op.arity; i++ {
+		ts = append(ts, hm.TypeVariable(rune('a'+i)))
+	}
+	ts = append(ts, G.TensorType{Dims: 2, Of: op.out})
+	return hm.NewFnType(ts...)
+}
+
+func (op *rowOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	if len(in) != op.arity {
+		return nil, fmt.Errorf("%s: %d input shapes, want %d", op.name, len(in), op.arity)
+	}
+	s, ok := in[0].(tensor.Shape)
+	if !ok || len(s) < 1 {
+		return nil, fmt.Errorf("%s: input 0 has shape %v, want the batch along dimension 0", op.name, in[0])
+	}
+	return tensor.Shape{s[0], op.cols}, nil
+}
+
+func (op *rowOp) Do(vals ...G.Value) (G.Value, error) {
+	if len(vals) != op.arity {
+		return nil, fmt.Errorf("%s: %d inputs, want %d", op.name, len(vals), op.arity)
+	}
+	rows := vals[0].Shape()[0]
+	ins := make([][]float64, len(vals))
+	widths := make([]int, len(vals))
+	for k, v := range vals {
+		if v.Shape()[0] != rows {
+			return nil, fmt.Errorf("%s: input %d has %d rows, input 0 %d", op.name, k, v.Shape()[0], rows)
+		}
+		f, err := numeric.Float64s(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: input %d: %w", op.name, k, err)
+		}
+		ins[k] = f
+		if rows > 0 {
+			widths[k] = len(f) / rows
+		}
+	}
+	out := make([]float64, rows*op.cols)
+	row := make([][]float64, len(vals))
+	for i := 0; i < rows; i++ {
+		for k := range ins {
+			row[k] = ins[k][i*widths[k] : (i+1)*widths[k]]
+		}
+		if err := op.fn(i, row, out[i*op.cols:(i+1)*op.cols]); err != nil {
+			return nil, fmt.Errorf("%s: %w", op.name, err)
+		}
+	}
+	t := tensor.New(tensor.Of(op.out), tensor.WithShape(rows, op.cols))
+	switch op.out {
+	case tensor.Int64:
+		d := t.Data().([]int64)
+		for i, v := range out {
+			d[i] = int64(v)
+		}
+	default:
+		if err := numeric.SetFloat64s(t.Data(), out); err != nil {
+			return nil, fmt.Errorf("%s: %w", op.name, err)
+		}
+	}
+	return t, nil
+}
+
+func (op *rowOp) ReturnsPtr() bool      { return false }
+func (op *rowOp) CallsExtern() bool     { return false }
+func (op *rowOp) OverwritesInput() int  { return -1 }
+func (op *rowOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%s->%v[%d]", op.name, op.out, op.cols) }
+func (op *rowOp) String() string        { return op.name }
+
+func (op *rowOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
+}
