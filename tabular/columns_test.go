@@ -1,0 +1,120 @@
+package tabular
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/towerflow/towerflow/canned"
+	"github.com/towerflow/towerflow/columns"
+	"github.com/towerflow/towerflow/dataset"
+	"github.com/towerflow/towerflow/internal/wanterr"
+)
+
+func testPlan(head Head) *Plan {
+	return &Plan{Label: "y", Head: head, Rows: 10, Features: []Feature{
+		{Name: "x", Kind: Number, Raw: dataset.KindFloat, Mean: 2, Stddev: 1, QuantileBuckets: 10},
+		{Name: "city", Kind: Vocabulary, Raw: dataset.KindBytes, Distinct: 3},
+		{Name: "user", Kind: Hashed, Raw: dataset.KindBytes, Distinct: 3000, HashBuckets: 8192, EmbeddingDim: 32},
+	}}
+}
+
+func TestPlanColumns(t *testing.T) {
+	binary := Head{Kind: Binary, Classes: []string{"no", "yes"}, Raw: dataset.KindBytes}
+	tests := []struct {
+		model      Model
+		all        []string
+		wide, deep []string
+	}{
+		{Linear, []string{"x", "x_bucketized", "city", "user"}, []string{"x", "x_bucketized", "city", "user"}, nil},
+		{DNN, []string{"x", "city_indicator", "user_embedding"}, nil, []string{"x", "city_indicator", "user_embedding"}},
+		{WideDeep, []string{"x", "x_bucketized", "city", "city_indicator", "user", "user_embedding"},
+			[]string{"x_bucketized", "city", "user"}, []string{"x", "city_indicator", "user_embedding"}},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.model), func(t *testing.T) {
+			cs, err := testPlan(binary).Columns(tc.model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var all []string
+			for _, c := range cs.Config.Columns {
+				all = append(all, c.Name())
+			}
+			if diff := cmp.Diff(tc.all, all); diff != "" {
+				t.Errorf("columns (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wide, cs.WideNames); diff != "" {
+				t.Errorf("wide (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.deep, cs.DeepNames); diff != "" {
+				t.Errorf("deep (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(&columns.Label{Key: "y", Vocabulary: []string{"no", "yes"}, Int64: true}, cs.Config.Label); diff != "" {
+				t.Errorf("label (-want +got):\n%s", diff)
+			}
+			// The DNN's numbers and the wide part's buckets read one
+			// numeric column: its mean is the missing value's default.
+			num := cs.Config.Columns[0].(*columns.NumericColumn)
+			if diff := cmp.Diff([]float32{2}, num.DefaultValue()); diff != "" {
+				t.Errorf("default (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPlanLabelAndHead(t *testing.T) {
+	tests := []struct {
+		name   string
+		head   Head
+		label  *columns.Label
+		canned canned.Head
+	}{
+		{"binary strings", Head{Kind: Binary, Classes: []string{"no", "yes"}, Raw: dataset.KindBytes},
+			&columns.Label{Key: "y", Vocabulary: []string{"no", "yes"}, Int64: true},
+			canned.BinaryHead{LabelKey: "y", LabelVocabulary: []string{"no", "yes"}}},
+		{"binary ids", Head{Kind: Binary, Classes: []string{"0", "1"}, Raw: dataset.KindInt64},
+			&columns.Label{Key: "y", Int64: true}, canned.BinaryHead{LabelKey: "y"}},
+		{"multi-class", Head{Kind: MultiClass, Classes: []string{"a", "b", "c"}, Raw: dataset.KindBytes},
+			&columns.Label{Key: "y", Vocabulary: []string{"a", "b", "c"}, Int64: true},
+			canned.MultiClassHead{LabelKey: "y", NClasses: 3, LabelVocabulary: []string{"a", "b", "c"}}},
+		{"multi-class ids", Head{Kind: MultiClass, Classes: []string{"0", "1", "2"}, Raw: dataset.KindInt64},
+			&columns.Label{Key: "y", Int64: true}, canned.MultiClassHead{LabelKey: "y", NClasses: 3}},
+		{"regression", Head{Kind: Regression, Raw: dataset.KindFloat},
+			&columns.Label{Key: "y"}, canned.RegressionHead{LabelKey: "y"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testPlan(tc.head)
+			cs, err := p.Columns(WideDeep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.label, cs.Config.Label); diff != "" {
+				t.Errorf("label (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.canned, p.CannedHead()); diff != "" {
+				t.Errorf("head (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPlanColumnsErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		head  Head
+		model Model
+		want  string
+	}{
+		{"model", Head{Kind: Regression}, "boosted", `model "boosted": want linear, dnn or wide_deep`},
+		{"binary numbers not 0/1", Head{Kind: Binary, Classes: []string{"1", "2"}, Raw: dataset.KindInt64}, DNN, "numeric labels 1 and 2 of a binary head must be 0 and 1"},
+		{"classes not ids", Head{Kind: MultiClass, Classes: []string{"1", "2", "3"}, Raw: dataset.KindInt64}, DNN, "must be the class ids 0 to 2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := testPlan(tc.head).Columns(tc.model)
+			wanterr.Mentions(t, err, tc.want)
+		})
+	}
+}
