@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/towerflow/towerflow/columns"
 	"github.com/towerflow/towerflow/dataset"
 	"github.com/towerflow/towerflow/internal/wanterr"
 )
@@ -137,5 +138,28 @@ func TestSchemaIsValid(t *testing.T) {
 	}
 	if got := Schema[len(Schema)-1]; got.Name != Label || got.Kind != dataset.KindBytes {
 		t.Errorf("last column %+v, want the label", got)
+	}
+}
+
+// TestColumns: the tutorial's columns, by TensorFlow's names.
+func TestColumns(t *testing.T) {
+	wide, deep := Columns()
+	names := func(cs []columns.Column) []string {
+		var n []string
+		for _, c := range cs {
+			n = append(n, c.Name())
+		}
+		return n
+	}
+	if diff := cmp.Diff([]string{"education", "marital_status", "relationship", "workclass", "occupation", "age_bucketized",
+		"education_X_occupation", "age_bucketized_X_education_X_occupation"}, names(wide)); diff != "" {
+		t.Errorf("wide (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"age", "education_num", "capital_gain", "capital_loss", "hours_per_week",
+		"workclass_indicator", "education_indicator", "marital_status_indicator", "relationship_indicator", "occupation_embedding"}, names(deep)); diff != "" {
+		t.Errorf("deep (-want +got):\n%s", diff)
+	}
+	if got := len(Config().Columns); got != 18 {
+		t.Errorf("Config has %d columns, want 18", got)
 	}
 }
