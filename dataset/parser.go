@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -63,19 +64,29 @@ func (s SpecParser) Check() error {
 	return nil
 }
 
-// ParseGuarded runs p.Parse, turning a panic inside it into an error that
-// names the parser's type, and checks that the batch it returns has one
-// row for each example in each of its tensors: a Parser is user code.
+// ErrParser is wrapped by ParseGuarded's errors that are the parser's
+// own failures, not its errors about the examples: a panic, a batch
+// without a row for each example.
+var ErrParser = errors.New("parser failed")
+
+// ParseGuarded runs p.Parse, as a Pipeline and serving do: a Parser is
+// user code. The error Parse returns is returned as it is; a panic inside
+// Parse, or a batch with a tensor that has not one row for each example,
+// is an error wrapping ErrParser that names the parser's type.
 func ParseGuarded(p Parser, examples []Example) (b sharding.Batch, err error) {
 	err = guard.Call(fmt.Sprintf("parser %T", p), "Parse", func() error {
 		b, err = p.Parse(examples)
 		return err
 	})
+	var pe *guard.PanicError
+	if errors.As(err, &pe) {
+		return sharding.Batch{}, fmt.Errorf("%w: %w", ErrParser, err)
+	}
 	if err != nil {
 		return sharding.Batch{}, err
 	}
 	if err := checkRows(b, len(examples)); err != nil {
-		return sharding.Batch{}, fmt.Errorf("parser %T: %w", p, err)
+		return sharding.Batch{}, fmt.Errorf("%w: parser %T: %w", ErrParser, p, err)
 	}
 	return b, nil
 }
