@@ -79,6 +79,8 @@ type NumericColumn struct {
 	shape      []int
 	def        []float32
 	normalizer *Normalizer
+	// statsFitted: the normalizer's statistics were set from the data.
+	statsFitted bool
 }
 
 // NumericOption sets an option of a numeric column.
@@ -193,7 +195,7 @@ func (c *NumericColumn) validate() error {
 			return fmt.Errorf("numeric column %q: default value %v is not finite", c.key, v)
 		}
 	}
-	if n := c.normalizer; n != nil && !n.FromData {
+	if n := c.normalizer; n != nil && (!n.FromData || c.statsFitted) {
 		if math.IsNaN(n.Mean) || math.IsInf(n.Mean, 0) || !(n.Stddev > 0) || math.IsInf(n.Stddev, 0) {
 			return fmt.Errorf("numeric column %q: normalizer mean %v stddev %v: want a finite mean and a finite positive stddev", c.key, n.Mean, n.Stddev)
 		}
@@ -201,7 +203,9 @@ func (c *NumericColumn) validate() error {
 	return nil
 }
 
-func (c *NumericColumn) fitted() bool { return c.normalizer == nil || !c.normalizer.FromData }
+func (c *NumericColumn) fitted() bool {
+	return c.normalizer == nil || !c.normalizer.FromData || c.statsFitted
+}
 
 // ---- bucketized ----
 

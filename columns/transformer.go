@@ -106,7 +106,7 @@ func NewTransformer(cfg Config) (*Transformer, error) {
 		return nil
 	}
 	for i, c := range cfg.Columns {
-		if c == nil || reflect.ValueOf(c).IsNil() {
+		if c == nil || isNil(c) {
 			return nil, fmt.Errorf("columns: column %d is nil", i)
 		}
 		if err := c.validate(); err != nil {
