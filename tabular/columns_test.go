@@ -1,6 +1,8 @@
 package tabular
 
 import (
+	"context"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -117,4 +119,75 @@ func TestPlanColumnsErrors(t *testing.T) {
 			wanterr.Mentions(t, err, tc.want)
 		})
 	}
+}
+
+// TestPlanFitsAndParses: a plan's columns fit to the training CSV and
+// turn its rows into a batch: a row whose numbers are all missing reads
+// them as the mean (0 once standardized), the label as class ids.
+func TestPlanFitsAndParses(t *testing.T) {
+	files := []string{"testdata/penguins_species/train.csv"}
+	schema, sample, err := Sample(files, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Infer(sample, InferOptions{Label: "species", Order: ColumnNames(schema)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := p.Columns(WideDeep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csv := dataset.CSVOptions{Schema: p.CSVSchema(schema)}
+	r, err := dataset.NewCSVReader(files, csv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := columns.Fit(context.Background(), r, cs.Config)
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = dataset.NewCSVReader(files, csv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var rows []dataset.Example
+	for range 3 {
+		ex, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, ex)
+	}
+	b, err := tr.Parse(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Row 2 is "Torgersen,,,,,,Adelie".
+	for _, f := range []string{"bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g"} {
+		x, ok := b.Features[f]
+		if !ok {
+			t.Fatalf("no feature %q in the batch (features %v)", f, keys(b.Features))
+		}
+		if v := x.Data().([]float32)[1]; math.Abs(float64(v)) > 1e-3 {
+			t.Errorf("%s of the row without numbers: %v, want 0 (the mean, standardized)", f, v)
+		}
+	}
+	y := b.Labels["species"]
+	if y == nil {
+		t.Fatalf("no label in the batch (labels %v)", keys(b.Labels))
+	}
+	if diff := cmp.Diff([]int64{0, 0, 0}, y.Data()); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var k []string
+	for n := range m {
+		k = append(k, n)
+	}
+	return k
 }
