@@ -226,13 +226,15 @@ func TestHeadEvalMetrics(t *testing.T) {
 	}
 }
 
-// predictions runs Predict over features and returns each prediction key's
+// predictions runs Predict over features (or in) and returns each prediction key's
 // values over the batch, as float64, and its shape.
-func predictions(t *testing.T, est *estimator.Estimator, features map[string]*tensor.Dense) (map[string][]float64, map[string]tensor.Shape, estimator.BatchOutput) {
+func predictions(t *testing.T, est *estimator.Estimator, features map[string]*tensor.Dense, in estimator.InputFn) (map[string][]float64, map[string]tensor.Shape, estimator.BatchOutput) {
 	t.Helper()
-	in, err := estimator.FromTensors(features, nil, estimator.TensorInput{BatchSize: 100})
-	if err != nil {
-		t.Fatal(err)
+	if in == nil {
+		var err error
+		if in, err = estimator.FromTensors(features, nil, estimator.TensorInput{BatchSize: 100}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	vals, shapes := map[string][]float64{}, map[string]tensor.Shape{}
 	var last estimator.BatchOutput
@@ -326,7 +328,7 @@ func TestHeadPredictions(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			est := headEstimator(t, tc.head, 2)
-			got, shapes, out := predictions(t, est, map[string]*tensor.Dense{"logits": tc.logits})
+			got, shapes, out := predictions(t, est, map[string]*tensor.Dense{"logits": tc.logits}, nil)
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateApprox(0, 1e-6)); diff != "" {
 				t.Errorf("predictions (-want +got):\n%s", diff)
 			}
