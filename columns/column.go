@@ -79,6 +79,8 @@ type NumericColumn struct {
 	shape      []int
 	def        []float32
 	normalizer *Normalizer
+	// statsFitted: the normalizer's statistics were set from the data.
+	statsFitted bool
 }
 
 // NumericOption sets an option of a numeric column.
@@ -193,7 +195,7 @@ func (c *NumericColumn) validate() error {
 			return fmt.Errorf("numeric column %q: default value %v is not finite", c.key, v)
 		}
 	}
-	if n := c.normalizer; n != nil && !n.FromData {
+	if n := c.normalizer; n != nil && (!n.FromData || c.statsFitted) {
 		if math.IsNaN(n.Mean) || math.IsInf(n.Mean, 0) || !(n.Stddev > 0) || math.IsInf(n.Stddev, 0) {
 			return fmt.Errorf("numeric column %q: normalizer mean %v stddev %v: want a finite mean and a finite positive stddev", c.key, n.Mean, n.Stddev)
 		}
@@ -201,7 +203,9 @@ func (c *NumericColumn) validate() error {
 	return nil
 }
 
-func (c *NumericColumn) fitted() bool { return c.normalizer == nil || !c.normalizer.FromData }
+func (c *NumericColumn) fitted() bool {
+	return c.normalizer == nil || !c.normalizer.FromData || c.statsFitted
+}
 
 // ---- bucketized ----
 
@@ -276,17 +280,6 @@ func (c *BucketizedColumn) fitted() bool {
 	return c.source.fitted() && (c.quantiles == 0 || c.boundaries != nil)
 }
 
-// bucket returns x's bucket: the number of boundaries <= x.
-func (c *BucketizedColumn) bucket(x float64) int {
-	i, _ := slices.BinarySearchFunc(c.boundaries, x, func(b, x float64) int {
-		if b <= x {
-			return -1
-		}
-		return 1
-	})
-	return i
-}
-
 // ---- categorical with a vocabulary ----
 
 // VocabularyColumn maps each value of a raw feature to its index in a
@@ -334,11 +327,22 @@ func MaxSize(n int) VocabularyOption { return func(c *VocabularyColumn) { c.maxS
 // VocabularyList returns the vocabulary column of the raw feature key
 // with the vocabulary given, whose entries must be distinct.
 func VocabularyList(key string, vocabulary []string, opts ...VocabularyOption) *VocabularyColumn {
-	c := &VocabularyColumn{key: key, vocab: slices.Clone(vocabulary), def: -1}
+	c := &VocabularyColumn{key: key, def: -1}
 	for _, o := range opts {
 		o(c)
 	}
+	c.setVocabulary(slices.Clone(vocabulary))
 	return c
+}
+
+// setVocabulary sets the column's vocabulary and its index (the last
+// position of each entry; validate reports repeats).
+func (c *VocabularyColumn) setVocabulary(vocab []string) {
+	c.vocab = vocab
+	c.index = make(map[string]int, len(vocab))
+	for i, v := range vocab {
+		c.index[v] = i
+	}
 }
 
 // VocabularyFile returns the vocabulary column of the raw feature key
@@ -349,7 +353,9 @@ func VocabularyList(key string, vocabulary []string, opts ...VocabularyOption) *
 func VocabularyFile(key, path string, size int, opts ...VocabularyOption) *VocabularyColumn {
 	c := VocabularyList(key, nil, opts...)
 	c.file = path
-	c.vocab, c.err = readVocabulary(path, size)
+	vocab, err := readVocabulary(path, size)
+	c.setVocabulary(vocab)
+	c.err = err
 	return c
 }
 
@@ -425,14 +431,13 @@ func (c *VocabularyColumn) validate() error {
 	if c.hasDefault && (c.def < 0 || c.def >= len(c.vocab)) {
 		return fmt.Errorf("vocabulary column %q: default id %d outside the vocabulary [0, %d)", c.key, c.def, len(c.vocab))
 	}
-	seen := make(map[string]int, len(c.vocab))
-	for i, v := range c.vocab {
-		if j, dup := seen[v]; dup {
-			return fmt.Errorf("vocabulary column %q: entry %q at %d and %d", c.key, v, j, i)
+	if len(c.index) != len(c.vocab) {
+		for i, v := range c.vocab {
+			if j := c.index[v]; j != i {
+				return fmt.Errorf("vocabulary column %q: entry %q at %d and %d", c.key, v, i, j)
+			}
 		}
-		seen[v] = i
 	}
-	c.index = seen
 	return nil
 }
 
