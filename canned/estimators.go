@@ -1,6 +1,7 @@
 package canned
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"github.com/towerflow/towerflow/columns"
+	"github.com/towerflow/towerflow/dataset"
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/model"
@@ -161,6 +163,77 @@ func (e *Estimator) Head() Head { return e.head }
 // without one.
 func (e *Estimator) Transformer() *columns.Transformer { return e.transformer }
 
+// Export is estimator.Estimator's Export, which with a Transformer also
+// records it in the export (estimator.Preprocess, before opts), so that
+// export.Load's Predictor and package serving take raw records
+// (Predictor.PredictExamples) and transform them as training did.
+func (e *Estimator) Export(ctx context.Context, baseDir string, inputs estimator.ServingInput, opts ...estimator.ExportOption) (string, error) {
+	if e.transformer != nil {
+		opts = append([]estimator.ExportOption{estimator.Preprocess(e.transformer)}, opts...)
+	}
+	return e.Estimator.Export(ctx, baseDir, inputs, opts...)
+}
+
+// Input returns the input function of p, a pipeline of files of raw
+// records, whose batches the Estimator's Transformer parses
+// (dataset.Pipeline.Parser). p's Parser must be unset or the Transformer,
+// and its Spec unset; an Estimator without a Transformer is an error.
+func (e *Estimator) Input(p dataset.Pipeline) (estimator.InputFn, error) {
+	if e.transformer == nil {
+		return nil, fmt.Errorf("canned: Input: the estimator has no Transformer to parse records with")
+	}
+	if p.Parser != nil && p.Parser != dataset.Parser(e.transformer) {
+		return nil, fmt.Errorf("canned: Input: the pipeline has a Parser of its own; leave it unset for the estimator's Transformer")
+	}
+	if p.Spec != nil {
+		return nil, fmt.Errorf("canned: Input: the pipeline has a Spec; the estimator's Transformer parses its records")
+	}
+	p.Parser = e.transformer
+	in, err := p.Input()
+	if err != nil {
+		return nil, fmt.Errorf("canned: Input: %w", err)
+	}
+	return in, nil
+}
+
+// TransformerConfig returns the configuration of a columns.Transformer
+// that parses what a model of head over cols reads: the columns, and the
+// head's label (its key, its vocabulary as class ids, its dimension) and
+// example weights, for columns.NewTransformer or columns.Fit.
+func TransformerConfig(head Head, cols ...columns.Column) columns.Config {
+	cfg := columns.Config{Columns: cols}
+	if head == nil {
+		return cfg
+	}
+	l := head.Label()
+	cfg.Label = &columns.Label{Key: l.Key, Vocabulary: l.Vocabulary, Dimension: l.Dimension, Int64: l.Classes > 2 || l.Vocabulary != nil}
+	if l.WeightColumn != "" {
+		cfg.Weight = &columns.ExampleWeight{Key: l.WeightColumn}
+	}
+	return cfg
+}
+
+// checkTransformer checks that a Transformer parses the head's label and
+// weights as the head reads them.
+func checkTransformer(where string, head Head, tr *columns.Transformer) error {
+	if tr == nil {
+		return nil
+	}
+	cfg, l := tr.Config(), head.Label()
+	if cfg.Label != nil {
+		if cfg.Label.Key != l.Key {
+			return fmt.Errorf("%s: the Transformer parses the label %q, the head reads %q", where, cfg.Label.Key, l.Key)
+		}
+		if !slices.Equal(cfg.Label.Vocabulary, l.Vocabulary) {
+			return fmt.Errorf("%s: the Transformer's label vocabulary %q is not the head's %q", where, cfg.Label.Vocabulary, l.Vocabulary)
+		}
+	}
+	if cfg.Weight != nil && cfg.Weight.Key != l.WeightColumn {
+		return fmt.Errorf("%s: the Transformer parses example weights %q, the head reads %q", where, cfg.Weight.Key, l.WeightColumn)
+	}
+	return nil
+}
+
 // task is whether a constructor makes a classifier or a regressor.
 type task int
 
@@ -308,6 +381,9 @@ func linearRate(rate float64, n int) float64 {
 }
 
 func newEstimator(where string, w *wideDeep, tr *columns.Transformer, rc replicate.Config, run estimator.RunConfig) (*Estimator, error) {
+	if err := checkTransformer(where, w.head, tr); err != nil {
+		return nil, err
+	}
 	if rc.Optimizer != nil || rc.OptimizerFn != nil {
 		return nil, fmt.Errorf("%s: Replicate has an optimizer: a canned estimator trains with its own (set the configuration's optimizer fields)", where)
 	}
