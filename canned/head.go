@@ -49,6 +49,11 @@ const (
 	PredictionMeanKey   = "prediction/mean"
 	PrecisionKey        = "precision"
 	RecallKey           = "recall"
+	// RMSEKey and MAEKey are a regressor's root mean squared error and
+	// mean absolute error (over every label element, weighted): towerflow's
+	// additions to TensorFlow's regression metrics.
+	RMSEKey = "rmse"
+	MAEKey  = "mae"
 )
 
 // A Head turns a model's logits into what a model function returns: in
@@ -187,7 +192,8 @@ type MultiClassHead struct {
 // Predictions: predictions (batch, LabelDimension), the logits.
 //
 // Eval metrics: average_loss (the weighted mean squared error per
-// element), label/mean, prediction/mean.
+// element), label/mean, prediction/mean; and, beyond TensorFlow's, rmse
+// and mae.
 //
 // Export signatures: with one label value, serving_default and
 // "regression" regress; "predict" answers the predictions (and is the
@@ -451,6 +457,8 @@ func (h RegressionHead) Spec(mode model.Mode, logits *G.Node, features model.Fea
 		AverageLossKey:    metrics.Mean(losses, w...),
 		LabelMeanKey:      metrics.Mean(y, w...),
 		PredictionMeanKey: metrics.Mean(logits, w...),
+		RMSEKey:           metrics.RootMeanSquaredError(y, logits, w...),
+		MAEKey:            metrics.MeanAbsoluteError(y, logits, w...),
 	}
 	return spec, nil
 }

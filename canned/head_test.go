@@ -3,6 +3,7 @@ package canned_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -177,6 +178,8 @@ func TestHeadEvalMetrics(t *testing.T) {
 				// Squared errors sum to 3.25 over 6 elements.
 				"loss": 3.25 / 6, "average_loss": 3.25 / 6,
 				"label/mean": 7.5 / 6, "prediction/mean": 1, "global_step": 0,
+				// Absolute errors 0.5, 0, 1, 0, 1, 1.
+				"rmse": math.Sqrt(3.25 / 6), "mae": 3.5 / 6,
 			},
 		},
 		{
@@ -188,6 +191,8 @@ func TestHeadEvalMetrics(t *testing.T) {
 				"loss": 8.25 / 6, "average_loss": 8.25 / 12,
 				// 1·3.5 + 2·2 + 3·2 = 13.5; 1·3 + 2·1 + 3·2 = 11.
 				"label/mean": 13.5 / 12, "prediction/mean": 11.0 / 12, "global_step": 0,
+				// 1·0.5 + 2·1 + 3·2 = 8.5.
+				"rmse": math.Sqrt(8.25 / 12), "mae": 8.5 / 12,
 			},
 		},
 		{
@@ -197,6 +202,7 @@ func TestHeadEvalMetrics(t *testing.T) {
 				// Errors (0, 0), (1, 0), (1, 1).
 				"loss": 3.0 / 6, "average_loss": 3.0 / 6,
 				"label/mean": 7.0 / 6, "prediction/mean": 1, "global_step": 0,
+				"rmse": math.Sqrt(3.0 / 6), "mae": 3.0 / 6,
 			},
 		},
 	}
