@@ -501,3 +501,47 @@ func TestConstructorErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultLearningRates checks TensorFlow's default FTRL rates by one
+// step from zero weights: the bias's gradient is g = mean(0.5 − label), and
+// FTRL (initial accumulator 0.1, power −0.5) sets it to −lr·g/√(0.1 + g²).
+func TestDefaultLearningRates(t *testing.T) {
+	data := generate(40, 51, 0, binaryLabel)
+	var mean float64
+	for _, y := range data.label {
+		mean += float64(y) / 40
+	}
+	g := 0.5 - mean
+	tests := []struct {
+		name string
+		make func() (*canned.Estimator, error)
+		lr   float64
+	}{
+		{"LinearClassifier, 3 columns: min(0.2, 1/√3)", func() (*canned.Estimator, error) {
+			return canned.NewLinearClassifier(canned.LinearConfig{FeatureColumns: []columns.Column{x1, x2, cat}}, runConfig())
+		}, 0.2},
+		{"DNNLinearCombinedClassifier, 3 columns: min(0.005, 1/√3)", func() (*canned.Estimator, error) {
+			return canned.NewDNNLinearCombinedClassifier(canned.DNNLinearCombinedConfig{LinearFeatureColumns: []columns.Column{x1, x2, cat}}, runConfig())
+		}, 0.005},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			est, err := tc.make()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer est.Close()
+			if err := est.Train(context.Background(), data.input(40, 0, true), estimator.MaxSteps(1)); err != nil {
+				t.Fatal(err)
+			}
+			b, err := est.VariableValue("linear_model/bias_weights")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := -tc.lr * g / math.Sqrt(0.1+g*g)
+			if got := float64(b.Data().([]float32)[0]); math.Abs(got-want) > 1e-6 {
+				t.Errorf("bias after one step %v, want %v (learning rate %v)", got, want, tc.lr)
+			}
+		})
+	}
+}
