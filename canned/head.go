@@ -49,6 +49,11 @@ const (
 	PredictionMeanKey   = "prediction/mean"
 	PrecisionKey        = "precision"
 	RecallKey           = "recall"
+	// RMSEKey and MAEKey are a regressor's root mean squared error and
+	// mean absolute error (over every label element, weighted): towerflow's
+	// additions to TensorFlow's regression metrics.
+	RMSEKey = "rmse"
+	MAEKey  = "mae"
 )
 
 // A Head turns a model's logits into what a model function returns: in
@@ -85,7 +90,8 @@ type Head interface {
 type LabelSpec struct {
 	// Key is the label's key in the batch's labels.
 	Key string
-	// WeightColumn is the feature of per-example weights; "" for none.
+	// WeightColumn is the label, or else feature, of per-example
+	// weights; "" for none.
 	WeightColumn string
 	// Vocabulary, for a classifier, lists the classes a raw label string
 	// may name; its index is the class id the head reads. Nil when labels
@@ -142,8 +148,10 @@ func (l LabelSpec) ClassID(s string) (int64, error) {
 type BinaryHead struct {
 	// LabelKey is the label's key in the batch; "" means DefaultLabelKey.
 	LabelKey string
-	// WeightColumn names the feature of example weights, of shape (batch)
-	// or (batch, 1); "" weighs every example 1.
+	// WeightColumn names the example weights, of shape (batch) or (batch,
+	// 1), non-negative: a label of that name (where a columns.Transformer
+	// parses them) or else a feature (as TensorFlow's weight_column); ""
+	// weighs every example 1. Predict mode reads no weights.
 	WeightColumn string
 	// LabelVocabulary, when set, names the negative and positive class (two
 	// distinct strings).
@@ -170,7 +178,7 @@ type MultiClassHead struct {
 	NClasses int
 	// LabelKey is the label's key in the batch; "" means DefaultLabelKey.
 	LabelKey string
-	// WeightColumn names the feature of example weights; "" for none.
+	// WeightColumn names the example weights, as BinaryHead's.
 	WeightColumn string
 	// LabelVocabulary, when set, names the NClasses classes (distinct
 	// strings).
@@ -184,7 +192,8 @@ type MultiClassHead struct {
 // Predictions: predictions (batch, LabelDimension), the logits.
 //
 // Eval metrics: average_loss (the weighted mean squared error per
-// element), label/mean, prediction/mean.
+// element), label/mean, prediction/mean; and, beyond TensorFlow's, rmse
+// and mae.
 //
 // Export signatures: with one label value, serving_default and
 // "regression" regress; "predict" answers the predictions (and is the
@@ -195,7 +204,7 @@ type RegressionHead struct {
 	LabelDimension int
 	// LabelKey is the label's key in the batch; "" means DefaultLabelKey.
 	LabelKey string
-	// WeightColumn names the feature of example weights; "" for none.
+	// WeightColumn names the example weights, as BinaryHead's.
 	WeightColumn string
 }
 
@@ -448,6 +457,8 @@ func (h RegressionHead) Spec(mode model.Mode, logits *G.Node, features model.Fea
 		AverageLossKey:    metrics.Mean(losses, w...),
 		LabelMeanKey:      metrics.Mean(y, w...),
 		PredictionMeanKey: metrics.Mean(logits, w...),
+		RMSEKey:           metrics.RootMeanSquaredError(y, logits, w...),
+		MAEKey:            metrics.MeanAbsoluteError(y, logits, w...),
 	}
 	return spec, nil
 }
@@ -482,11 +493,15 @@ func headInputs(where string, l LabelSpec, mode model.Mode, logits *G.Node, feat
 		}
 		in.labels = y
 	}
-	if l.WeightColumn != "" {
-		w, err := features.Lookup(l.WeightColumn)
-		if err != nil {
-			return in, fmt.Errorf("%s: weight column: %w", where, err)
+	if l.WeightColumn != "" && mode != model.Predict {
+		w := labels[l.WeightColumn]
+		if w == nil {
+			var err error
+			if w, err = features.Lookup(l.WeightColumn); err != nil {
+				return in, fmt.Errorf("%s: weight column (neither a label nor a feature): %w", where, err)
+			}
 		}
+		var err error
 		if w, err = convert(where, fmt.Sprintf("weight column %q", l.WeightColumn), w, logits.Dtype(), 1, nonNegative); err != nil {
 			return in, err
 		}

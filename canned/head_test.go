@@ -3,6 +3,7 @@ package canned_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -177,6 +178,8 @@ func TestHeadEvalMetrics(t *testing.T) {
 				// Squared errors sum to 3.25 over 6 elements.
 				"loss": 3.25 / 6, "average_loss": 3.25 / 6,
 				"label/mean": 7.5 / 6, "prediction/mean": 1, "global_step": 0,
+				// Absolute errors 0.5, 0, 1, 0, 1, 1.
+				"rmse": math.Sqrt(3.25 / 6), "mae": 3.5 / 6,
 			},
 		},
 		{
@@ -188,6 +191,8 @@ func TestHeadEvalMetrics(t *testing.T) {
 				"loss": 8.25 / 6, "average_loss": 8.25 / 12,
 				// 1·3.5 + 2·2 + 3·2 = 13.5; 1·3 + 2·1 + 3·2 = 11.
 				"label/mean": 13.5 / 12, "prediction/mean": 11.0 / 12, "global_step": 0,
+				// 1·0.5 + 2·1 + 3·2 = 8.5.
+				"rmse": math.Sqrt(8.25 / 12), "mae": 8.5 / 12,
 			},
 		},
 		{
@@ -197,6 +202,7 @@ func TestHeadEvalMetrics(t *testing.T) {
 				// Errors (0, 0), (1, 0), (1, 1).
 				"loss": 3.0 / 6, "average_loss": 3.0 / 6,
 				"label/mean": 7.0 / 6, "prediction/mean": 1, "global_step": 0,
+				"rmse": math.Sqrt(3.0 / 6), "mae": 3.0 / 6,
 			},
 		},
 	}
@@ -226,13 +232,15 @@ func TestHeadEvalMetrics(t *testing.T) {
 	}
 }
 
-// predictions runs Predict over features and returns each prediction key's
+// predictions runs Predict over features (or in) and returns each prediction key's
 // values over the batch, as float64, and its shape.
-func predictions(t *testing.T, est *estimator.Estimator, features map[string]*tensor.Dense) (map[string][]float64, map[string]tensor.Shape, estimator.BatchOutput) {
+func predictions(t *testing.T, est *estimator.Estimator, features map[string]*tensor.Dense, in estimator.InputFn) (map[string][]float64, map[string]tensor.Shape, estimator.BatchOutput) {
 	t.Helper()
-	in, err := estimator.FromTensors(features, nil, estimator.TensorInput{BatchSize: 100})
-	if err != nil {
-		t.Fatal(err)
+	if in == nil {
+		var err error
+		if in, err = estimator.FromTensors(features, nil, estimator.TensorInput{BatchSize: 100}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	vals, shapes := map[string][]float64{}, map[string]tensor.Shape{}
 	var last estimator.BatchOutput
@@ -326,7 +334,7 @@ func TestHeadPredictions(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			est := headEstimator(t, tc.head, 2)
-			got, shapes, out := predictions(t, est, map[string]*tensor.Dense{"logits": tc.logits})
+			got, shapes, out := predictions(t, est, map[string]*tensor.Dense{"logits": tc.logits}, nil)
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateApprox(0, 1e-6)); diff != "" {
 				t.Errorf("predictions (-want +got):\n%s", diff)
 			}

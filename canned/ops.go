@@ -121,6 +121,17 @@ func (op *rowOp) Do(vals ...G.Value) (G.Value, error) {
 	return t, nil
 }
 
+// DiffWRT says that no input gets a gradient through the op.
+func (op *rowOp) DiffWRT(n int) []bool { return make([]bool, n) }
+
+// SymDiff is never called: no input gets a gradient through the op.
+func (op *rowOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+	return nil, fmt.Errorf("%s has no gradient", op.name)
+}
+
+// Movable: the op computes its value from its inputs alone.
+func (op *rowOp) Movable() bool { return true }
+
 func (op *rowOp) ReturnsPtr() bool      { return false }
 func (op *rowOp) CallsExtern() bool     { return false }
 func (op *rowOp) OverwritesInput() int  { return -1 }

@@ -72,7 +72,7 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 	for _, c := range cfg.Columns {
 		fitted.Columns = append(fitted.Columns, f.clone(c, memo))
 	}
-	t, err := NewTransformer(fitted)
+	t, err := newTransformer(fitted)
 	if err != nil {
 		return nil, fmt.Errorf("columns: fit: %w", err)
 	}

@@ -82,15 +82,25 @@ type sparseOut struct {
 // BucketizedQuantiles, VocabularyFromData) is an error; Fit makes those.
 // Two different columns of one name are an error.
 func NewTransformer(cfg Config) (*Transformer, error) {
+	t, err := newTransformer(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("columns: %w", err)
+	}
+	return t, nil
+}
+
+// newTransformer is NewTransformer, its errors without the package's
+// prefix.
+func newTransformer(cfg Config) (*Transformer, error) {
 	if len(cfg.Columns) == 0 {
-		return nil, errors.New("columns: a transformer needs at least one column")
+		return nil, errors.New("a transformer needs at least one column")
 	}
 	t := &Transformer{cfg: Config{Columns: slices.Clone(cfg.Columns), Label: cfg.Label, Weight: cfg.Weight}}
 	outs := map[string]any{} // batch feature name → the column that makes it
 	add := func(name string, c any) error {
 		if prev, ok := outs[name]; ok {
 			if !sameColumn(prev, c) {
-				return fmt.Errorf("columns: two different columns make the feature %q (%T and %T)", name, prev, c)
+				return fmt.Errorf("two different columns make the feature %q (%T and %T)", name, prev, c)
 			}
 			return nil
 		}
@@ -107,13 +117,13 @@ func NewTransformer(cfg Config) (*Transformer, error) {
 	}
 	for i, c := range cfg.Columns {
 		if c == nil || isNil(c) {
-			return nil, fmt.Errorf("columns: column %d is nil", i)
+			return nil, fmt.Errorf("column %d is nil", i)
 		}
 		if err := c.validate(); err != nil {
-			return nil, fmt.Errorf("columns: %w", err)
+			return nil, err
 		}
 		if !c.fitted() {
-			return nil, fmt.Errorf("columns: column %q needs statistics of the data (Standardize, BucketizedQuantiles or VocabularyFromData): make the transformer with Fit", c.Name())
+			return nil, fmt.Errorf("column %q needs statistics of the data (Standardize, BucketizedQuantiles or VocabularyFromData): make the transformer with Fit", c.Name())
 		}
 		var err error
 		switch c := c.(type) {
@@ -133,7 +143,7 @@ func NewTransformer(cfg Config) (*Transformer, error) {
 		case CategoricalColumn:
 			err = add(c.Name(), c)
 		default:
-			err = fmt.Errorf("columns: column %q is a %T, not one of this package's", c.Name(), c)
+			err = fmt.Errorf("column %q is a %T, not one of this package's", c.Name(), c)
 		}
 		if err != nil {
 			return nil, err
@@ -142,12 +152,12 @@ func NewTransformer(cfg Config) (*Transformer, error) {
 	for _, s := range t.sparse {
 		if w, ok := s.cat.(*WeightedColumn); ok {
 			if prev, dup := outs[w.WeightsName()]; dup {
-				return nil, fmt.Errorf("columns: feature %q of weighted column %q's weights is also made by %T", w.WeightsName(), w.Name(), prev)
+				return nil, fmt.Errorf("feature %q of weighted column %q's weights is also made by %T", w.WeightsName(), w.Name(), prev)
 			}
 		}
 	}
 	if cfg.Weight != nil && cfg.Label == nil {
-		return nil, fmt.Errorf("columns: example weight %q without a label: weights are parsed with the label", cfg.Weight.Key)
+		return nil, fmt.Errorf("example weight %q without a label: weights are parsed with the label", cfg.Weight.Key)
 	}
 	if cfg.Label != nil {
 		lp, err := newLabelParser(*cfg.Label, cfg.Weight)
@@ -662,29 +672,29 @@ type labelParser struct {
 func newLabelParser(l Label, w *ExampleWeight) (*labelParser, error) {
 	p := &labelParser{l: l, dim: max(l.Dimension, 1), weight: w}
 	if l.Key == "" {
-		return nil, errors.New("columns: label with an empty key")
+		return nil, errors.New("label with an empty key")
 	}
 	if l.Dimension < 0 {
-		return nil, fmt.Errorf("columns: label %q: dimension %d", l.Key, l.Dimension)
+		return nil, fmt.Errorf("label %q: dimension %d", l.Key, l.Dimension)
 	}
 	if l.Vocabulary != nil {
 		if len(l.Vocabulary) == 0 {
-			return nil, fmt.Errorf("columns: label %q: empty vocabulary", l.Key)
+			return nil, fmt.Errorf("label %q: empty vocabulary", l.Key)
 		}
 		p.index = make(map[string]int, len(l.Vocabulary))
 		for i, v := range l.Vocabulary {
 			if j, dup := p.index[v]; dup {
-				return nil, fmt.Errorf("columns: label %q: vocabulary entry %q at %d and %d", l.Key, v, j, i)
+				return nil, fmt.Errorf("label %q: vocabulary entry %q at %d and %d", l.Key, v, j, i)
 			}
 			p.index[v] = i
 		}
 	}
 	if w != nil {
 		if w.Key == "" || w.Key == l.Key {
-			return nil, fmt.Errorf("columns: example weight key %q: want a key that is not empty and not the label's", w.Key)
+			return nil, fmt.Errorf("example weight key %q: want a key that is not empty and not the label's", w.Key)
 		}
 		if d := w.Default; d != nil && (math.IsNaN(float64(*d)) || math.IsInf(float64(*d), 0) || *d < 0) {
-			return nil, fmt.Errorf("columns: example weight %q: default %v, want a finite non-negative number", w.Key, *d)
+			return nil, fmt.Errorf("example weight %q: default %v, want a finite non-negative number", w.Key, *d)
 		}
 	}
 	return p, nil
