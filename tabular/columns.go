@@ -48,9 +48,9 @@ type Columns struct {
 //     linear model and the wide part weigh their ids; the DNN reads them
 //     one-hot (Indicator) or embedded (Embedding, EmbeddingDim wide).
 //
-// The label is parsed as the head needs it: class ids through the
-// classes' vocabulary for a classifier of string labels, numbers
-// otherwise.
+// The label is parsed as the head needs it (canned.TransformerConfig):
+// class ids through the classes' vocabulary for a classifier of string
+// labels, numbers otherwise.
 func (p *Plan) Columns(m Model) (Columns, error) {
 	if _, err := ParseModel(string(m)); err != nil {
 		return Columns{}, err
@@ -100,16 +100,12 @@ func (p *Plan) Columns(m Model) (Columns, error) {
 			return Columns{}, fmt.Errorf("tabular: feature %q: kind %v", f.Name, f.Kind)
 		}
 	}
-	label := &columns.Label{Key: p.Label}
-	if p.Head.Kind != Regression {
-		label.Int64 = true
-		if p.Head.Raw == dataset.KindBytes {
-			label.Vocabulary = p.Head.Classes
-		} else if err := p.checkClassIDs(); err != nil {
+	if p.Head.Kind != Regression && p.Head.Raw != dataset.KindBytes {
+		if err := p.checkClassIDs(); err != nil {
 			return Columns{}, err
 		}
 	}
-	cs.Config.Label = label
+	cs.Config.Label = canned.TransformerConfig(p.CannedHead()).Label
 	return cs, nil
 }
 

@@ -52,7 +52,7 @@ func TestPlanColumns(t *testing.T) {
 			if diff := cmp.Diff(tc.deep, cs.DeepNames); diff != "" {
 				t.Errorf("deep (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(&columns.Label{Key: "y", Vocabulary: []string{"no", "yes"}, Int64: true}, cs.Config.Label); diff != "" {
+			if diff := cmp.Diff(&columns.Label{Key: "y", Vocabulary: []string{"no", "yes"}, Dimension: 1, Int64: true}, cs.Config.Label); diff != "" {
 				t.Errorf("label (-want +got):\n%s", diff)
 			}
 			// The DNN's numbers and the wide part's buckets read one
@@ -73,17 +73,17 @@ func TestPlanLabelAndHead(t *testing.T) {
 		canned canned.Head
 	}{
 		{"binary strings", Head{Kind: Binary, Classes: []string{"no", "yes"}, Raw: dataset.KindBytes},
-			&columns.Label{Key: "y", Vocabulary: []string{"no", "yes"}, Int64: true},
+			&columns.Label{Key: "y", Vocabulary: []string{"no", "yes"}, Dimension: 1, Int64: true},
 			canned.BinaryHead{LabelKey: "y", LabelVocabulary: []string{"no", "yes"}}},
 		{"binary ids", Head{Kind: Binary, Classes: []string{"0", "1"}, Raw: dataset.KindInt64},
-			&columns.Label{Key: "y", Int64: true}, canned.BinaryHead{LabelKey: "y"}},
+			&columns.Label{Key: "y", Dimension: 1}, canned.BinaryHead{LabelKey: "y"}},
 		{"multi-class", Head{Kind: MultiClass, Classes: []string{"a", "b", "c"}, Raw: dataset.KindBytes},
-			&columns.Label{Key: "y", Vocabulary: []string{"a", "b", "c"}, Int64: true},
+			&columns.Label{Key: "y", Vocabulary: []string{"a", "b", "c"}, Dimension: 1, Int64: true},
 			canned.MultiClassHead{LabelKey: "y", NClasses: 3, LabelVocabulary: []string{"a", "b", "c"}}},
 		{"multi-class ids", Head{Kind: MultiClass, Classes: []string{"0", "1", "2"}, Raw: dataset.KindInt64},
-			&columns.Label{Key: "y", Int64: true}, canned.MultiClassHead{LabelKey: "y", NClasses: 3}},
+			&columns.Label{Key: "y", Dimension: 1, Int64: true}, canned.MultiClassHead{LabelKey: "y", NClasses: 3}},
 		{"regression", Head{Kind: Regression, Raw: dataset.KindFloat},
-			&columns.Label{Key: "y"}, canned.RegressionHead{LabelKey: "y"}},
+			&columns.Label{Key: "y", Dimension: 1}, canned.RegressionHead{LabelKey: "y"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

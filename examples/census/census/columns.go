@@ -44,19 +44,12 @@ func Columns() (wide, deep []columns.Column) {
 	return wide, deep
 }
 
-// Config is the Transformer's configuration of the wide and deep columns,
-// with the label as class ids of "<=50K" and ">50K".
+// Config is the Transformer's configuration of the wide and deep columns
+// and the head's label (canned.TransformerConfig): class ids of "<=50K"
+// and ">50K".
 func Config() columns.Config {
 	wide, deep := Columns()
-	cfg := columns.Config{Label: &columns.Label{Key: Label, Vocabulary: LabelVocabulary, Int64: true}}
-	seen := map[string]bool{}
-	for _, c := range append(wide, deep...) {
-		if !seen[c.Name()] {
-			seen[c.Name()] = true
-			cfg.Columns = append(cfg.Columns, c)
-		}
-	}
-	return cfg
+	return canned.TransformerConfig(Head(), append(wide, deep...)...)
 }
 
 // LabelVocabulary are the label's classes, the positive last.
