@@ -61,7 +61,8 @@ type Crossable interface {
 }
 
 // RawKey is the key of a raw feature, strings or integers, crossed by
-// its values (TensorFlow's string key in crossed_column's keys).
+// its values (TensorFlow's string key in crossed_column's keys; an
+// integer value crosses as its decimal string).
 type RawKey string
 
 func (k RawKey) crossName() string { return string(k) }
@@ -550,10 +551,13 @@ const DefaultHashKey uint64 = 0xDECAFCAFFE
 // value of each key, hashed as TensorFlow's sparse_cross_hashed
 // (FingerprintCat64 of the hash key and each value's hash in turn, modulo
 // the buckets; the last key varies fastest in a record's bag). A raw
-// key's strings hash as their Fingerprint64, its integers as themselves;
-// a categorical column's ids hash as themselves, as TensorFlow's cross of
-// int64 values. As TensorFlow, a HashBucketColumn cannot be crossed
-// (hashing before crossing only adds collisions): cross its RawKey.
+// key's values hash as their Fingerprint64 (TensorFlow's raw keys are
+// strings; integers hash as their decimal string, so that a raw value
+// crosses alike whether a CSV reader or a JSON request typed it as a
+// number or a string); a categorical column's ids hash as themselves, as
+// TensorFlow's cross of int64 ids. As TensorFlow, a HashBucketColumn
+// cannot be crossed (hashing before crossing only adds collisions): cross
+// its RawKey.
 type CrossedColumn struct {
 	keys    []Crossable // flattened: RawKey or CategoricalColumn, not *CrossedColumn
 	buckets int

@@ -30,8 +30,9 @@ import (
 //     most MaxSize of them.
 //
 // Columns that need nothing from the data are kept as they are. Bad data
-// is an error naming the column and the record (counted from 0 in src);
-// a cancelled ctx stops the pass with ctx's error.
+// is an error naming the column and wrapping a *dataset.ParseError whose
+// Example is the record's number in src (counted from 0); a cancelled
+// ctx stops the pass with ctx's error.
 func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, error) {
 	if src == nil {
 		return nil, errors.New("columns: fit: nil source")

@@ -178,9 +178,9 @@ func TestFitErrors(t *testing.T) {
 		says []string
 	}{
 		{"a string to standardize", context.Background(), Config{Columns: []Column{Numeric("x", Standardize())}},
-			[]dataset.Example{{"x": fl(1)}, {"x": fl(1)}, {"x": by("n/a")}}, []string{`column "x"`, "record 2", `"n/a"`}},
+			[]dataset.Example{{"x": fl(1)}, {"x": fl(1)}, {"x": by("n/a")}}, []string{`column "x"`, "example 2", `"n/a"`}},
 		{"a float in a vocabulary", context.Background(), Config{Columns: []Column{VocabularyFromData("c")}},
-			[]dataset.Example{{"c": fl(0.5)}}, []string{`column "c"`, "record 0", "0.5"}},
+			[]dataset.Example{{"c": fl(0.5)}}, []string{`column "c"`, "example 0", "0.5"}},
 		{"no values to standardize", context.Background(), Config{Columns: []Column{Numeric("x", Standardize(), Default(1))}},
 			[]dataset.Example{{}, {}}, []string{`column "x"`, "no values in the 2 records"}},
 		{"no values for quantiles", context.Background(), Config{Columns: []Column{BucketizedQuantiles(Numeric("x"), 2)}},

@@ -199,23 +199,10 @@ func (t *Transformer) Config() Config {
 	return c
 }
 
-// RecordError is an error of Parse about one record of the batch: its
-// index in the examples given, the feature, and what is wrong (with the
-// value).
-type RecordError struct {
-	Record  int
-	Feature string
-	Err     error
-}
-
-func (e *RecordError) Error() string {
-	return fmt.Sprintf("record %d: feature %q: %v", e.Record, e.Feature, e.Err)
-}
-
-func (e *RecordError) Unwrap() error { return e.Err }
-
+// recordErrorf is the error of Parse about the feature of the record-th
+// example: a *dataset.ParseError.
 func recordErrorf(record int, feature, format string, args ...any) error {
-	return &RecordError{Record: record, Feature: feature, Err: fmt.Errorf(format, args...)}
+	return &dataset.ParseError{Example: record, Feature: feature, Err: fmt.Errorf(format, args...)}
 }
 
 // quote is a value for an error message: strings quoted, long ones cut.
@@ -242,8 +229,8 @@ func quote(b []byte) string {
 // and the records have the label, in Labels. A missing number (or NaN)
 // takes the column's default; a missing categorical feature is an empty
 // bag; a value outside a vocabulary goes to its OOV bucket or default.
-// An error is a *RecordError naming the record (its index in examples),
-// the feature and the value.
+// An error about the data is a *dataset.ParseError naming the record
+// (its index in examples) and the feature, its message the value.
 func (t *Transformer) Parse(examples []dataset.Example) (sharding.Batch, error) {
 	rows := len(examples)
 	if rows == 0 {
@@ -583,8 +570,9 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64, 
 					hashes[k] = append(hashes[k], Fingerprint64(v))
 				}
 			case dataset.KindInt64:
+				var buf [20]byte
 				for _, v := range f.Int64s {
-					hashes[k] = append(hashes[k], uint64(v))
+					hashes[k] = append(hashes[k], Fingerprint64(intString(buf[:], v)))
 				}
 			case dataset.KindFloat:
 				if len(f.Floats) > 0 {
@@ -813,3 +801,73 @@ func (p *labelParser) parse(examples []dataset.Example) (map[string]*tensor.Dens
 
 // PreprocessKind is Kind: how an export names the transformation.
 func (t *Transformer) PreprocessKind() string { return Kind }
+
+// RawSpec describes the raw features the Transformer reads
+// (dataset.RawSpecer), as tf.feature_column.make_parse_example_spec: a
+// numeric column's key a float32 feature of its shape (with its default);
+// a vocabulary or hash-bucket column's key, and a crossed column's raw
+// keys, variable-length strings; an identity column's key variable-length
+// int64s; a weighted column's weight key variable-length float32s; the
+// label and example weight with Label set. Serving reads a request's raw
+// values by it.
+func (t *Transformer) RawSpec() map[string]dataset.FeatureSpec {
+	spec := map[string]dataset.FeatureSpec{}
+	varLen := func(key string, dt tensor.Dtype) {
+		if _, ok := spec[key]; !ok {
+			spec[key] = dataset.FeatureSpec{Dtype: dt, VarLen: true}
+		}
+	}
+	var walk func(c any)
+	walk = func(c any) {
+		switch c := c.(type) {
+		case *NumericColumn:
+			s := dataset.FeatureSpec{Dtype: tensor.Float32, Shape: c.Shape()}
+			if d := c.DefaultValue(); d != nil {
+				s.Default = dataset.Feature{Floats: d}
+			}
+			spec[c.key] = s // a number's spec wins over a variable-length one
+		case *BucketizedColumn:
+			walk(c.source)
+		case *VocabularyColumn:
+			varLen(c.key, tensor.String)
+		case *HashBucketColumn:
+			varLen(c.key, tensor.String)
+		case *IdentityColumn:
+			varLen(c.key, tensor.Int64)
+		case RawKey:
+			varLen(string(c), tensor.String)
+		case *CrossedColumn:
+			for _, k := range c.keys {
+				walk(k)
+			}
+		case *WeightedColumn:
+			walk(c.cat)
+			varLen(c.weightKey, tensor.Float32)
+		case *IndicatorColumn:
+			walk(c.cat)
+		case *EmbeddingColumn:
+			walk(c.cat)
+		}
+	}
+	for _, c := range t.cfg.Columns {
+		walk(c)
+	}
+	if l := t.cfg.Label; l != nil {
+		s := dataset.FeatureSpec{Dtype: tensor.Float32, Shape: []int{max(l.Dimension, 1)}, Label: true}
+		switch {
+		case l.Vocabulary != nil:
+			s.Dtype = tensor.String
+		case l.Int64:
+			s.Dtype = tensor.Int64
+		}
+		spec[l.Key] = s
+	}
+	if w := t.cfg.Weight; w != nil {
+		s := dataset.FeatureSpec{Dtype: tensor.Float32, Shape: []int{1}, Label: true}
+		if w.Default != nil {
+			s.Default = dataset.Feature{Floats: []float32{*w.Default}}
+		}
+		spec[w.Key] = s
+	}
+	return spec
+}

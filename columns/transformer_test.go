@@ -3,6 +3,7 @@ package columns
 import (
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -60,16 +61,16 @@ func mustTransformer(t *testing.T, cfg Config) *Transformer {
 	return tr
 }
 
-// wantRecordError checks that err is a *RecordError about record and
-// feature whose message has every one of parts.
+// wantRecordError checks that err is a *dataset.ParseError about record
+// and feature whose message has every one of parts.
 func wantRecordError(t *testing.T, err error, record int, feature string, parts ...string) {
 	t.Helper()
-	var re *RecordError
-	if !errors.As(err, &re) {
-		t.Fatalf("error %v is not a *RecordError", err)
+	var pe *dataset.ParseError
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v is not a *dataset.ParseError", err)
 	}
-	if re.Record != record || re.Feature != feature {
-		t.Errorf("error %q is about record %d feature %q, want record %d feature %q", err, re.Record, re.Feature, record, feature)
+	if pe.Example != record || pe.Feature != feature {
+		t.Errorf("error %q is about record %d feature %q, want record %d feature %q", err, pe.Example, pe.Feature, record, feature)
 	}
 	for _, p := range parts {
 		if !strings.Contains(err.Error(), p) {
@@ -269,6 +270,9 @@ func TestParseCrossed(t *testing.T) {
 			sparse{[][]int{{0, 0}}, []int64{31}, []int{1, 1}}},
 		{"nested cross flattened", Crossed([]Crossable{Crossed(keys[:2], 7), keys[2]}, 100), []dataset.Example{one},
 			sparse{[][]int{{0, 0}}, []int64{83}, []int{1, 1}}},
+		{"an integer crosses as its string", Crossed(keys, 100),
+			[]dataset.Example{{"a": in(1), "b": by("batch1-FC2-F1"), "c": by("batch1-FC3-F1")}, {"a": by("1"), "b": by("batch1-FC2-F1"), "c": by("batch1-FC3-F1")}},
+			sparse{[][]int{{0, 0}, {1, 0}}, []int64{crossOf("1", "batch1-FC2-F1", "batch1-FC3-F1"), crossOf("1", "batch1-FC2-F1", "batch1-FC3-F1")}, []int{2, 1}}},
 		{"a key missing: no crosses", Crossed(keys, 100), []dataset.Example{{"a": by("x"), "b": by("y")}, one},
 			sparse{[][]int{{1, 0}}, []int64{83}, []int{2, 1}}},
 	} {
@@ -284,8 +288,8 @@ func TestParseCrossed(t *testing.T) {
 	}
 
 	// 3×1×2 values: 6 crosses, the last key varying fastest, each the
-	// cross of its values; integers and categorical ids hash as
-	// themselves.
+	// cross of its values; a raw integer hashes as its decimal string, a
+	// categorical column's id as itself.
 	age := Bucketized(Numeric("age"), []float64{18, 65})
 	col := Crossed([]Crossable{RawKey("a"), age, RawKey("n")}, 1<<40)
 	b, err := mustTransformer(t, Config{Columns: []Column{col}}).Parse([]dataset.Example{
@@ -297,7 +301,7 @@ func TestParseCrossed(t *testing.T) {
 	var want []int64
 	for _, a := range []string{"x", "y", "z"} {
 		for _, n := range []int64{7, -2} {
-			want = append(want, crossHash(DefaultHashKey, []uint64{Fingerprint64([]byte(a)), 1, uint64(n)}, 1<<40))
+			want = append(want, crossHash(DefaultHashKey, []uint64{Fingerprint64([]byte(a)), 1, Fingerprint64([]byte(strconv.FormatInt(n, 10)))}, 1<<40))
 		}
 	}
 	got := plain(b.Sparse["a_X_age_bucketized_X_n"])
@@ -489,4 +493,13 @@ func TestParseConcurrent(t *testing.T) {
 			}
 		}
 	}
+}
+
+// crossOf is the cross of strings into 100 buckets with the default key.
+func crossOf(vals ...string) int64 {
+	var h []uint64
+	for _, v := range vals {
+		h = append(h, Fingerprint64([]byte(v)))
+	}
+	return crossHash(DefaultHashKey, h, 100)
 }
