@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -21,13 +20,6 @@ import (
 	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/optimizers"
 )
-
-func init() {
-	// Until package columns registers its loader itself.
-	if !slices.Contains(export.PreprocessorKinds(), columns.Kind) {
-		export.RegisterPreprocessor(columns.Kind, func(config []byte) (dataset.Parser, error) { return columns.Load(config) })
-	}
-}
 
 var catNames = []string{"north", "east", "south", "west", "center"}
 
