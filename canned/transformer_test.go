@@ -155,4 +155,19 @@ func TestTransformerMismatch(t *testing.T) {
 	wanterr.Mentions(t, err, "label vocabulary", "is not the head's")
 	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, FeatureColumns: []columns.Column{x2}, Head: canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}}, runConfig())
 	wanterr.Mentions(t, err, `FeatureColumns[0] "x2" is not a column of the Transformer`)
+
+	est, err := canned.NewLinearClassifier(canned.LinearConfig{FeatureColumns: []columns.Column{x1}}, runConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	_, err = est.Input(dataset.Pipeline{Files: []string{"x.csv"}, BatchSize: 1})
+	wanterr.Mentions(t, err, "no Transformer")
+	est, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, Head: canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}}, runConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	_, err = est.Input(dataset.Pipeline{Files: []string{"x.csv"}, BatchSize: 1, Spec: map[string]dataset.FeatureSpec{}})
+	wanterr.Mentions(t, err, "has a Spec")
 }
