@@ -207,4 +207,3 @@ func LinearLogits(s *towers.Scope, features model.Features, units int, cols ...C
 	}
 	return out, nil
 }
-

@@ -104,16 +104,16 @@ func TestInputLayerAndLinearLogits(t *testing.T) {
 	}
 
 	wantVars := map[string][]int{
-		"input_layer/city_embedding/embedding_weights":                   {4, 3},
-		"input_layer/tag_weighted_by_tag_w_embedding/embedding_weights":  {5, 2},
-		"input_layer/p_q_shared_embedding/embedding_weights":             {4, 2},
-		"linear_model/x/weights":                                         {2, 2},
-		"linear_model/age_bucketized/weights":                            {3, 2},
-		"linear_model/city_indicator/weights":                            {4, 2},
-		"linear_model/city/weights":                                      {4, 2},
-		"linear_model/tag_weighted_by_tag_w/weights":                     {5, 2},
-		"linear_model/city_X_z/weights":                                  {7, 2},
-		"linear_model/bias_weights":                                      {2},
+		"input_layer/city_embedding/embedding_weights":                  {4, 3},
+		"input_layer/tag_weighted_by_tag_w_embedding/embedding_weights": {5, 2},
+		"input_layer/p_q_shared_embedding/embedding_weights":            {4, 2},
+		"linear_model/x/weights":                                        {2, 2},
+		"linear_model/age_bucketized/weights":                           {3, 2},
+		"linear_model/city_indicator/weights":                           {4, 2},
+		"linear_model/city/weights":                                     {4, 2},
+		"linear_model/tag_weighted_by_tag_w/weights":                    {5, 2},
+		"linear_model/city_X_z/weights":                                 {7, 2},
+		"linear_model/bias_weights":                                     {2},
 	}
 	vals := map[string][]float64{}
 	gotVars := map[string][]int{}
