@@ -57,15 +57,15 @@ func cpuDevices(n int) []towers.Device {
 	return ds
 }
 
-// TestInputLayerAndLinearLogits trains a model over every kind of column
-// on two towers for a few steps, then checks its input layer and linear
-// logits against the sums written out from the batch and the variables'
-// values, and the variables' names and shapes against TensorFlow's.
-func TestInputLayerAndLinearLogits(t *testing.T) {
+// trained is a model over every kind of column of modelColumns, on two
+// towers, trained for a few steps: its predictions "input" (InputLayer)
+// and "logits" (LinearLogits, also its serving output).
+func trained(t *testing.T) (*estimator.Estimator, *replicate.Model, *Transformer, []dataset.Example, func(n int) estimator.InputFn) {
+	t.Helper()
 	tr, exs := modelColumns(t)
 	cols := tr.Columns()
 	dense := []Column{cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6]}
-	linear := []Column{cols[0], cols[1], cols[2], Indicator(cols[2].(*IndicatorColumn).Categorical()).Categorical(), cols[4].(*EmbeddingColumn).Categorical(), cols[7]}
+	linear := []Column{cols[0], cols[1], cols[2], cols[2].(*IndicatorColumn).Categorical(), cols[4].(*EmbeddingColumn).Categorical(), cols[7]}
 	fn := func(s *towers.Scope, mode model.Mode, f model.Features, _ model.Labels, _ model.Params) (*model.Spec, error) {
 		in, err := InputLayer(s, f, dense...)
 		if err != nil {
@@ -75,7 +75,10 @@ func TestInputLayerAndLinearLogits(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		spec := &model.Spec{Predictions: map[string]*G.Node{"input": in, "logits": logits}}
+		spec := &model.Spec{
+			Predictions:   map[string]*G.Node{"input": in, "logits": logits},
+			ExportOutputs: map[string]model.ExportOutput{model.DefaultServingSignature: model.PredictOutput{Outputs: map[string]*G.Node{"input": in, "logits": logits}}},
+		}
 		if mode != model.Predict {
 			target := G.NewConstant(float32(0.5))
 			spec.Loss = G.Must(G.Add(G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(logits, target)))))), G.Must(G.Mean(G.Must(G.Square(in))))))
@@ -87,7 +90,7 @@ func TestInputLayerAndLinearLogits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer est.Close()
+	t.Cleanup(func() { est.Close() })
 	input := func(n int) estimator.InputFn {
 		return func(context.Context) iter.Seq2[estimator.Batch, error] {
 			return func(yield func(estimator.Batch, error) bool) {
@@ -102,6 +105,15 @@ func TestInputLayerAndLinearLogits(t *testing.T) {
 	if err := est.Train(context.Background(), input(-1), estimator.Steps(3)); err != nil {
 		t.Fatal(err)
 	}
+	return est, mdl, tr, exs, input
+}
+
+// TestInputLayerAndLinearLogits trains a model over every kind of column
+// on two towers for a few steps, then checks its input layer and linear
+// logits against the sums written out from the batch and the variables'
+// values, and the variables' names and shapes against TensorFlow's.
+func TestInputLayerAndLinearLogits(t *testing.T) {
+	est, _, tr, exs, input := trained(t)
 
 	wantVars := map[string][]int{
 		"input_layer/city_embedding/embedding_weights":                  {4, 3},
