@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/canned"
 	"github.com/towerflow/towerflow/columns"
@@ -93,11 +92,7 @@ func TestTransformerEndToEnd(t *testing.T) {
 		t.Errorf("auc %v, accuracy %v: want at least 0.95 and 0.85 (metrics %v)", m["auc"], m["accuracy"], m)
 	}
 
-	dir, err := est.Export(ctx, t.TempDir(), estimator.ServingInput{
-		"x1":  {Dtype: tensor.Float32, Shape: []int{1}},
-		"x2":  {Dtype: tensor.Float32, Shape: []int{1}},
-		"cat": {Dtype: tensor.Int64, Shape: []int{1}, Sparse: true},
-	})
+	dir, err := est.Export(ctx, t.TempDir(), tr.ServingInput(1))
 	if err != nil {
 		t.Fatal(err)
 	}
