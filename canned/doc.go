@@ -35,7 +35,7 @@
 //	}, estimator.RunConfig{ModelDir: dir})
 //	train, err := est.Input(dataset.Pipeline{Files: files, CSV: &dataset.CSVOptions{Schema: schema}, BatchSize: 256, Epochs: estimator.Forever})
 //	err = est.Train(ctx, train, estimator.MaxSteps(10000))
-//	version, err := est.Export(ctx, exportDir, servingInput) // records the Transformer
+//	version, err := est.Export(ctx, exportDir, tr.ServingInput(1)) // records the Transformer
 //	predictor, err := export.Load(version, est.Model())
 //
 // The Estimator embeds the *estimator.Estimator (Train, Evaluate, Predict,

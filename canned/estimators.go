@@ -29,13 +29,6 @@ const (
 	CombinedDNNLearningRate    = 0.001
 )
 
-// The model side of the columns: package columns' InputLayer and
-// LinearLogits (variables for tests).
-var (
-	inputLayer   = columns.InputLayer
-	linearLogits = columns.LinearLogits
-)
-
 // Activation is a DNN's hidden-layer activation, named as Keras names it.
 type Activation string
 
@@ -486,7 +479,7 @@ func (d *dnn) check(where string) error {
 // the names of its trainable variables.
 func (d *dnn) logits(s *towers.Scope, mode model.Mode, features model.Features, units int) (*G.Node, []string, error) {
 	before := len(s.VariableNames())
-	x, err := inputLayer(s, features, d.cols...)
+	x, err := columns.InputLayer(s, features, d.cols...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dnn input layer: %w", err)
 	}
@@ -560,7 +553,7 @@ func (w *wideDeep) modelFn(s *towers.Scope, mode model.Mode, features model.Feat
 	var ops []model.TrainOp
 	if w.linear != nil {
 		before := len(s.VariableNames())
-		l, err := linearLogits(s, features, units, w.linear...)
+		l, err := columns.LinearLogits(s, features, units, w.linear...)
 		if err != nil {
 			return nil, fmt.Errorf("linear logits: %w", err)
 		}

@@ -563,7 +563,7 @@ func convert(where, what string, x *G.Node, dt tensor.Dtype, width int, check va
 		// per what.
 		name += " (checked)"
 	}
-	op := &rowOp{name: name, arity: 1, out: dt, cols: width, fn: func(i int, in [][]float64, out []float64) error {
+	op := &rowOp{name: name, arity: 1, dtype: dt, cols: width, fn: func(i int, in [][]float64, out []float64) error {
 		for j, v := range in[0] {
 			if check != nil {
 				if err := check(v); err != nil {
@@ -623,7 +623,7 @@ func exampleLosses(where string, k lossKind, logits, labels *G.Node) (*G.Node, e
 	if k == squaredLoss {
 		cols = logits.Shape()[1]
 	}
-	op := &rowOp{name: fmt.Sprintf("%s: %v per example", where, k), arity: 2, out: logits.Dtype(), cols: cols,
+	op := &rowOp{name: fmt.Sprintf("%s: %v per example", where, k), arity: 2, dtype: logits.Dtype(), cols: cols,
 		fn: func(_ int, in [][]float64, out []float64) error {
 			x, z := in[0], in[1]
 			switch k {
@@ -651,7 +651,7 @@ func exampleLosses(where string, k lossKind, logits, labels *G.Node) (*G.Node, e
 
 // allClassIDs returns (batch, n) int64 rows 0, 1, …, n−1 (all_class_ids).
 func allClassIDs(where string, logits *G.Node, n int) (*G.Node, error) {
-	op := &rowOp{name: fmt.Sprintf("%s: all class ids of %d", where, n), arity: 1, out: tensor.Int64, cols: n,
+	op := &rowOp{name: fmt.Sprintf("%s: all class ids of %d", where, n), arity: 1, dtype: tensor.Int64, cols: n,
 		fn: func(_ int, _ [][]float64, out []float64) error {
 			for j := range out {
 				out[j] = float64(j)
@@ -666,7 +666,7 @@ func allClassIDs(where string, logits *G.Node, n int) (*G.Node, error) {
 // logit, is TensorFlow's argmax over (0, logit): 1 when the logit is
 // positive.
 func argMax(where string, logits *G.Node) (*G.Node, error) {
-	op := &rowOp{name: where + ": class ids", arity: 1, out: tensor.Int64, cols: 1,
+	op := &rowOp{name: where + ": class ids", arity: 1, dtype: tensor.Int64, cols: 1,
 		fn: func(_ int, in [][]float64, out []float64) error {
 			x := in[0]
 			if len(x) == 1 {
@@ -691,7 +691,7 @@ func argMax(where string, logits *G.Node) (*G.Node, error) {
 // binaryProbabilities returns the softmax of (0, logit) per row: (1 − p,
 // p) for p the sigmoid of the logit, (batch, 2).
 func binaryProbabilities(where string, logits *G.Node) (*G.Node, error) {
-	op := &rowOp{name: where + ": probabilities", arity: 1, out: logits.Dtype(), cols: 2,
+	op := &rowOp{name: where + ": probabilities", arity: 1, dtype: logits.Dtype(), cols: 2,
 		fn: func(_ int, in [][]float64, out []float64) error {
 			p := sigmoid(in[0][0])
 			out[0], out[1] = 1-p, p
@@ -702,7 +702,7 @@ func binaryProbabilities(where string, logits *G.Node) (*G.Node, error) {
 
 // logistic returns the sigmoid of each logit.
 func logistic(where string, logits *G.Node) (*G.Node, error) {
-	op := &rowOp{name: where + ": logistic", arity: 1, out: logits.Dtype(), cols: 1,
+	op := &rowOp{name: where + ": logistic", arity: 1, dtype: logits.Dtype(), cols: 1,
 		fn: func(_ int, in [][]float64, out []float64) error {
 			out[0] = sigmoid(in[0][0])
 			return nil

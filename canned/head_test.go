@@ -119,7 +119,10 @@ func TestHeadEvalMetrics(t *testing.T) {
 		head     canned.Head
 		features map[string]*tensor.Dense
 		labels   *tensor.Dense
-		want     map[string]float64
+		// weights, when set, are labels["w"], where a Transformer puts
+		// them.
+		weights *tensor.Dense
+		want    map[string]float64
 	}{
 		{
 			name: "binary", head: canned.BinaryHead{},
@@ -153,6 +156,18 @@ func TestHeadEvalMetrics(t *testing.T) {
 				"auc":                  3 / 4.5,
 				"auc_precision_recall": prAUC(t, []float64{1, 0, 0, 1}, binProbs, bw),
 				"global_step":          0,
+			},
+		},
+		{
+			name: "binary weighted, the weights among the labels", head: canned.BinaryHead{WeightColumn: "w"},
+			features: map[string]*tensor.Dense{"logits": binLogits}, labels: binLabels, weights: binWeights,
+			want: map[string]float64{
+				"loss": weighted(binLosses, bw) / 4, "average_loss": weighted(binLosses, bw) / 4.5,
+				"accuracy": 3 / 4.5, "precision": 0.5, "recall": 1 / 1.5,
+				"label/mean": 1.5 / 4.5, "accuracy_baseline": 3 / 4.5,
+				"prediction/mean": weighted(binProbs, bw) / 4.5,
+				"auc":             3 / 4.5, "auc_precision_recall": prAUC(t, []float64{1, 0, 0, 1}, binProbs, bw),
+				"global_step": 0,
 			},
 		},
 		{
@@ -210,7 +225,11 @@ func TestHeadEvalMetrics(t *testing.T) {
 		for _, n := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%s/%d towers", tc.name, n), func(t *testing.T) {
 				est := headEstimator(t, tc.head, n)
-				in, err := estimator.FromTensors(tc.features, map[string]*tensor.Dense{tc.head.Label().Key: tc.labels}, estimator.TensorInput{BatchSize: 4})
+				labels := map[string]*tensor.Dense{tc.head.Label().Key: tc.labels}
+				if tc.weights != nil {
+					labels["w"] = tc.weights
+				}
+				in, err := estimator.FromTensors(tc.features, labels, estimator.TensorInput{BatchSize: 4})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -291,7 +310,8 @@ func TestHeadPredictions(t *testing.T) {
 		classNames []string
 	}{
 		{
-			name: "binary", head: canned.BinaryHead{LabelVocabulary: []string{"no", "yes"}}, logits: binLogits,
+			// Predict mode reads no weights: serving has none.
+			name: "binary", head: canned.BinaryHead{LabelVocabulary: []string{"no", "yes"}, WeightColumn: "w"}, logits: binLogits,
 			want: map[string][]float64{
 				"logits":        {2, -1, 0.5, -3},
 				"logistic":      p,

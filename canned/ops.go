@@ -15,7 +15,7 @@ import (
 // rowOp is the one kind of op the heads add to a graph: an op without a
 // gradient that maps each example's row of its inputs (every input has
 // the batch along dimension 0, any dtype, converted to float64) to a row
-// of cols output values, of dtype out, shape (batch, cols). The heads use
+// of cols output values, of dtype dtype, shape (batch, cols). The heads use
 // it for what only evaluation and prediction read (per-example losses,
 // class ids), and to bring labels and example weights to the logits'
 // dtype and shape, checking their values, which lie on no variable's
@@ -24,11 +24,18 @@ import (
 type rowOp struct {
 	name  string
 	arity int
-	out   tensor.Dtype
+	dtype tensor.Dtype
 	cols  int
 	// fn computes row i of the output from row i of each input; an error
 	// names what is wrong with the row.
 	fn func(i int, in [][]float64, out []float64) error
+
+	// The op's buffers, kept from run to run (a graph's op runs on its
+	// tower's goroutine alone): its inputs as float64, its output values,
+	// and its output tensor.
+	ins [][]float64
+	res []float64
+	buf *tensor.Dense
 }
 
 // apply adds the op over ins to their graph.
@@ -61,7 +68,7 @@ func (op *rowOp) Type() hm.Type {
 	for i := 0; i < op.arity; i++ {
 		ts = append(ts, hm.TypeVariable(rune('a'+i)))
 	}
-	ts = append(ts, G.TensorType{Dims: 2, Of: op.out})
+	ts = append(ts, G.TensorType{Dims: 2, Of: op.dtype})
 	return hm.NewFnType(ts...)
 }
 
@@ -81,44 +88,87 @@ func (op *rowOp) Do(vals ...G.Value) (G.Value, error) {
 		return nil, fmt.Errorf("%s: %d inputs, want %d", op.name, len(vals), op.arity)
 	}
 	rows := vals[0].Shape()[0]
-	ins := make([][]float64, len(vals))
+	if len(op.ins) != len(vals) {
+		op.ins = make([][]float64, len(vals))
+	}
 	widths := make([]int, len(vals))
 	for k, v := range vals {
 		if v.Shape()[0] != rows {
 			return nil, fmt.Errorf("%s: input %d has %d rows, input 0 %d", op.name, k, v.Shape()[0], rows)
 		}
-		f, err := numeric.Float64s(v)
-		if err != nil {
+		var err error
+		if op.ins[k], err = float64s(op.ins[k], v); err != nil {
 			return nil, fmt.Errorf("%s: input %d: %w", op.name, k, err)
 		}
-		ins[k] = f
 		if rows > 0 {
-			widths[k] = len(f) / rows
+			widths[k] = len(op.ins[k]) / rows
 		}
 	}
-	out := make([]float64, rows*op.cols)
+	op.res = resize(op.res, rows*op.cols)
 	row := make([][]float64, len(vals))
 	for i := 0; i < rows; i++ {
-		for k := range ins {
-			row[k] = ins[k][i*widths[k] : (i+1)*widths[k]]
+		for k, in := range op.ins {
+			row[k] = in[i*widths[k] : (i+1)*widths[k]]
 		}
-		if err := op.fn(i, row, out[i*op.cols:(i+1)*op.cols]); err != nil {
+		if err := op.fn(i, row, op.res[i*op.cols:(i+1)*op.cols]); err != nil {
 			return nil, fmt.Errorf("%s: %w", op.name, err)
 		}
 	}
-	t := tensor.New(tensor.Of(op.out), tensor.WithShape(rows, op.cols))
-	switch op.out {
-	case tensor.Int64:
-		d := t.Data().([]int64)
-		for i, v := range out {
+	if op.buf == nil || op.buf.Shape()[0] != rows {
+		op.buf = tensor.New(tensor.Of(op.dtype), tensor.WithShape(rows, op.cols))
+	}
+	switch d := op.buf.Data().(type) {
+	case []int64:
+		for i, v := range op.res {
 			d[i] = int64(v)
 		}
-	default:
-		if err := numeric.SetFloat64s(t.Data(), out); err != nil {
-			return nil, fmt.Errorf("%s: %w", op.name, err)
+	case []float32:
+		for i, v := range op.res {
+			d[i] = float32(v)
 		}
+	case []float64:
+		copy(d, op.res)
+	default:
+		return nil, fmt.Errorf("%s: output dtype %v: want int64, float32 or float64", op.name, op.buf.Dtype())
 	}
-	return t, nil
+	return op.buf, nil
+}
+
+// float64s returns v's elements as float64 in buf, resized.
+func float64s(buf []float64, v G.Value) ([]float64, error) {
+	s, err := numeric.Slice(v)
+	if err != nil {
+		return nil, err
+	}
+	switch d := s.(type) {
+	case []float32:
+		buf = resize(buf, len(d))
+		for i, x := range d {
+			buf[i] = float64(x)
+		}
+	case []float64:
+		buf = resize(buf, len(d))
+		copy(buf, d)
+	case []int64:
+		buf = resize(buf, len(d))
+		for i, x := range d {
+			buf[i] = float64(x)
+		}
+	default:
+		f, err := numeric.SliceFloat64s(s)
+		if err != nil {
+			return nil, err
+		}
+		buf = f
+	}
+	return buf, nil
+}
+
+func resize(buf []float64, n int) []float64 {
+	if cap(buf) < n {
+		return make([]float64, n)
+	}
+	return buf[:n]
 }
 
 // DiffWRT says that no input gets a gradient through the op.
@@ -135,7 +185,7 @@ func (op *rowOp) Movable() bool { return true }
 func (op *rowOp) ReturnsPtr() bool      { return false }
 func (op *rowOp) CallsExtern() bool     { return false }
 func (op *rowOp) OverwritesInput() int  { return -1 }
-func (op *rowOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%s->%v[%d]", op.name, op.out, op.cols) }
+func (op *rowOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%s->%v[%d]", op.name, op.dtype, op.cols) }
 func (op *rowOp) String() string        { return op.name }
 
 func (op *rowOp) Hashcode() uint32 {

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/canned"
 	"github.com/towerflow/towerflow/columns"
@@ -21,13 +19,6 @@ import (
 	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/optimizers"
 )
-
-func init() {
-	// Until package columns registers its loader itself.
-	if !slices.Contains(export.PreprocessorKinds(), columns.Kind) {
-		export.RegisterPreprocessor(columns.Kind, func(config []byte) (dataset.Parser, error) { return columns.Load(config) })
-	}
-}
 
 var catNames = []string{"north", "east", "south", "west", "center"}
 
@@ -101,11 +92,7 @@ func TestTransformerEndToEnd(t *testing.T) {
 		t.Errorf("auc %v, accuracy %v: want at least 0.95 and 0.85 (metrics %v)", m["auc"], m["accuracy"], m)
 	}
 
-	dir, err := est.Export(ctx, t.TempDir(), estimator.ServingInput{
-		"x1":  {Dtype: tensor.Float32, Shape: []int{1}},
-		"x2":  {Dtype: tensor.Float32, Shape: []int{1}},
-		"cat": {Dtype: tensor.Int64, Shape: []int{1}, Sparse: true},
-	})
+	dir, err := est.Export(ctx, t.TempDir(), tr.ServingInput(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,4 +150,19 @@ func TestTransformerMismatch(t *testing.T) {
 	wanterr.Mentions(t, err, "label vocabulary", "is not the head's")
 	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, FeatureColumns: []columns.Column{x2}, Head: canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}}, runConfig())
 	wanterr.Mentions(t, err, `FeatureColumns[0] "x2" is not a column of the Transformer`)
+
+	est, err := canned.NewLinearClassifier(canned.LinearConfig{FeatureColumns: []columns.Column{x1}}, runConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	_, err = est.Input(dataset.Pipeline{Files: []string{"x.csv"}, BatchSize: 1})
+	wanterr.Mentions(t, err, "no Transformer")
+	est, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, Head: canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}}, runConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	_, err = est.Input(dataset.Pipeline{Files: []string{"x.csv"}, BatchSize: 1, Spec: map[string]dataset.FeatureSpec{}})
+	wanterr.Mentions(t, err, "has a Spec")
 }

@@ -67,7 +67,9 @@ type RawKey string
 
 func (k RawKey) crossName() string { return string(k) }
 
-// ErrNotImplemented is returned by what this package does not do yet.
+// ErrNotImplemented was returned by the bodies of this package's first
+// API skeleton; nothing returns it now. It stays for code written against
+// the skeleton that checks for it.
 var ErrNotImplemented = errors.New("columns: not implemented")
 
 // ---- numeric ----

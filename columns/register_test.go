@@ -53,3 +53,21 @@ func TestRawSpec(t *testing.T) {
 		t.Errorf("raw spec (-want +got):\n%s", diff)
 	}
 }
+
+func TestServingInput(t *testing.T) {
+	city := VocabularyList("city", []string{"a", "b"}, OOVBuckets(1))
+	tr := mustTransformer(t, Config{Columns: []Column{
+		Numeric("x", Shape(2, 3)), Bucketized(Numeric("age"), []float64{1, 2}), Indicator(city), Embedding(Weighted(city, "w"), 2),
+	}})
+	want := estimator.ServingInput{
+		"x":                          {Dtype: tensor.Float32, Shape: []int{2, 3}},
+		"age_bucketized":             {Dtype: tensor.Int64, Shape: []int{5}, Sparse: true},
+		"age_bucketized_indicator":   {Dtype: tensor.Float32, Shape: []int{3}},
+		"city_indicator":             {Dtype: tensor.Float32, Shape: []int{3}},
+		"city_weighted_by_w":         {Dtype: tensor.Int64, Shape: []int{5}, Sparse: true},
+		"city_weighted_by_w_weights": {Dtype: tensor.Float32, Shape: []int{5}, Sparse: true},
+	}
+	if diff := cmp.Diff(want, tr.ServingInput(5), cmp.Comparer(func(a, b tensor.Dtype) bool { return a == b })); diff != "" {
+		t.Errorf("serving input (-want +got):\n%s", diff)
+	}
+}

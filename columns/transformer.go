@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/dataset"
+	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/sharding"
 )
 
@@ -870,4 +871,29 @@ func (t *Transformer) RawSpec() map[string]dataset.FeatureSpec {
 		spec[w.Key] = s
 	}
 	return spec
+}
+
+// ServingInput describes the features Parse makes, as an export's
+// serving input (estimator.Export): each dense feature float32 of its
+// shape, each sparse feature of ids int64 and of weights float32, of at
+// most width values a record (a served record with more is an error of
+// its request).
+func (t *Transformer) ServingInput(width int) estimator.ServingInput {
+	in := estimator.ServingInput{}
+	for _, d := range t.dense {
+		var shape []int
+		if d.numeric != nil {
+			shape = d.numeric.Shape()
+		} else {
+			shape = []int{d.cat.NumBuckets()}
+		}
+		in[d.name] = estimator.FeatureSpec{Dtype: tensor.Float32, Shape: shape}
+	}
+	for _, s := range t.sparse {
+		in[s.cat.Name()] = estimator.FeatureSpec{Dtype: tensor.Int64, Shape: []int{width}, Sparse: true}
+		if w, ok := s.cat.(*WeightedColumn); ok {
+			in[w.WeightsName()] = estimator.FeatureSpec{Dtype: tensor.Float32, Shape: []int{width}, Sparse: true}
+		}
+	}
+	return in
 }
