@@ -127,7 +127,10 @@ func (p *Plan) checkClassIDs() error {
 	return nil
 }
 
-// CannedHead is the canned head of the plan, its label under the plan's Label.
+// CannedHead is the canned head of the plan, its label under the plan's
+// Label. A regression head's prediction is the label's sample mean plus
+// its standard deviation times the model's logit, so that labels of any
+// scale train as fast.
 func (p *Plan) CannedHead() canned.Head {
 	switch p.Head.Kind {
 	case Binary:
@@ -143,5 +146,9 @@ func (p *Plan) CannedHead() canned.Head {
 		}
 		return h
 	}
-	return canned.RegressionHead{LabelKey: p.Label}
+	h := canned.RegressionHead{LabelKey: p.Label}
+	if p.Head.Stddev > 0 {
+		return scaledRegression{RegressionHead: h, Mean: p.Head.Mean, Stddev: p.Head.Stddev}
+	}
+	return h
 }

@@ -84,6 +84,8 @@ func TestPlanLabelAndHead(t *testing.T) {
 			&columns.Label{Key: "y", Dimension: 1, Int64: true}, canned.MultiClassHead{LabelKey: "y", NClasses: 3}},
 		{"regression", Head{Kind: Regression, Raw: dataset.KindFloat},
 			&columns.Label{Key: "y", Dimension: 1}, canned.RegressionHead{LabelKey: "y"}},
+		{"regression, scaled", Head{Kind: Regression, Raw: dataset.KindFloat, Mean: 4000, Stddev: 800},
+			&columns.Label{Key: "y", Dimension: 1}, scaledRegression{RegressionHead: canned.RegressionHead{LabelKey: "y"}, Mean: 4000, Stddev: 800}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

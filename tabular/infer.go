@@ -116,6 +116,8 @@ type Head struct {
 	Classes []string
 	// Raw is the kind of the label's raw values.
 	Raw dataset.Kind
+	// Mean and Stddev are a regression label's in the sample.
+	Mean, Stddev float64
 }
 
 // Plan is what Infer decided: the head and a feature column per feature,
@@ -171,7 +173,8 @@ func (o InferOptions) withDefaults() InferOptions {
 // Infer decides from sample (records of the training data, each holding
 // one value or none per feature) the head and each feature's column.
 // Every feature but the label and opts.Ignore is used. A number feature
-// is standardized (deep) and cut at 10 quantile buckets (wide); a string
+// is standardized (deep) and cut at quantile buckets (wide): one per 250
+// sampled records, 3 to 10, so that each bucket sees enough; a string
 // feature is a vocabulary column when the sample has at most
 // MaxVocabulary distinct values, else hashed into a power of two of
 // buckets at least twice its distinct values; categorical features are
@@ -234,7 +237,7 @@ func Infer(sample []dataset.Example, opts InferOptions) (*Plan, error) {
 		default:
 			f.Kind = Number
 			f.Mean, f.Stddev = s.meanStddev()
-			f.QuantileBuckets = 10
+			f.QuantileBuckets = min(max(len(sample)/250, 3), 10)
 		}
 		p.Features = append(p.Features, f)
 	}
@@ -294,6 +297,7 @@ func inferHead(opts InferOptions, ls *colStats) (Head, error) {
 		if opts.Positive != "" {
 			return h, fmt.Errorf("tabular: -positive %q is for a binary label; label %q is a regression target", opts.Positive, opts.Label)
 		}
+		h.Mean, h.Stddev = ls.meanStddev()
 	default:
 		return h, fmt.Errorf("tabular: head %v", h.Kind)
 	}
@@ -447,6 +451,8 @@ func (p *Plan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "label %q: %v head", p.Label, p.Head.Kind)
 	switch p.Head.Kind {
+	case Regression:
+		fmt.Fprintf(&b, " (sample mean %.4g, stddev %.4g: the model predicts their units)", p.Head.Mean, p.Head.Stddev)
 	case Binary:
 		fmt.Fprintf(&b, ", positive class %q (negative %q)", p.Head.Classes[1], p.Head.Classes[0])
 	case MultiClass:

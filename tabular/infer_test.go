@@ -45,9 +45,9 @@ func TestInferHead(t *testing.T) {
 		{"three strings", func(i int) dataset.Feature { return str(fmt.Sprint("s", i%3)) },
 			InferOptions{}, Head{Kind: MultiClass, Classes: []string{"s0", "s1", "s2"}, Raw: dataset.KindBytes}},
 		{"numbers", func(i int) dataset.Feature { return num(float32(i) / 3) },
-			InferOptions{}, Head{Kind: Regression, Raw: dataset.KindFloat}},
+			InferOptions{}, Head{Kind: Regression, Raw: dataset.KindFloat, Mean: 6.5, Stddev: 3.8477988}},
 		{"few integers", func(i int) dataset.Feature { return i64(int64(i % 5)) },
-			InferOptions{}, Head{Kind: Regression, Raw: dataset.KindInt64}},
+			InferOptions{}, Head{Kind: Regression, Raw: dataset.KindInt64, Mean: 2, Stddev: math.Sqrt2}},
 		{"few integers, forced multi-class", func(i int) dataset.Feature { return i64(int64(i % 5)) },
 			InferOptions{Head: MultiClass}, Head{Kind: MultiClass, Classes: []string{"0", "1", "2", "3", "4"}, Raw: dataset.KindInt64}},
 	}
@@ -58,7 +58,7 @@ func TestInferHead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, p.Head); diff != "" {
+			if diff := cmp.Diff(tc.want, p.Head, cmpopts.EquateApprox(1e-7, 0)); diff != "" {
 				t.Errorf("head (-want +got):\n%s", diff)
 			}
 		})
@@ -89,9 +89,9 @@ func TestInferFeatures(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := []Feature{
-				{Name: "x", Kind: Number, Raw: dataset.KindFloat, Distinct: 40, Mean: 19.5, Stddev: 11.543396, QuantileBuckets: 10},
+				{Name: "x", Kind: Number, Raw: dataset.KindFloat, Distinct: 40, Mean: 19.5, Stddev: 11.543396, QuantileBuckets: 3},
 				tc.city,
-				{Name: "k", Kind: Number, Raw: dataset.KindInt64, Distinct: 3, Mean: 39.0 / 40, Stddev: 0.82120339, QuantileBuckets: 10},
+				{Name: "k", Kind: Number, Raw: dataset.KindInt64, Distinct: 3, Mean: 39.0 / 40, Stddev: 0.82120339, QuantileBuckets: 3},
 			}
 			if diff := cmp.Diff(want, p.Features, cmpopts.EquateApprox(1e-6, 0)); diff != "" {
 				t.Errorf("features (-want +got):\n%s", diff)
@@ -114,7 +114,7 @@ func TestInferMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Feature{
-		{Name: "x", Kind: Number, Raw: dataset.KindFloat, Distinct: 2, Missing: 2, Mean: 2, Stddev: 1, QuantileBuckets: 10},
+		{Name: "x", Kind: Number, Raw: dataset.KindFloat, Distinct: 2, Missing: 2, Mean: 2, Stddev: 1, QuantileBuckets: 3},
 		{Name: "c", Kind: Vocabulary, Raw: dataset.KindBytes, Distinct: 2, Missing: 2},
 	}
 	if diff := cmp.Diff(want, p.Features); diff != "" {

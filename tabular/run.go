@@ -52,11 +52,21 @@ type Options struct {
 const DefaultBatchSize = 64
 
 // DefaultSteps is the training steps of a Run without Steps for rows
-// training records in batches of batch: about 40 epochs, at least 1000
+// training records in batches of batch: about 20 epochs, at least 300
 // steps and at most 20000.
 func DefaultSteps(rows int64, batch int) int64 {
-	steps := (40*rows + int64(batch) - 1) / int64(batch)
-	return min(max(steps, 1000), 20000)
+	steps := (20*rows + int64(batch) - 1) / int64(batch)
+	return min(max(steps, 300), 20000)
+}
+
+// DefaultDropout is the DNN's dropout rate for rows training records:
+// 0.5 below 10000 records, where a DNN overfits within a few epochs, else
+// 0.1.
+func DefaultDropout(rows int64) float64 {
+	if rows < 10000 {
+		return 0.5
+	}
+	return 0.1
 }
 
 // Result is what a Run did.
@@ -157,7 +167,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (_ *Result, err error) {
 	if res.Steps == 0 {
 		res.Steps = DefaultSteps(res.Rows, o.BatchSize)
 	}
-	est, err := newEstimator(plan, o, cols, tr)
+	est, err := newEstimator(plan, o, cols, tr, DefaultDropout(res.Rows))
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +198,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (_ *Result, err error) {
 		return nil, err
 	}
 	if o.Export != "" {
-		if res.ExportDir, err = export(ctx, est, tr, sample, o.Export); err != nil {
+		if res.ExportDir, err = export(ctx, est, tr, o.Export); err != nil {
 			return nil, err
 		}
 	}
@@ -197,8 +207,9 @@ func Run(ctx context.Context, o Options, out io.Writer) (_ *Result, err error) {
 
 // newEstimator makes the canned estimator of the plan for o.Model, with
 // the defaults of a first run: TensorFlow's FTRL for the linear part at
-// a learning rate for few steps, and Adam for the DNN.
-func newEstimator(plan *Plan, o Options, cols Columns, tr *columns.Transformer) (*canned.Estimator, error) {
+// a learning rate for few steps, Adam for the DNN, which drops out
+// dropout of its units in training.
+func newEstimator(plan *Plan, o Options, cols Columns, tr *columns.Transformer, dropout float64) (*canned.Estimator, error) {
 	pick := func(names []string) ([]columns.Column, error) {
 		var out []columns.Column
 		for _, n := range names {
@@ -227,12 +238,12 @@ func newEstimator(plan *Plan, o Options, cols Columns, tr *columns.Transformer) 
 		return canned.NewLinearEstimator(canned.LinearConfig{Head: head, FeatureColumns: wide, Transformer: tr,
 			Optimizer: linearOpt, Replicate: o.Replicate}, o.Run)
 	case DNN:
-		return canned.NewDNNEstimator(canned.DNNConfig{Head: head, HiddenUnits: hidden, FeatureColumns: deep, Transformer: tr,
+		return canned.NewDNNEstimator(canned.DNNConfig{Head: head, HiddenUnits: hidden, FeatureColumns: deep, Transformer: tr, Dropout: dropout,
 			Optimizer: dnnOpt, Replicate: o.Replicate}, o.Run)
 	}
 	return canned.NewDNNLinearCombinedEstimator(canned.DNNLinearCombinedConfig{Head: head, Transformer: tr,
 		LinearFeatureColumns: wide, LinearOptimizer: linearOpt,
-		DNNFeatureColumns: deep, DNNHiddenUnits: hidden, DNNOptimizer: dnnOpt,
+		DNNFeatureColumns: deep, DNNHiddenUnits: hidden, DNNOptimizer: dnnOpt, DNNDropout: dropout,
 		Replicate: o.Replicate}, o.Run)
 }
 
@@ -330,29 +341,8 @@ func (c *countingSource) Next() (dataset.Example, error) {
 }
 
 // export writes est's latest checkpoint under base with its Transformer
-// (canned.Estimator.Export), so that serving takes raw feature values.
-func export(ctx context.Context, est *canned.Estimator, tr *columns.Transformer, sample []dataset.Example, base string) (string, error) {
-	inputs, err := servingInput(tr, sample)
-	if err != nil {
-		return "", err
-	}
-	return est.Export(ctx, base, inputs)
-}
-
-// servingInput is the model's inputs, the tensors tr makes of records
-// like sample's: each dense feature's dtype and shape, each sparse
-// feature's dtype and most values a record.
-func servingInput(tr *columns.Transformer, sample []dataset.Example) (estimator.ServingInput, error) {
-	b, err := tr.Parse(sample[:min(len(sample), 100)])
-	if err != nil {
-		return nil, fmt.Errorf("tabular: export: %w", err)
-	}
-	in := estimator.ServingInput{}
-	for name, t := range b.Features {
-		in[name] = estimator.FeatureSpec{Dtype: t.Dtype(), Shape: t.Shape()[1:]}
-	}
-	for name, s := range b.Sparse {
-		in[name] = estimator.FeatureSpec{Dtype: s.Values.Dtype(), Shape: []int{max(s.DenseShape[1], 1)}, Sparse: true}
-	}
-	return in, nil
+// (canned.Estimator.Export), so that serving takes raw feature values,
+// one a column.
+func export(ctx context.Context, est *canned.Estimator, tr *columns.Transformer, base string) (string, error) {
+	return est.Export(ctx, base, tr.ServingInput(1))
 }
