@@ -599,15 +599,19 @@ func sampleCSV(files []string, rows int) (dataset.Schema, []dataset.Example, err
 	return schema, sample, nil
 }
 
-// CSVSchema is schema with each optional number column's default set to
-// the plan's sample mean and its kind to float, so that a missing number
-// in a CSV row takes the mean, as a record without the feature does.
+// CSVSchema is the schema to read the CSV files of the plan with: every
+// column but the label is Optional, so that an empty value the sample did
+// not show is no error; a number feature is float and takes the plan's
+// sample mean when empty, as a record without the feature does; an empty
+// string is the empty string, which a vocabulary column maps to its
+// out-of-vocabulary bucket unless the training data has it.
 func (p *Plan) CSVSchema(schema dataset.Schema) dataset.Schema {
 	out := slices.Clone(schema)
 	for i, c := range out {
-		if !c.Optional || c.Kind == dataset.KindBytes {
+		if c.Name == p.Label {
 			continue
 		}
+		out[i].Optional = true
 		for _, f := range p.Features {
 			if f.Name == c.Name && f.Kind == Number {
 				out[i].Kind = dataset.KindFloat

@@ -198,7 +198,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (_ *Result, err error) {
 		return nil, err
 	}
 	if o.Export != "" {
-		if res.ExportDir, err = export(ctx, est, tr, o.Export); err != nil {
+		if res.ExportDir, err = exportModel(ctx, est, tr, o.Export); err != nil {
 			return nil, err
 		}
 	}
@@ -340,9 +340,9 @@ func (c *countingSource) Next() (dataset.Example, error) {
 	return ex, err
 }
 
-// export writes est's latest checkpoint under base with its Transformer
+// exportModel writes est's latest checkpoint under base with its Transformer
 // (canned.Estimator.Export), so that serving takes raw feature values,
 // one a column.
-func export(ctx context.Context, est *canned.Estimator, tr *columns.Transformer, base string) (string, error) {
+func exportModel(ctx context.Context, est *canned.Estimator, tr *columns.Transformer, base string) (string, error) {
 	return est.Export(ctx, base, tr.ServingInput(1))
 }
