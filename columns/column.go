@@ -126,6 +126,9 @@ type Normalizer struct {
 	FromData     bool
 }
 
+// maxValues is the most values a numeric column's record may have.
+const maxValues = 1 << 24
+
 // Numeric returns the numeric column of the raw feature key.
 func Numeric(key string, opts ...NumericOption) *NumericColumn {
 	c := &NumericColumn{key: key, shape: []int{1}}
@@ -185,10 +188,15 @@ func (c *NumericColumn) validate() error {
 	if len(c.shape) == 0 {
 		return fmt.Errorf("numeric column %q: empty shape", c.key)
 	}
+	n := 1
 	for _, d := range c.shape {
 		if d <= 0 {
 			return fmt.Errorf("numeric column %q: shape %v has a dimension < 1", c.key, c.shape)
 		}
+		if n > maxValues/d {
+			return fmt.Errorf("numeric column %q: shape %v has more than %d values", c.key, c.shape, maxValues)
+		}
+		n *= d
 	}
 	if n := len(c.def); n > 1 && n != c.Dimension() {
 		return fmt.Errorf("numeric column %q: %d default values for shape %v (%d values); give 1 or %d", c.key, n, c.shape, c.Dimension(), c.Dimension())
