@@ -358,7 +358,7 @@ func (c *VocabularyColumn) setVocabulary(vocab []string) {
 
 // VocabularyFile returns the vocabulary column of the raw feature key
 // whose vocabulary is the lines of the file at path (without their line
-// ends), the first size of them when size > 0 (TensorFlow's
+// ends, "\n" or "\r\n"), the first size of them when size > 0 (TensorFlow's
 // vocabulary_size). The file is read now: the column, and an export of
 // it, carries the vocabulary itself.
 func VocabularyFile(key, path string, size int, opts ...VocabularyOption) *VocabularyColumn {
@@ -380,7 +380,7 @@ func readVocabulary(path string, size int) ([]string, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() && (size <= 0 || len(vocab) < size) {
-		vocab = append(vocab, strings.TrimSuffix(sc.Text(), "\r"))
+		vocab = append(vocab, sc.Text())
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("vocabulary file %s line %d: %w", path, len(vocab)+1, err)
