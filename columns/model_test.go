@@ -240,18 +240,19 @@ func TestInputLayerAndLinearLogits(t *testing.T) {
 	}
 	var wantIn, wantLogits [][]float64
 	for r := range exs {
+		// The blocks in the order of the columns' names.
 		var row []float64
-		row = append(row, denseRow("x", r)...)
 		row = append(row, denseRow("age_bucketized_indicator", r)...)
-		row = append(row, denseRow("city_indicator", r)...)
 		ids, ws := bagOf("city", r)
 		row = append(row, combine(vals["input_layer/city_embedding/embedding_weights"], 3, ids, ws, layers.CombineMean)...)
-		ids, ws = bagOf("tag_weighted_by_tag_w", r)
-		row = append(row, combine(vals["input_layer/tag_weighted_by_tag_w_embedding/embedding_weights"], 2, ids, ws, layers.CombineSqrtN)...)
+		row = append(row, denseRow("city_indicator", r)...)
 		for _, k := range []string{"p", "q"} {
 			ids, ws = bagOf(k, r)
 			row = append(row, combine(vals["input_layer/p_q_shared_embedding/embedding_weights"], 2, ids, ws, layers.CombineSum)...)
 		}
+		ids, ws = bagOf("tag_weighted_by_tag_w", r)
+		row = append(row, combine(vals["input_layer/tag_weighted_by_tag_w_embedding/embedding_weights"], 2, ids, ws, layers.CombineSqrtN)...)
+		row = append(row, denseRow("x", r)...)
 		wantIn = append(wantIn, row)
 
 		logit := slices.Clone(vals["linear_model/bias_weights"])
@@ -292,6 +293,7 @@ func TestModelErrors(t *testing.T) {
 		{"shape not the column's", func() error { _, err := InputLayer(s, f, Numeric("x", Shape(2))); return err }, `feature "x" has shape (4, 3), want [batch, 2]`},
 		{"no sparse feature", func() error { _, err := InputLayer(s, f, Embedding(Identity("i", 3), 2)); return err }, `sparse feature "i" is not in the batch`},
 		{"no columns", func() error { _, err := InputLayer(s, f); return err }, "no columns"},
+		{"two of one name", func() error { _, err := InputLayer(s, f, Numeric("x", Shape(3)), Numeric("x", Shape(3))); return err }, `two columns named "x"`},
 		{"units", func() error { _, err := LinearLogits(s, f, 0, Numeric("x", Shape(3))); return err }, "0 units"},
 		{"linear, no sparse feature", func() error { _, err := LinearLogits(s, f, 1, HashBucket("h", 3)); return err }, `column "h"`},
 	} {
