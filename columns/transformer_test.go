@@ -553,3 +553,31 @@ func TestEmbeddingDefaults(t *testing.T) {
 		t.Errorf("combiner %v, initializer stddev %v; want mean, 0.25", e.Combiner(), e.stddev)
 	}
 }
+
+// TestTransformerKeepsItsConfig: changing the Label given to
+// NewTransformer, or the one Config returns, changes neither what Parse
+// does nor what MarshalJSON writes.
+func TestTransformerKeepsItsConfig(t *testing.T) {
+	label := &Label{Key: "y", Vocabulary: []string{"no", "yes"}}
+	tr := mustTransformer(t, Config{Columns: []Column{Numeric("x", Default(0))}, Label: label})
+	before, err := tr.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	label.Vocabulary[0], label.Key = "maybe", "z"
+	tr.Config().Label.Vocabulary[1] = "perhaps"
+	after, err := tr.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(before), string(after)); diff != "" {
+		t.Errorf("JSON changed (-before +after):\n%s", diff)
+	}
+	b, err := tr.Parse([]dataset.Example{{"y": by("yes")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int64{1}, b.Labels["y"].Data()); diff != "" {
+		t.Errorf("label (-want +got):\n%s", diff)
+	}
+}
