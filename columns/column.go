@@ -665,7 +665,7 @@ func (c *CrossedColumn) fitted() bool {
 // ---- weighted ----
 
 // WeightedColumn gives each id of a categorical column the weight at the
-// same position of a raw float feature,
+// same position of a raw number feature (floats, or integers as floats),
 // tf.feature_column.weighted_categorical_column: a record must have as
 // many weights as values.
 type WeightedColumn struct {
