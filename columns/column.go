@@ -67,11 +67,6 @@ type RawKey string
 
 func (k RawKey) crossName() string { return string(k) }
 
-// ErrNotImplemented was returned by the bodies of this package's first
-// API skeleton; nothing returns it now. It stays for code written against
-// the skeleton that checks for it.
-var ErrNotImplemented = errors.New("columns: not implemented")
-
 // ---- numeric ----
 
 // NumericColumn is a number or a fixed-shape block of numbers per record,
