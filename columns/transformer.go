@@ -96,7 +96,7 @@ func newTransformer(cfg Config) (*Transformer, error) {
 	if len(cfg.Columns) == 0 {
 		return nil, errors.New("a transformer needs at least one column")
 	}
-	t := &Transformer{cfg: Config{Columns: slices.Clone(cfg.Columns), Label: cfg.Label, Weight: cfg.Weight}}
+	t := &Transformer{cfg: Config{Columns: slices.Clone(cfg.Columns), Label: cfg.Label.clone(), Weight: cfg.Weight.clone()}}
 	outs := map[string]any{} // batch feature name → the column that makes it
 	add := func(name string, c any) error {
 		if prev, ok := outs[name]; ok {
@@ -160,8 +160,8 @@ func newTransformer(cfg Config) (*Transformer, error) {
 	if cfg.Weight != nil && cfg.Label == nil {
 		return nil, fmt.Errorf("example weight %q without a label: weights are parsed with the label", cfg.Weight.Key)
 	}
-	if cfg.Label != nil {
-		lp, err := newLabelParser(*cfg.Label, cfg.Weight)
+	if t.cfg.Label != nil {
+		lp, err := newLabelParser(*t.cfg.Label, t.cfg.Weight)
 		if err != nil {
 			return nil, err
 		}
@@ -193,11 +193,33 @@ func (t *Transformer) Column(name string) (Column, bool) {
 	return nil, false
 }
 
-// Config returns the Transformer's configuration, its columns fitted.
+// Config returns (a copy of) the Transformer's configuration, its columns
+// fitted.
 func (t *Transformer) Config() Config {
-	c := t.cfg
-	c.Columns = slices.Clone(c.Columns)
-	return c
+	return Config{Columns: slices.Clone(t.cfg.Columns), Label: t.cfg.Label.clone(), Weight: t.cfg.Weight.clone()}
+}
+
+// clone is a copy of l that shares no memory with it (nil for nil).
+func (l *Label) clone() *Label {
+	if l == nil {
+		return nil
+	}
+	c := *l
+	c.Vocabulary = slices.Clone(l.Vocabulary)
+	return &c
+}
+
+// clone is a copy of w that shares no memory with it (nil for nil).
+func (w *ExampleWeight) clone() *ExampleWeight {
+	if w == nil {
+		return nil
+	}
+	c := *w
+	if w.Default != nil {
+		d := *w.Default
+		c.Default = &d
+	}
+	return &c
 }
 
 // recordErrorf is the error of Parse about the feature of the record-th
@@ -412,8 +434,8 @@ func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []flo
 	n := len(ids) - start
 	switch {
 	case f.Len() == 0 && n == 0:
-	case f.Kind() != dataset.KindFloat && f.Len() > 0:
-		return nil, nil, recordErrorf(row, w.weightKey, "weights are a %v list; weighted column %q wants floats", f.Kind(), w.Name())
+	case f.Kind() == dataset.KindBytes:
+		return nil, nil, recordErrorf(row, w.weightKey, "weight %s is a string; weighted column %q wants numbers", quote(f.Bytes[0]), w.Name())
 	case f.Len() != n:
 		return nil, nil, recordErrorf(row, w.weightKey, "%d weights for %d values of %q (weighted column %q)", f.Len(), n, w.cat.Name(), w.Name())
 	}
@@ -426,7 +448,11 @@ func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []flo
 			continue
 		}
 		ids[out] = ids[i]
-		ws = append(ws, f.Floats[i-start])
+		if f.Int64s != nil {
+			ws = append(ws, float32(f.Int64s[i-start]))
+		} else {
+			ws = append(ws, f.Floats[i-start])
+		}
 		out++
 	}
 	return ids[:out], ws, nil
