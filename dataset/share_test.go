@@ -2,16 +2,19 @@ package dataset
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
 )
@@ -245,5 +248,61 @@ func TestPipelineReportsSkippedRecords(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// CSV files shared by file: each file read by one process, every row once
+// an epoch across processes.
+func TestPipelineShareCSVByFile(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	var want []int64
+	for f, n := range []int{3, 5, 4, 4} {
+		var b strings.Builder
+		b.WriteString("id\n")
+		for i := range n {
+			id := int64(100*f + i)
+			fmt.Fprintf(&b, "%d\n", id)
+			want = append(want, id)
+		}
+		path := filepath.Join(dir, fmt.Sprintf("part-%d.csv", f))
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, path)
+	}
+	p := Pipeline{Files: files, CSV: &CSVOptions{Schema: Schema{{Name: "id", Kind: KindInt64}}}, Spec: map[string]FeatureSpec{"id": {Dtype: tensor.Int64}},
+		BatchSize: 2, ShuffleBuffer: 3, Seed: 4, Processes: 2, Sharing: ShareFiles}
+	var got []int64
+	steps := -1
+	owner := map[int64]int{} // file -> the process that read it
+	for rank := range 2 {
+		q := p
+		q.Rank = rank
+		in, err := q.Input()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for b, err := range in(context.Background()) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range b.Features["id"].Data().([]int64) {
+				if r, ok := owner[id/100]; ok && r != rank {
+					t.Errorf("file %d read by processes %d and %d", id/100, r, rank)
+				}
+				owner[id/100] = rank
+				got = append(got, id)
+			}
+			n++
+		}
+		if steps >= 0 && n != steps {
+			t.Errorf("process %d read %d batches, process 0 %d", rank, n, steps)
+		}
+		steps = n
+	}
+	if diff := cmp.Diff(want, slices.Sorted(slices.Values(got))); diff != "" {
+		t.Errorf("rows read (-want +got):\n%s", diff)
 	}
 }
