@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/towerflow/towerflow/estimator"
@@ -27,8 +28,9 @@ import (
 // record read), cut into batches of BatchSize. With shuffling, the order
 // of the files and the draws are new every epoch, from Seed and the
 // epoch's number. Workers goroutines turn batches of Examples into
-// tensors (ParseExamples) up to Prefetch batches ahead of the towers; the
-// batches are the same whatever the number of workers. Memory is bounded
+// tensors (Parser, or ParseExamples with Spec) up to Prefetch batches
+// ahead of the towers; the batches are the same whatever the number of
+// workers. Memory is bounded
 // by ShuffleBuffer, CycleLength open files and Prefetch+Workers batches,
 // never by the size of a file.
 type Pipeline struct {
@@ -40,8 +42,18 @@ type Pipeline struct {
 	// TFRecord files of tf.Examples, read as Records says.
 	CSV     *CSVOptions
 	Records RecordOptions
-	// Spec says how features become tensors (ParseExamples). Required.
+	// Spec says how features become tensors (ParseExamples): the
+	// pipeline parses with SpecParser(Spec). Required unless Parser is
+	// set; giving both is an error.
 	Spec map[string]FeatureSpec
+	// Parser, when set, turns each batch of Examples into tensors instead
+	// of Spec (a feature transformation, such as feature columns). The
+	// workers run it at once on different batches; with Processes, each
+	// process parses only its rows of each batch. An error it returns is
+	// named by the batch and the records it came from: a *ParseError by
+	// its example's file and record, another error by the files and
+	// records of the whole batch.
+	Parser Parser
 	// BatchSize is the number of records a batch; the last batch of an
 	// epoch may be smaller, unless DropRemainder drops it. Required.
 	BatchSize     int
@@ -177,7 +189,9 @@ func (p Pipeline) Input() (estimator.InputFn, error) {
 		return nil, fmt.Errorf("dataset: pipeline: %w", err)
 	}
 	switch {
-	case len(p.Spec) == 0:
+	case p.Parser != nil && len(p.Spec) > 0:
+		return nil, errors.New("dataset: pipeline: both a Spec and a Parser: give one")
+	case p.Parser == nil && len(p.Spec) == 0:
 		return nil, errors.New("dataset: pipeline: no feature spec")
 	case p.BatchSize < 1:
 		return nil, fmt.Errorf("dataset: pipeline: batch size %d, want at least 1", p.BatchSize)
@@ -194,10 +208,12 @@ func (p Pipeline) Input() (estimator.InputFn, error) {
 	if err := p.checkSharing(); err != nil {
 		return nil, err
 	}
-	for name, s := range p.Spec {
-		if _, err := s.check(); err != nil {
-			return nil, fmt.Errorf("dataset: pipeline: feature %q: %w", name, err)
+	if p.Parser == nil {
+		spec := SpecParser(p.Spec)
+		if err := spec.Check(); err != nil {
+			return nil, fmt.Errorf("dataset: pipeline: %w", err)
 		}
+		p.Parser = spec
 	}
 	if p.CSV != nil {
 		opts := *p.CSV
@@ -477,13 +493,13 @@ func (p *Pipeline) parseBatch(dec *exampleDecoder, j job) result {
 			examples[i] = ex
 		}
 	}
-	b, err := ParseExamples(examples, p.Spec)
+	b, err := ParseGuarded(p.Parser, examples)
 	if err != nil {
 		var pe *ParseError
 		if errors.As(err, &pe) && pe.Example >= 0 && pe.Example < len(j.recs) {
 			err = fmt.Errorf("dataset: pipeline: batch %d: %s: feature %q: %w", j.n, j.recs[pe.Example].src, pe.Feature, pe.Err)
 		} else {
-			err = fmt.Errorf("dataset: pipeline: batch %d: %w", j.n, err)
+			err = fmt.Errorf("dataset: pipeline: batch %d (%s): %w", j.n, describeRecords(j.recs), err)
 		}
 	}
 	return result{b, err}
@@ -537,4 +553,65 @@ func (p *Pipeline) batches(ctx context.Context, start int64) iter.Seq2[sharding.
 			yield(sharding.Batch{}, err)
 		}
 	}
+}
+
+// maxRanges bounds the runs of records describeRecords lists.
+const maxRanges = 8
+
+// describeRecords names the records of a batch: per file, in the order
+// they first appear, runs of consecutive record numbers (lines for CSV
+// files), at most maxRanges runs.
+func describeRecords(recs []record) string {
+	type run struct{ lo, hi int64 }
+	var files []string
+	runs := map[string][]run{}
+	for _, r := range recs {
+		rs, seen := runs[r.src.file]
+		if !seen {
+			files = append(files, r.src.file)
+		}
+		if n := len(rs); n > 0 && rs[n-1].hi+1 == r.src.n {
+			rs[n-1].hi = r.src.n
+		} else {
+			rs = append(rs, run{r.src.n, r.src.n})
+		}
+		runs[r.src.file] = rs
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d records: ", len(recs))
+	listed, total := 0, 0
+	for _, rs := range runs {
+		total += len(rs)
+	}
+	for i, file := range files {
+		if listed == maxRanges {
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		what := "records"
+		if recs[0].src.offset < 0 {
+			what = "lines"
+		}
+		fmt.Fprintf(&b, "%s %s ", file, what)
+		for k, r := range runs[file] {
+			if listed == maxRanges {
+				break
+			}
+			if k > 0 {
+				b.WriteString(",")
+			}
+			if r.lo == r.hi {
+				fmt.Fprintf(&b, "%d", r.lo)
+			} else {
+				fmt.Fprintf(&b, "%d-%d", r.lo, r.hi)
+			}
+			listed++
+		}
+	}
+	if listed < total {
+		fmt.Fprintf(&b, " and %d more runs", total-listed)
+	}
+	return b.String()
 }
