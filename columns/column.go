@@ -67,16 +67,12 @@ type RawKey string
 
 func (k RawKey) crossName() string { return string(k) }
 
-// ErrNotImplemented was returned by the bodies of this package's first
-// API skeleton; nothing returns it now. It stays for code written against
-// the skeleton that checks for it.
-var ErrNotImplemented = errors.New("columns: not implemented")
-
 // ---- numeric ----
 
 // NumericColumn is a number or a fixed-shape block of numbers per record,
 // tf.feature_column.numeric_column: the raw feature key's Floats or
-// Int64s (converted to float32), of exactly the shape's number of values.
+// Int64s (converted to float32), of exactly the shape's number of values
+// (at most 2^24), in row-major order. An infinite value is an error.
 type NumericColumn struct {
 	key        string
 	shape      []int
@@ -95,10 +91,11 @@ func Shape(dims ...int) NumericOption {
 	return func(c *NumericColumn) { c.shape = slices.Clone(dims) }
 }
 
-// Default sets the value a record without the feature takes: one value
-// (every element) or one per element. Without it, a record missing the
-// feature is an error, as TensorFlow's numeric_column without a
-// default_value.
+// Default sets the value a record without the feature (or with no
+// values) takes: one value (every element) or one per element; a NaN
+// element is missing too and takes its element's default. Without it, a
+// record missing the feature is an error, as TensorFlow's numeric_column
+// without a default_value.
 func Default(values ...float32) NumericOption {
 	return func(c *NumericColumn) { c.def = slices.Clone(values) }
 }
@@ -125,6 +122,9 @@ type Normalizer struct {
 	Mean, Stddev float64
 	FromData     bool
 }
+
+// maxValues is the most values a numeric column's record may have.
+const maxValues = 1 << 24
 
 // Numeric returns the numeric column of the raw feature key.
 func Numeric(key string, opts ...NumericOption) *NumericColumn {
@@ -185,10 +185,15 @@ func (c *NumericColumn) validate() error {
 	if len(c.shape) == 0 {
 		return fmt.Errorf("numeric column %q: empty shape", c.key)
 	}
+	n := 1
 	for _, d := range c.shape {
 		if d <= 0 {
 			return fmt.Errorf("numeric column %q: shape %v has a dimension < 1", c.key, c.shape)
 		}
+		if n > maxValues/d {
+			return fmt.Errorf("numeric column %q: shape %v has more than %d values", c.key, c.shape, maxValues)
+		}
+		n *= d
 	}
 	if n := len(c.def); n > 1 && n != c.Dimension() {
 		return fmt.Errorf("numeric column %q: %d default values for shape %v (%d values); give 1 or %d", c.key, n, c.shape, c.Dimension(), c.Dimension())
@@ -350,7 +355,7 @@ func (c *VocabularyColumn) setVocabulary(vocab []string) {
 
 // VocabularyFile returns the vocabulary column of the raw feature key
 // whose vocabulary is the lines of the file at path (without their line
-// ends), the first size of them when size > 0 (TensorFlow's
+// ends, "\n" or "\r\n"), the first size of them when size > 0 (TensorFlow's
 // vocabulary_size). The file is read now: the column, and an export of
 // it, carries the vocabulary itself.
 func VocabularyFile(key, path string, size int, opts ...VocabularyOption) *VocabularyColumn {
@@ -372,7 +377,7 @@ func readVocabulary(path string, size int) ([]string, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() && (size <= 0 || len(vocab) < size) {
-		vocab = append(vocab, strings.TrimSuffix(sc.Text(), "\r"))
+		vocab = append(vocab, sc.Text())
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("vocabulary file %s line %d: %w", path, len(vocab)+1, err)
@@ -657,7 +662,7 @@ func (c *CrossedColumn) fitted() bool {
 // ---- weighted ----
 
 // WeightedColumn gives each id of a categorical column the weight at the
-// same position of a raw float feature,
+// same position of a raw number feature (floats, or integers as floats),
 // tf.feature_column.weighted_categorical_column: a record must have as
 // many weights as values.
 type WeightedColumn struct {

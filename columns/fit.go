@@ -203,7 +203,7 @@ func (f *fitter) add(ex dataset.Example, record int) error {
 		}
 	}
 	for _, v := range f.vocab {
-		err := stringValues(ex, record, v.c.key, fmt.Sprintf("vocabulary column %q", v.c.key), func(b []byte) error {
+		err := stringValues(ex, record, v.c.key, v.c.describe, func(b []byte) error {
 			v.counts[string(b)]++
 			return nil
 		})

@@ -2,6 +2,7 @@ package columns
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -17,7 +18,7 @@ import (
 
 // everyKind is a configuration with a column of every kind and every
 // setting, fitted to a few records, and records to parse with it.
-func everyKind(t *testing.T) (*Transformer, []dataset.Example) {
+func everyKind(t testing.TB) (*Transformer, []dataset.Example) {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "vocab.txt")
@@ -54,7 +55,7 @@ func everyKind(t *testing.T) (*Transformer, []dataset.Example) {
 			"day": in(9), "occupation": by("c", "a"), "pos": fl(3, 4), "y": by("no")},
 		{"income": fl(12.5), "city": by("lima"), "home": by("bern"), "y": by("no")},
 	}
-	tr, err := Fit(t.Context(), source(exs...), cfg)
+	tr, err := Fit(context.Background(), source(exs...), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package columns
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -13,7 +15,8 @@ import (
 
 // InputLayer returns the dense input of cols for the tower of s,
 // tf.feature_column.input_layer: a [batch, Σ Dimension()] float32 node of
-// the columns' blocks side by side in the order given — numeric columns'
+// the columns' blocks side by side in the order of their names, as
+// TensorFlow orders them (two columns of one name are an error) — numeric columns'
 // values (features[Name()], flattened), bucketized and indicator columns'
 // one-hot or multi-hot blocks (features[Indicator(c).Name()]), embedding
 // columns' combined embeddings (layers.EmbeddingLookupSparse of the
@@ -32,12 +35,16 @@ func InputLayer(s *towers.Scope, features model.Features, cols ...Column) (*G.No
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("columns.InputLayer: no columns")
 	}
+	sorted, err := byName(cols)
+	if err != nil {
+		return nil, fmt.Errorf("columns.InputLayer: %w", err)
+	}
 	m := layers.NewModule(s, "input_layer")
 	parts := make([]*G.Node, 0, len(cols))
-	for i, c := range cols {
+	for _, c := range sorted {
 		x, err := denseBlock(m, features, c)
 		if err != nil {
-			return nil, fmt.Errorf("columns.InputLayer: column %d: %w", i, err)
+			return nil, fmt.Errorf("columns.InputLayer: column %q: %w", c.Name(), err)
 		}
 		parts = append(parts, x)
 	}
@@ -51,12 +58,27 @@ func InputLayer(s *towers.Scope, features model.Features, cols ...Column) (*G.No
 	return out, nil
 }
 
+// byName returns cols sorted by name, as TensorFlow's input_layer and
+// linear_model take them; a nil column or two of one name are errors.
+func byName(cols []Column) ([]Column, error) {
+	for i, c := range cols {
+		if c == nil || isNil(c) {
+			return nil, fmt.Errorf("column %d is nil", i)
+		}
+	}
+	sorted := slices.Clone(cols)
+	slices.SortStableFunc(sorted, func(a, b Column) int { return strings.Compare(a.Name(), b.Name()) })
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i].Name() == sorted[i-1].Name() {
+			return nil, fmt.Errorf("two columns named %q", sorted[i].Name())
+		}
+	}
+	return sorted, nil
+}
+
 // denseBlock is column c's [batch, Dimension] block of the input layer of
 // module m.
 func denseBlock(m *layers.Module, features model.Features, c Column) (*G.Node, error) {
-	if c == nil || isNil(c) {
-		return nil, fmt.Errorf("nil column")
-	}
 	if !c.fitted() {
 		return nil, fmt.Errorf("column %q is not fitted: pass the Transformer's Columns()", c.Name())
 	}
@@ -128,7 +150,8 @@ func sparseIDs(s *towers.Scope, cat CategoricalColumn) (*towers.SparseFeature, [
 }
 
 // LinearLogits returns the [batch, units] logits of a linear model over
-// cols, tf.feature_column.linear_model: for each categorical column
+// cols (summed in the order of their names, two columns of one name an
+// error), tf.feature_column.linear_model: for each categorical column
 // (vocabulary, hash bucket, identity, bucketized, crossed, weighted), the
 // sum of the weight rows of its ids (a weighted column's ids weighted)
 // from the variable "linear_model/<Name>/weights" [NumBuckets, units],
@@ -149,6 +172,10 @@ func LinearLogits(s *towers.Scope, features model.Features, units int, cols ...C
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("%s: no columns", op)
 	}
+	sorted, err := byName(cols)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
 	m := layers.NewModule(s, "linear_model")
 	var sum *G.Node
 	add := func(x *G.Node) error {
@@ -160,10 +187,7 @@ func LinearLogits(s *towers.Scope, features model.Features, units int, cols ...C
 		sum, err = G.Add(sum, x)
 		return err
 	}
-	for i, c := range cols {
-		if c == nil || isNil(c) {
-			return nil, fmt.Errorf("%s: column %d is nil", op, i)
-		}
+	for _, c := range sorted {
 		if !c.fitted() {
 			return nil, fmt.Errorf("%s: column %q is not fitted: pass the Transformer's Columns()", op, c.Name())
 		}
@@ -183,7 +207,7 @@ func LinearLogits(s *towers.Scope, features model.Features, units int, cols ...C
 		} else {
 			x, err := denseBlock(layers.NewModule(s, "input_layer"), features, c)
 			if err != nil {
-				return nil, fmt.Errorf("%s: column %d: %w", op, i, err)
+				return nil, fmt.Errorf("%s: column %q: %w", op, c.Name(), err)
 			}
 			w, err := m.Variable(c.Name()+"/weights", tensor.Float32, tensor.Shape{x.Shape()[1], units}, towers.Zeros())
 			if err != nil {

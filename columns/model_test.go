@@ -240,18 +240,19 @@ func TestInputLayerAndLinearLogits(t *testing.T) {
 	}
 	var wantIn, wantLogits [][]float64
 	for r := range exs {
+		// The blocks in the order of the columns' names.
 		var row []float64
-		row = append(row, denseRow("x", r)...)
 		row = append(row, denseRow("age_bucketized_indicator", r)...)
-		row = append(row, denseRow("city_indicator", r)...)
 		ids, ws := bagOf("city", r)
 		row = append(row, combine(vals["input_layer/city_embedding/embedding_weights"], 3, ids, ws, layers.CombineMean)...)
-		ids, ws = bagOf("tag_weighted_by_tag_w", r)
-		row = append(row, combine(vals["input_layer/tag_weighted_by_tag_w_embedding/embedding_weights"], 2, ids, ws, layers.CombineSqrtN)...)
+		row = append(row, denseRow("city_indicator", r)...)
 		for _, k := range []string{"p", "q"} {
 			ids, ws = bagOf(k, r)
 			row = append(row, combine(vals["input_layer/p_q_shared_embedding/embedding_weights"], 2, ids, ws, layers.CombineSum)...)
 		}
+		ids, ws = bagOf("tag_weighted_by_tag_w", r)
+		row = append(row, combine(vals["input_layer/tag_weighted_by_tag_w_embedding/embedding_weights"], 2, ids, ws, layers.CombineSqrtN)...)
+		row = append(row, denseRow("x", r)...)
 		wantIn = append(wantIn, row)
 
 		logit := slices.Clone(vals["linear_model/bias_weights"])
@@ -292,6 +293,7 @@ func TestModelErrors(t *testing.T) {
 		{"shape not the column's", func() error { _, err := InputLayer(s, f, Numeric("x", Shape(2))); return err }, `feature "x" has shape (4, 3), want [batch, 2]`},
 		{"no sparse feature", func() error { _, err := InputLayer(s, f, Embedding(Identity("i", 3), 2)); return err }, `sparse feature "i" is not in the batch`},
 		{"no columns", func() error { _, err := InputLayer(s, f); return err }, "no columns"},
+		{"two of one name", func() error { _, err := InputLayer(s, f, Numeric("x", Shape(3)), Numeric("x", Shape(3))); return err }, `two columns named "x"`},
 		{"units", func() error { _, err := LinearLogits(s, f, 0, Numeric("x", Shape(3))); return err }, "0 units"},
 		{"linear, no sparse feature", func() error { _, err := LinearLogits(s, f, 1, HashBucket("h", 3)); return err }, `column "h"`},
 	} {
@@ -301,5 +303,31 @@ func TestModelErrors(t *testing.T) {
 				t.Errorf("error %v, want one saying %q", err, tc.says)
 			}
 		})
+	}
+}
+
+// TestLinearWeightsAreLookedUp: a categorical column's linear weights
+// and an embedding column's table are read by registered lookups (their
+// gradients are sparse), the dense columns' weights are not.
+func TestLinearWeightsAreLookedUp(t *testing.T) {
+	s := towers.NewScope(0, 1, towers.CPU(0), towers.NewStore(towers.StoreConfig{Seed: 1}), nil)
+	for _, name := range []string{"c", "d"} {
+		if err := s.AddSparseFeature(towers.NewSparseFeature(name, tensor.Int64, []int{4, 2}, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := G.NewMatrix(s.Graph(), tensor.Float32, G.WithShape(4, 1), G.WithName("x"))
+	f := model.Features{"x": x}
+	if _, err := LinearLogits(s, f, 3, Numeric("x"), Identity("c", 5), Embedding(Identity("d", 6), 2)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range s.Lookups() {
+		got = append(got, l.Variable)
+	}
+	slices.Sort(got)
+	want := []string{"input_layer/d_embedding/embedding_weights", "linear_model/c/weights"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("variables read by lookups (-want +got):\n%s", diff)
 	}
 }

@@ -96,7 +96,7 @@ func newTransformer(cfg Config) (*Transformer, error) {
 	if len(cfg.Columns) == 0 {
 		return nil, errors.New("a transformer needs at least one column")
 	}
-	t := &Transformer{cfg: Config{Columns: slices.Clone(cfg.Columns), Label: cfg.Label, Weight: cfg.Weight}}
+	t := &Transformer{cfg: Config{Columns: slices.Clone(cfg.Columns), Label: cfg.Label.clone(), Weight: cfg.Weight.clone()}}
 	outs := map[string]any{} // batch feature name → the column that makes it
 	add := func(name string, c any) error {
 		if prev, ok := outs[name]; ok {
@@ -160,8 +160,8 @@ func newTransformer(cfg Config) (*Transformer, error) {
 	if cfg.Weight != nil && cfg.Label == nil {
 		return nil, fmt.Errorf("example weight %q without a label: weights are parsed with the label", cfg.Weight.Key)
 	}
-	if cfg.Label != nil {
-		lp, err := newLabelParser(*cfg.Label, cfg.Weight)
+	if t.cfg.Label != nil {
+		lp, err := newLabelParser(*t.cfg.Label, t.cfg.Weight)
 		if err != nil {
 			return nil, err
 		}
@@ -193,11 +193,33 @@ func (t *Transformer) Column(name string) (Column, bool) {
 	return nil, false
 }
 
-// Config returns the Transformer's configuration, its columns fitted.
+// Config returns (a copy of) the Transformer's configuration, its columns
+// fitted.
 func (t *Transformer) Config() Config {
-	c := t.cfg
-	c.Columns = slices.Clone(c.Columns)
-	return c
+	return Config{Columns: slices.Clone(t.cfg.Columns), Label: t.cfg.Label.clone(), Weight: t.cfg.Weight.clone()}
+}
+
+// clone is a copy of l that shares no memory with it (nil for nil).
+func (l *Label) clone() *Label {
+	if l == nil {
+		return nil
+	}
+	c := *l
+	c.Vocabulary = slices.Clone(l.Vocabulary)
+	return &c
+}
+
+// clone is a copy of w that shares no memory with it (nil for nil).
+func (w *ExampleWeight) clone() *ExampleWeight {
+	if w == nil {
+		return nil
+	}
+	c := *w
+	if w.Default != nil {
+		d := *w.Default
+		c.Default = &d
+	}
+	return &c
 }
 
 // recordErrorf is the error of Parse about the feature of the record-th
@@ -355,9 +377,10 @@ func (d denseOut) parse(examples []dataset.Example) (*tensor.Dense, error) {
 	data := make([]float32, rows*dim)
 	var ids []int64
 	var ws []float32
+	var sc scratch
 	for r, ex := range examples {
 		var err error
-		if ids, ws, err = bag(d.cat, ex, r, ids[:0], ws[:0]); err != nil {
+		if ids, ws, err = bag(d.cat, ex, r, ids[:0], ws[:0], &sc); err != nil {
 			return nil, err
 		}
 		row := data[r*dim : (r+1)*dim]
@@ -374,20 +397,36 @@ func (d denseOut) parse(examples []dataset.Example) (*tensor.Dense, error) {
 
 // ---- categorical ----
 
+// scratch is the buffers one Parse reuses from record to record.
+type scratch struct {
+	vals   []float32  // a bucketized column's source values
+	ids    []int64    // a crossed column's key's ids
+	hashes [][]uint64 // a crossed column's values' hashes, by key
+	pos    []int      // a crossed column's combination
+	combo  []uint64
+}
+
+func (sc *scratch) floats(n int) []float32 {
+	if cap(sc.vals) < n {
+		sc.vals = make([]float32, n)
+	}
+	return sc.vals[:n]
+}
+
 // bag appends record ex's ids of c to ids (the dropped ones left out),
 // and for a weighted column their weights to ws (ws is nil otherwise).
-func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []float32) ([]int64, []float32, error) {
+func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []float32, sc *scratch) ([]int64, []float32, error) {
 	w, weighted := c.(*WeightedColumn)
 	if !weighted {
 		start := len(ids)
-		ids, err := rawIDs(c, ex, row, ids)
+		ids, err := rawIDs(c, ex, row, ids, sc)
 		if err != nil {
 			return nil, nil, err
 		}
 		return dropped(ids, start), nil, nil
 	}
 	start := len(ids)
-	ids, err := rawIDs(w.cat, ex, row, ids)
+	ids, err := rawIDs(w.cat, ex, row, ids, sc)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -395,8 +434,8 @@ func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []flo
 	n := len(ids) - start
 	switch {
 	case f.Len() == 0 && n == 0:
-	case f.Kind() != dataset.KindFloat && f.Len() > 0:
-		return nil, nil, recordErrorf(row, w.weightKey, "weights are a %v list; weighted column %q wants floats", f.Kind(), w.Name())
+	case f.Kind() == dataset.KindBytes:
+		return nil, nil, recordErrorf(row, w.weightKey, "weight %s is a string; weighted column %q wants numbers", quote(f.Bytes[0]), w.Name())
 	case f.Len() != n:
 		return nil, nil, recordErrorf(row, w.weightKey, "%d weights for %d values of %q (weighted column %q)", f.Len(), n, w.cat.Name(), w.Name())
 	}
@@ -409,7 +448,11 @@ func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []flo
 			continue
 		}
 		ids[out] = ids[i]
-		ws = append(ws, f.Floats[i-start])
+		if f.Int64s != nil {
+			ws = append(ws, float32(f.Int64s[i-start]))
+		} else {
+			ws = append(ws, f.Floats[i-start])
+		}
 		out++
 	}
 	return ids[:out], ws, nil
@@ -429,7 +472,7 @@ func dropped(ids []int64, start int) []int64 {
 
 // rawIDs appends record ex's ids of c to ids, one per value (-1 for a
 // value dropped); c is not weighted.
-func rawIDs(c CategoricalColumn, ex dataset.Example, row int, ids []int64) ([]int64, error) {
+func rawIDs(c CategoricalColumn, ex dataset.Example, row int, ids []int64, sc *scratch) ([]int64, error) {
 	switch c := c.(type) {
 	case *VocabularyColumn:
 		return c.ids(ex, row, ids)
@@ -438,16 +481,17 @@ func rawIDs(c CategoricalColumn, ex dataset.Example, row int, ids []int64) ([]in
 	case *IdentityColumn:
 		return c.ids(ex, row, ids)
 	case *BucketizedColumn:
-		return c.ids(ex, row, ids)
+		return c.ids(ex, row, ids, sc)
 	case *CrossedColumn:
-		return c.ids(ex, row, ids)
+		return c.ids(ex, row, ids, sc)
 	}
 	return nil, fmt.Errorf("columns: %q is a %T, which gives no ids", c.Name(), c)
 }
 
 // stringValues calls f with each value of the feature key of ex as bytes
-// (integers as their decimal string); floats are an error of column.
-func stringValues(ex dataset.Example, row int, key, column string, f func(v []byte) error) error {
+// (integers as their decimal string); floats are an error of what
+// column() describes.
+func stringValues(ex dataset.Example, row int, key string, column func() string, f func(v []byte) error) error {
 	feat := ex[key]
 	if err := feat.Validate(); err != nil {
 		return recordErrorf(row, key, "%v", err)
@@ -468,19 +512,21 @@ func stringValues(ex dataset.Example, row int, key, column string, f func(v []by
 		}
 	case dataset.KindFloat:
 		if len(feat.Floats) > 0 {
-			return recordErrorf(row, key, "value %v is a float; %s wants strings or int64s", feat.Floats[0], column)
+			return recordErrorf(row, key, "value %v is a float; %s wants strings or int64s", feat.Floats[0], column())
 		}
 	}
 	return nil
 }
 
 func (c *VocabularyColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64, error) {
-	err := stringValues(ex, row, c.key, fmt.Sprintf("vocabulary column %q", c.key), func(v []byte) error {
+	err := stringValues(ex, row, c.key, c.describe, func(v []byte) error {
 		ids = append(ids, c.id(v))
 		return nil
 	})
 	return ids, err
 }
+
+func (c *VocabularyColumn) describe() string { return fmt.Sprintf("vocabulary column %q", c.key) }
 
 // id is v's id: its index, else its OOV bucket, else the default (-1:
 // dropped).
@@ -495,7 +541,7 @@ func (c *VocabularyColumn) id(v []byte) int64 {
 }
 
 func (c *HashBucketColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64, error) {
-	err := stringValues(ex, row, c.key, fmt.Sprintf("hash bucket column %q", c.key), func(v []byte) error {
+	err := stringValues(ex, row, c.key, func() string { return fmt.Sprintf("hash bucket column %q", c.key) }, func(v []byte) error {
 		ids = append(ids, HashBucketID(v, c.buckets))
 		return nil
 	})
@@ -530,9 +576,9 @@ func (c *IdentityColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64,
 	return ids, nil
 }
 
-func (c *BucketizedColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64, error) {
+func (c *BucketizedColumn) ids(ex dataset.Example, row int, ids []int64, sc *scratch) ([]int64, error) {
 	src := c.source
-	vals := make([]float32, src.Dimension())
+	vals := sc.floats(src.Dimension())
 	if err := src.values(ex, row, vals); err != nil {
 		return nil, err
 	}
@@ -555,9 +601,17 @@ func (c *BucketizedColumn) bucket(x float64) int {
 	return i
 }
 
-func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64, error) {
-	hashes := make([][]uint64, len(c.keys))
-	var buf []int64
+func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, sc *scratch) ([]int64, error) {
+	n := len(c.keys)
+	if cap(sc.hashes) < n {
+		sc.hashes = make([][]uint64, n)
+		sc.pos, sc.combo = make([]int, n), make([]uint64, n)
+	}
+	hashes, pos, combo := sc.hashes[:n], sc.pos[:n], sc.combo[:n]
+	for k := range hashes {
+		hashes[k] = hashes[k][:0]
+	}
+	clear(pos)
 	for k, key := range c.keys {
 		switch key := key.(type) {
 		case RawKey:
@@ -582,10 +636,10 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64, 
 			}
 		case CategoricalColumn:
 			var err error
-			if buf, err = rawIDs(key, ex, row, buf[:0]); err != nil {
+			if sc.ids, err = rawIDs(key, ex, row, sc.ids[:0], sc); err != nil {
 				return nil, err
 			}
-			for _, id := range dropped(buf, 0) {
+			for _, id := range dropped(sc.ids, 0) {
 				hashes[k] = append(hashes[k], uint64(id))
 			}
 		}
@@ -594,8 +648,6 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64, 
 		}
 	}
 	// Every combination, the last key varying fastest.
-	pos := make([]int, len(c.keys))
-	combo := make([]uint64, len(c.keys))
 	for {
 		for k := range combo {
 			combo[k] = hashes[k][pos[k]]
@@ -618,10 +670,11 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64, 
 // weighted column, float32 weights at the same indices.
 func parseSparse(c CategoricalColumn, examples []dataset.Example) (ids, weights sharding.SparseCOO, err error) {
 	var (
-		indices [][]int
-		vals    []int64
-		ws      []float32
-		width   = 1
+		flat  []int // row, position: the entries' indices
+		vals  []int64
+		ws    []float32
+		width = 1
+		sc    scratch
 	)
 	_, weighted := c.(*WeightedColumn)
 	if weighted {
@@ -629,14 +682,18 @@ func parseSparse(c CategoricalColumn, examples []dataset.Example) (ids, weights 
 	}
 	for r, ex := range examples {
 		start := len(vals)
-		if vals, ws, err = bag(c, ex, r, vals, ws); err != nil {
+		if vals, ws, err = bag(c, ex, r, vals, ws, &sc); err != nil {
 			return ids, weights, err
 		}
 		n := len(vals) - start
 		width = max(width, n)
 		for j := range n {
-			indices = append(indices, []int{r, j})
+			flat = append(flat, r, j)
 		}
+	}
+	indices := make([][]int, len(vals))
+	for e := range indices {
+		indices[e] = flat[2*e : 2*e+2 : 2*e+2]
 	}
 	if vals == nil {
 		vals = []int64{}
@@ -728,7 +785,7 @@ func (p *labelParser) parse(examples []dataset.Example) (map[string]*tensor.Dens
 			return nil, recordErrorf(r, key, "%d label values, want %d", f.Len(), p.dim)
 		}
 		if p.index != nil {
-			err := stringValues(ex, r, key, fmt.Sprintf("label %q", key), func(v []byte) error {
+			err := stringValues(ex, r, key, func() string { return fmt.Sprintf("label %q", key) }, func(v []byte) error {
 				i, ok := p.index[string(v)]
 				if !ok {
 					return recordErrorf(r, key, "label %s is not in the label vocabulary %q", quote(v), p.l.Vocabulary)

@@ -3,6 +3,8 @@ package columns
 import (
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/dataset"
+	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/sharding"
 )
 
@@ -349,8 +352,15 @@ func TestParseWeightedAndIndicator(t *testing.T) {
 
 	_, err = tr.Parse([]dataset.Example{{"city": by("a", "b"), "w": fl(1)}})
 	wantRecordError(t, err, 0, "w", "1 weights for 2 values")
-	_, err = tr.Parse([]dataset.Example{{"city": by("a"), "w": in(1)}})
-	wantRecordError(t, err, 0, "w", "int64 list", "floats")
+	_, err = tr.Parse([]dataset.Example{{"city": by("a"), "w": by("heavy")}})
+	wantRecordError(t, err, 0, "w", `"heavy"`, "string", "numbers")
+	b, err = tr.Parse([]dataset.Example{{"city": by("a", "b"), "w": in(3, 4)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]float32{3, 4}, b.Sparse["city_weighted_by_w_weights"].Values.Data()); diff != "" {
+		t.Errorf("integer weights (-want +got):\n%s", diff)
+	}
 }
 
 func TestParseLabels(t *testing.T) {
@@ -436,6 +446,10 @@ func TestNewTransformerErrors(t *testing.T) {
 		{"weight without label", Config{Columns: []Column{Numeric("x")}, Weight: &ExampleWeight{Key: "w"}}, "without a label"},
 		{"shared embedding sizes", Config{Columns: []Column{SharedEmbeddings([]CategoricalColumn{Identity("a", 3), Identity("b", 4)}, 2)[0]}}, "differ in size"},
 		{"nil column", Config{Columns: []Column{(*NumericColumn)(nil)}}, "column 0 is nil"},
+		{"too many values a record", Config{Columns: []Column{Numeric("x", Shape(1<<13, 1<<13))}}, "more than 16777216 values"},
+		{"vocabulary file missing", Config{Columns: []Column{VocabularyFile("c", "/nonexistent/vocab.txt", 0)}}, `vocabulary column "c": vocabulary file: open /nonexistent/vocab.txt`},
+		{"embedding dimension", Config{Columns: []Column{Embedding(Identity("i", 3), 0)}}, "dimension 0"},
+		{"crossed one key", Config{Columns: []Column{Crossed([]Crossable{RawKey("a")}, 3)}}, "1 keys, want at least 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewTransformer(tc.cfg)
@@ -502,4 +516,75 @@ func crossOf(vals ...string) int64 {
 		h = append(h, Fingerprint64([]byte(v)))
 	}
 	return crossHash(DefaultHashKey, h, 100)
+}
+
+func TestVocabularyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vocab.txt")
+	if err := os.WriteFile(path, []byte("north\nsouth\r\neast\nwest\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		size int
+		want []string
+		says string
+	}{
+		{"every line", 0, []string{"north", "south", "east", "west"}, ""},
+		{"the first 3 lines", 3, []string{"north", "south", "east"}, ""},
+		{"more than the file has", 5, nil, "has 4 lines, vocabulary size 5 asked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := VocabularyFile("region", path, tc.size)
+			_, err := NewTransformer(Config{Columns: []Column{c}})
+			if tc.says != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.says) {
+					t.Errorf("error %v, want one saying %q", err, tc.says)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c.Vocabulary()); diff != "" {
+				t.Errorf("vocabulary (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestEmbeddingDefaults checks TensorFlow's defaults of an embedding
+// column: the mean combiner, an initializer of stddev 1/√dimension.
+func TestEmbeddingDefaults(t *testing.T) {
+	e := Embedding(Identity("i", 3), 16)
+	if e.Combiner() != layers.CombineMean || e.stddev != 0.25 {
+		t.Errorf("combiner %v, initializer stddev %v; want mean, 0.25", e.Combiner(), e.stddev)
+	}
+}
+
+// TestTransformerKeepsItsConfig: changing the Label given to
+// NewTransformer, or the one Config returns, changes neither what Parse
+// does nor what MarshalJSON writes.
+func TestTransformerKeepsItsConfig(t *testing.T) {
+	label := &Label{Key: "y", Vocabulary: []string{"no", "yes"}}
+	tr := mustTransformer(t, Config{Columns: []Column{Numeric("x", Default(0))}, Label: label})
+	before, err := tr.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	label.Vocabulary[0], label.Key = "maybe", "z"
+	tr.Config().Label.Vocabulary[1] = "perhaps"
+	after, err := tr.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(before), string(after)); diff != "" {
+		t.Errorf("JSON changed (-before +after):\n%s", diff)
+	}
+	b, err := tr.Parse([]dataset.Example{{"y": by("yes")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int64{1}, b.Labels["y"].Data()); diff != "" {
+		t.Errorf("label (-want +got):\n%s", diff)
+	}
 }
