@@ -187,7 +187,9 @@ type LookupGradient struct {
 // depends on, in lookup order. Symbolic differentiation does not go
 // through a lookup: a variable the loss reaches only through lookups has
 // no dense gradient (no node of the variable's size), only these; one the
-// loss also reaches otherwise (a table also read densely) has both.
+// loss also reaches otherwise (a table also read densely) has both. Each
+// call differentiates its loss afresh, whatever earlier calls
+// differentiated: losses sharing nodes each get their own gradients.
 func (t *Tower) LookupGradients(loss *G.Node, names []string) (map[string]*G.Node, []LookupGradient, error) {
 	if loss == nil {
 		return nil, nil, fmt.Errorf("%v: nil loss", t)
@@ -236,6 +238,9 @@ func (t *Tower) LookupGradients(loss *G.Node, names []string) (map[string]*G.Nod
 	before := map[*G.Node]bool{}
 	for _, n := range t.g.AllNodes() {
 		before[n] = true
+	}
+	if err := t.clearDerivs(loss); err != nil {
+		return nil, nil, err
 	}
 	var grads G.Nodes
 	var err error
