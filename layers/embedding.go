@@ -568,6 +568,14 @@ type EmbeddingConfig struct {
 // EmbeddingLayer is an embedding table that owns its variable,
 // name/embeddings (Vocab, Dim): every lookup reads it, and the sparse
 // gradients of all lookups add up.
+//
+// One layer serves several features (TensorFlow's
+// shared_embedding_columns): call Lookup or LookupSparse once per feature
+// on the same layer value. The table stays one variable, and its gradient
+// is one sparse sum over every lookup of every tower, repeated ids summed.
+// A model may also read Table densely (a matrix product with it, as tied
+// output embeddings do): the table's gradient is then that dense gradient
+// with the lookups' rows added into it, one sum.
 type EmbeddingLayer struct {
 	s     *towers.Scope
 	name  string
