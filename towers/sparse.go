@@ -126,7 +126,8 @@ type Lookup struct {
 	// Variable names the variable read (Scope.Variable's name).
 	Variable string
 	// Output is the lookup's output node; its op must not be
-	// differentiable with respect to the variable.
+	// differentiable with respect to the variable. A lookup of a
+	// partitioned table is one output read by one Lookup per partition.
 	Output *G.Node
 	// Slices returns the variable's gradient through the lookup given the
 	// gradient of the loss with respect to Output in the last run (a
