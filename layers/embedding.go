@@ -15,12 +15,13 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/internal/scopes"
 	"github.com/towerflow/towerflow/towers"
 )
 
 // Embedding lookups read rows of a table, a variable of shape (vocab,
 // dim), by integer id. Their gradient with respect to the table is sparse:
-// each lookup registers itself with the tower's Scope (Scope.AddLookup),
+// each lookup registers itself with the tower's Scope (a towers.Lookup),
 // and the engine (package replicate) takes the gradient with respect to
 // the lookup's output instead of the table's, maps it back to one row per
 // id read, and sums the towers' rows as a towers.IndexedSlices: no buffer
@@ -192,7 +193,7 @@ func lookupTables(op string, s *towers.Scope, name string, tables []*G.Node) (st
 	}
 	vars := make([]string, len(tables))
 	for i, t := range tables {
-		v, ok := s.VariableName(t)
+		v, ok := scopes.VariableName(s, t)
 		if !ok {
 			return "", nil, fmt.Errorf("%s: table %s is not a variable of %v", op, t.Name(), s)
 		}
@@ -261,7 +262,7 @@ func newLookupBase(tables []*G.Node, cfg lookupConfig, what string) lookupBase {
 // partition's variable has its own sparse gradient.
 func (l *lookupBase) register(s *towers.Scope, vars []string, out *G.Node) error {
 	for p, v := range vars {
-		if err := s.AddLookup(towers.Lookup{Variable: v, Output: out, Slices: l.slicesOf(p)}); err != nil {
+		if err := scopes.AddLookup(s, towers.Lookup{Variable: v, Output: out, Slices: l.slicesOf(p)}); err != nil {
 			return err
 		}
 	}
@@ -505,8 +506,9 @@ func (l *lookupOp) Do(in ...G.Value) (G.Value, error) {
 		per = sh[1]
 	}
 	l.gradIDs, l.gradRow, l.gradScale = l.gradIDs[:0], l.gradRow[:0], nil
+	offset := scopes.RowOffset(l.s)
 	for p, id := range l.ids {
-		if err := l.checkID(id, l.s.RowOffset()+p/per); err != nil {
+		if err := l.checkID(id, offset+p/per); err != nil {
 			return nil, err
 		}
 		if l.cfg.hasPadding && id == l.cfg.padding {
