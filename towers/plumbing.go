@@ -26,6 +26,8 @@ func (plumbing) AddSparseFeature(s *Scope, f *SparseFeature) error {
 func (plumbing) NewSparseFeature(name string, dtype tensor.Dtype, shape []int, dense *G.Node) *SparseFeature {
 	return newSparseFeature(name, dtype, shape, dense)
 }
+func (plumbing) Updates(s *Scope) []Update { return s.updateList() }
+func (plumbing) Groups(s *Scope) []*Group  { return s.groupList() }
 func (plumbing) SetSparse(f *SparseFeature, v sharding.SparseCOO, offset int) error {
 	return f.set(v, offset)
 }

@@ -14,7 +14,7 @@ import (
 
 // TestPlumbingNotPublic: the plumbing of the tower runtime, the engine and
 // the layers (registering lookups, sparse features and the shard's row
-// offset) is not part of package towers' API: model code cannot call it
+// offset; reading the updates and groups) is not part of package towers' API: model code cannot call it
 // (internal/scopes can).
 func TestPlumbingNotPublic(t *testing.T) {
 	entries, err := os.ReadDir(".")
@@ -49,7 +49,7 @@ func TestPlumbingNotPublic(t *testing.T) {
 		}
 	}
 	plumbing := []string{"Scope.AddLookup", "Scope.Lookups", "Scope.VariableName", "Scope.SetRowOffset", "Scope.RowOffset",
-		"Scope.AddSparseFeature", "NewSparseFeature", "SparseFeature.Set"}
+		"Scope.AddSparseFeature", "NewSparseFeature", "SparseFeature.Set", "Scope.Updates", "Scope.Groups"}
 	var public []string
 	for _, p := range plumbing {
 		if slices.Contains(exported, p) {
@@ -59,7 +59,7 @@ func TestPlumbingNotPublic(t *testing.T) {
 	if diff := cmp.Diff([]string(nil), public); diff != "" {
 		t.Errorf("plumbing in the public API (-want +got):\n%s", diff)
 	}
-	for _, user := range []string{"Scope.SparseFeature", "Scope.SparseFeatures", "Scope.Variable", "Scope.VariableNames", "Scope.VariableNode", "SparseFeature.Value", "SparseFeature.Offset"} {
+	for _, user := range []string{"Scope.Assign", "Scope.AssignAdd", "Scope.Group", "Scope.SparseFeature", "Scope.SparseFeatures", "Scope.Variable", "Scope.VariableNames", "Scope.VariableNode", "SparseFeature.Value", "SparseFeature.Offset"} {
 		if !slices.Contains(exported, user) {
 			t.Errorf("%s is not exported: model code needs it", user)
 		}

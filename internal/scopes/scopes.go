@@ -1,8 +1,9 @@
 // Package scopes is the plumbing of towers.Scope that the tower runtime,
 // the engine and the layers use and model code does not: a tower's sparse
 // features and the batch row its shard starts at, which the runtime sets,
-// and the embedding lookups the layers register so that a table's gradient
-// is sparse. Model code sees only the Scope's public methods.
+// the embedding lookups the layers register so that a table's gradient is
+// sparse, and the updates and groups the engine reads. Model code sees
+// only the Scope's public methods.
 package scopes
 
 import (
@@ -24,6 +25,8 @@ type plumbing interface {
 	AddSparseFeature(s *towers.Scope, f *towers.SparseFeature) error
 	NewSparseFeature(name string, dtype tensor.Dtype, shape []int, dense *G.Node) *towers.SparseFeature
 	SetSparse(f *towers.SparseFeature, v sharding.SparseCOO, offset int) error
+	Updates(s *towers.Scope) []towers.Update
+	Groups(s *towers.Scope) []*towers.Group
 }
 
 // impl is package towers' plumbing: towers, which this package imports,
@@ -69,3 +72,12 @@ func NewSparseFeature(name string, dtype tensor.Dtype, shape []int, dense *G.Nod
 func SetSparse(f *towers.SparseFeature, v sharding.SparseCOO, offset int) error {
 	return impl.SetSparse(f, v, offset)
 }
+
+// Updates returns the updates s's tower declared (Scope.Assign,
+// AssignAdd), in order.
+func Updates(s *towers.Scope) []towers.Update { return impl.Updates(s) }
+
+// Groups returns the groups of the build s belongs to (Scope.Group), in
+// the order they were made. It is the scope's own slice, not a copy, and
+// must not be changed: the engine reads it on every step.
+func Groups(s *towers.Scope) []*towers.Group { return impl.Groups(s) }

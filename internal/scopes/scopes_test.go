@@ -16,7 +16,7 @@ import (
 // TestPlumbing: the plumbing reaches the scope: lookups of the scope's
 // variables register (others are errors naming them), a sparse feature
 // is added once and fed its shard, the row offset is kept, a variable's
-// node gives its name.
+// node gives its name, the updates and groups declared read back.
 func TestPlumbing(t *testing.T) {
 	s := towers.NewScope(0, 1, towers.CPU(0), towers.NewStore(towers.StoreConfig{Seed: 1}), nil)
 	table, err := s.Variable("table", tensor.Float64, tensor.Shape{3, 2}, nil)
@@ -56,6 +56,17 @@ func TestPlumbing(t *testing.T) {
 		t.Errorf("fed shard: offset %d, indices (-want +got):\n%s", f.Offset(), diff)
 	}
 	wanterr.Mentions(t, scopes.SetSparse(f, sharding.SparseCOO{Values: tensor.New(tensor.WithShape(1), tensor.WithBacking([]float32{2})), DenseShape: []int{2, 3}}, 0), `sparse feature "bag" wants dtype int64`)
+
+	if err := s.Assign("table", G.NewMatrix(s.Graph(), tensor.Float64, G.WithShape(3, 2), G.WithName("new"))); err != nil {
+		t.Fatal(err)
+	}
+	if u := scopes.Updates(s); len(u) != 1 || u[0].Var != "table" {
+		t.Errorf("Updates = %v, want the Assign of table", u)
+	}
+	g := s.Group("moments")
+	if gs := scopes.Groups(s); len(gs) != 1 || gs[0] != g {
+		t.Errorf("Groups = %v, want the group made", gs)
+	}
 
 	scopes.SetRowOffset(s, 7)
 	if got := scopes.RowOffset(s); got != 7 {

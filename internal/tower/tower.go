@@ -381,7 +381,7 @@ func (t *Tower) Compile() (err error) {
 // tower waits in one of its build's groups (see program.deferSinks), when
 // there are groups and other towers to wait for.
 func (t *Tower) fillWaits() error {
-	groups := t.Groups()
+	groups := scopes.Groups(t.Scope)
 	if len(groups) == 0 || t.Towers() < 2 {
 		return nil
 	}
@@ -478,7 +478,7 @@ func RunAll(ctx context.Context, ts []*Tower, fn func(*Tower) error) error {
 	if len(ts) == 0 {
 		return nil
 	}
-	groups := ts[0].Groups()
+	groups := scopes.Groups(ts[0].Scope)
 	for _, g := range groups {
 		g.Reset()
 	}
