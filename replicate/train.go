@@ -10,6 +10,7 @@ import (
 
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/parallel"
+	"github.com/towerflow/towerflow/internal/scopes"
 	"github.com/towerflow/towerflow/internal/tower"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/optimizers"
@@ -273,7 +274,7 @@ func (e *Engine) computeStep(ctx context.Context, batch sharding.Batch, hooks St
 	if err != nil {
 		return nil, 0, fmt.Errorf("train step %d: %w", e.Step(), err)
 	}
-	for _, g := range b.towers[0].Groups() {
+	for _, g := range scopes.Groups(b.towers[0].Scope) {
 		g.SetWeights(b.weights)
 	}
 	if err := runTowers(ctx, b, hooks.Started); err != nil {
