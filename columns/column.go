@@ -67,16 +67,12 @@ type RawKey string
 
 func (k RawKey) crossName() string { return string(k) }
 
-// ErrNotImplemented was returned by the bodies of this package's first
-// API skeleton; nothing returns it now. It stays for code written against
-// the skeleton that checks for it.
-var ErrNotImplemented = errors.New("columns: not implemented")
-
 // ---- numeric ----
 
 // NumericColumn is a number or a fixed-shape block of numbers per record,
 // tf.feature_column.numeric_column: the raw feature key's Floats or
-// Int64s (converted to float32), of exactly the shape's number of values.
+// Int64s (converted to float32), of exactly the shape's number of values
+// (at most 2^24), in row-major order. An infinite value is an error.
 type NumericColumn struct {
 	key        string
 	shape      []int
@@ -95,10 +91,11 @@ func Shape(dims ...int) NumericOption {
 	return func(c *NumericColumn) { c.shape = slices.Clone(dims) }
 }
 
-// Default sets the value a record without the feature takes: one value
-// (every element) or one per element. Without it, a record missing the
-// feature is an error, as TensorFlow's numeric_column without a
-// default_value.
+// Default sets the value a record without the feature (or with no
+// values) takes: one value (every element) or one per element; a NaN
+// element is missing too and takes its element's default. Without it, a
+// record missing the feature is an error, as TensorFlow's numeric_column
+// without a default_value.
 func Default(values ...float32) NumericOption {
 	return func(c *NumericColumn) { c.def = slices.Clone(values) }
 }
@@ -665,7 +662,7 @@ func (c *CrossedColumn) fitted() bool {
 // ---- weighted ----
 
 // WeightedColumn gives each id of a categorical column the weight at the
-// same position of a raw float feature,
+// same position of a raw number feature (floats, or integers as floats),
 // tf.feature_column.weighted_categorical_column: a record must have as
 // many weights as values.
 type WeightedColumn struct {

@@ -305,3 +305,29 @@ func TestModelErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLinearWeightsAreLookedUp: a categorical column's linear weights
+// and an embedding column's table are read by registered lookups (their
+// gradients are sparse), the dense columns' weights are not.
+func TestLinearWeightsAreLookedUp(t *testing.T) {
+	s := towers.NewScope(0, 1, towers.CPU(0), towers.NewStore(towers.StoreConfig{Seed: 1}), nil)
+	for _, name := range []string{"c", "d"} {
+		if err := s.AddSparseFeature(towers.NewSparseFeature(name, tensor.Int64, []int{4, 2}, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := G.NewMatrix(s.Graph(), tensor.Float32, G.WithShape(4, 1), G.WithName("x"))
+	f := model.Features{"x": x}
+	if _, err := LinearLogits(s, f, 3, Numeric("x"), Identity("c", 5), Embedding(Identity("d", 6), 2)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range s.Lookups() {
+		got = append(got, l.Variable)
+	}
+	slices.Sort(got)
+	want := []string{"input_layer/d_embedding/embedding_weights", "linear_model/c/weights"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("variables read by lookups (-want +got):\n%s", diff)
+	}
+}

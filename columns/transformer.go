@@ -434,8 +434,8 @@ func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []flo
 	n := len(ids) - start
 	switch {
 	case f.Len() == 0 && n == 0:
-	case f.Kind() != dataset.KindFloat && f.Len() > 0:
-		return nil, nil, recordErrorf(row, w.weightKey, "weights are a %v list; weighted column %q wants floats", f.Kind(), w.Name())
+	case f.Kind() == dataset.KindBytes:
+		return nil, nil, recordErrorf(row, w.weightKey, "weight %s is a string; weighted column %q wants numbers", quote(f.Bytes[0]), w.Name())
 	case f.Len() != n:
 		return nil, nil, recordErrorf(row, w.weightKey, "%d weights for %d values of %q (weighted column %q)", f.Len(), n, w.cat.Name(), w.Name())
 	}
@@ -448,7 +448,11 @@ func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []flo
 			continue
 		}
 		ids[out] = ids[i]
-		ws = append(ws, f.Floats[i-start])
+		if f.Int64s != nil {
+			ws = append(ws, float32(f.Int64s[i-start]))
+		} else {
+			ws = append(ws, f.Floats[i-start])
+		}
 		out++
 	}
 	return ids[:out], ws, nil

@@ -352,8 +352,15 @@ func TestParseWeightedAndIndicator(t *testing.T) {
 
 	_, err = tr.Parse([]dataset.Example{{"city": by("a", "b"), "w": fl(1)}})
 	wantRecordError(t, err, 0, "w", "1 weights for 2 values")
-	_, err = tr.Parse([]dataset.Example{{"city": by("a"), "w": in(1)}})
-	wantRecordError(t, err, 0, "w", "int64 list", "floats")
+	_, err = tr.Parse([]dataset.Example{{"city": by("a"), "w": by("heavy")}})
+	wantRecordError(t, err, 0, "w", `"heavy"`, "string", "numbers")
+	b, err = tr.Parse([]dataset.Example{{"city": by("a", "b"), "w": in(3, 4)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]float32{3, 4}, b.Sparse["city_weighted_by_w_weights"].Values.Data()); diff != "" {
+		t.Errorf("integer weights (-want +got):\n%s", diff)
+	}
 }
 
 func TestParseLabels(t *testing.T) {
