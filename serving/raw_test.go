@@ -304,3 +304,38 @@ func float32NaN() float32 {
 	var zero float32
 	return zero / zero
 }
+
+// undescribed is wordsServable without a description of its raw
+// features.
+type undescribed struct{ wordsServable }
+
+func (*undescribed) RawSpec() map[string]dataset.FeatureSpec { return nil }
+
+// TestServeUndescribedRawValues: a preprocessor that does not describe
+// its raw features gets values of the kinds they say, as tf.Example JSON
+// (an integer is an int64 list, which Words refuses for "num"; 2.0 is a
+// float), and the metadata lists no inputs.
+func TestServeUndescribedRawValues(t *testing.T) {
+	_, hs := newTestServer(t, []ModelConfig{{Name: "m", Loader: fixed(&undescribed{})}}, Config{})
+	res := do(t, hs, "POST", "/v1/models/m:predict", `{"instances": [{"word": "red", "num": 2.0}, {"word": ["blue", "teal"], "num": 0.5}]}`)
+	if res.code != http.StatusOK {
+		t.Fatalf("status %d: %s", res.code, res.body)
+	}
+	// p = x + the ids: red 0, blue 2 and teal (unknown) 5.
+	if diff := cmp.Diff([]float64{2, 7.5}, predictions(t, res)); diff != "" {
+		t.Errorf("predictions (-want +got):\n%s", diff)
+	}
+	checkErrors(t, hs, []errorCase{
+		{"an integer for a float", "POST", "/v1/models/m:predict", `{"instances": [{"word": "red", "num": 2}]}`, 400, `example 0: feature "num": holds 1 int64 values, want one float`},
+	})
+	res = do(t, hs, "GET", "/v1/models/m/metadata", "")
+	var md tfModelMetadata
+	if err := json.Unmarshal([]byte(res.body), &md); err != nil {
+		t.Fatal(err)
+	}
+	for key, sig := range md.Metadata.SignatureDef.SignatureDef {
+		if len(sig.Inputs) != 0 {
+			t.Errorf("metadata of %s: inputs %v, want none (the raw features are not described)", key, sig.Inputs)
+		}
+	}
+}
