@@ -94,9 +94,9 @@ func rawTFExamples(req map[string]any, method string, raw *rawInputs, lim limits
 	if err := lim.checkRows(len(list)); err != nil {
 		return nil, err
 	}
-	var context dataset.Example
+	var common dataset.Example
 	if shared != nil {
-		if context, err = raw.example(shared); err != nil {
+		if common, err = raw.example(shared); err != nil {
 			return nil, within(err, "'context': ")
 		}
 	}
@@ -110,7 +110,7 @@ func rawTFExamples(req map[string]any, method string, raw *rawInputs, lim limits
 		if err != nil {
 			return nil, within(err, "example %d: ", i)
 		}
-		for name, f := range context {
+		for name, f := range common {
 			if _, dup := ex[name]; dup {
 				return nil, badRequestf("example %d: feature %q is in the context too: a feature of the context must not appear in examples", i, echo(name))
 			}
