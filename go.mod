@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/chewxy/hm v1.0.0
+	github.com/dgryski/go-farm v0.0.0-20200201041132-a6ae2369ad13
 	github.com/google/go-cmp v0.7.0
 	golang.org/x/sys v0.29.0
 	golang.org/x/term v0.28.0

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/towerflow/towerflow/estimator"
@@ -26,8 +28,9 @@ import (
 // record read), cut into batches of BatchSize. With shuffling, the order
 // of the files and the draws are new every epoch, from Seed and the
 // epoch's number. Workers goroutines turn batches of Examples into
-// tensors (ParseExamples) up to Prefetch batches ahead of the towers; the
-// batches are the same whatever the number of workers. Memory is bounded
+// tensors (Parser, or ParseExamples with Spec) up to Prefetch batches
+// ahead of the towers; the batches are the same whatever the number of
+// workers. Memory is bounded
 // by ShuffleBuffer, CycleLength open files and Prefetch+Workers batches,
 // never by the size of a file.
 type Pipeline struct {
@@ -39,8 +42,18 @@ type Pipeline struct {
 	// TFRecord files of tf.Examples, read as Records says.
 	CSV     *CSVOptions
 	Records RecordOptions
-	// Spec says how features become tensors (ParseExamples). Required.
+	// Spec says how features become tensors (ParseExamples): the
+	// pipeline parses with SpecParser(Spec). Required unless Parser is
+	// set; giving both is an error.
 	Spec map[string]FeatureSpec
+	// Parser, when set, turns each batch of Examples into tensors instead
+	// of Spec (a feature transformation, such as feature columns). The
+	// workers run it at once on different batches; with Processes, each
+	// process parses only its rows of each batch. An error it returns is
+	// named by the batch and the records it came from: a *ParseError by
+	// its example's file and record, another error by the files and
+	// records of the whole batch.
+	Parser Parser
 	// BatchSize is the number of records a batch; the last batch of an
 	// epoch may be smaller, unless DropRemainder drops it. Required.
 	BatchSize     int
@@ -61,12 +74,44 @@ type Pipeline struct {
 	Workers, Prefetch int
 	// Processes, when more than 1, makes this the input of process Rank
 	// of that many training together, as estimator.TensorInput does:
-	// BatchSize is the batch of all of them, every process reads the
-	// records of every file (in the same order, so that they cut the same
-	// batches) and parses only its part of each batch, the rows
-	// sharding.Part(rows, Processes, Rank) gives. Together they see the
-	// batches one process would.
+	// BatchSize is the batch of all of them, and each process's batch its
+	// part, the rows sharding.Part(BatchSize, Processes, Rank) gives.
+	// Sharing says how they share the records:
+	//
+	// By record (ShareRecords, or ShareAuto with fewer files than
+	// processes), every process reads the records of every file, in the
+	// same order, so that they cut the same batches, and parses only its
+	// part of each: together they see exactly the batches one process
+	// would, every record once an epoch.
+	//
+	// By file (ShareFiles, or ShareAuto with at least as many files as
+	// processes), each process reads only its own files. Every process
+	// first counts the records of every file (a read of all of them, once
+	// per input function) and deals the files the same way: largest
+	// first, each to the process with the fewest records so far. A
+	// process reads its files as one process reads all of them —
+	// interleaved, shuffled with a buffer and cut into batches of its
+	// part — but with its own draws (from Seed, the epoch and Rank). The
+	// batch of a step is the processes' batches together, in rank order.
+	// An epoch is as many batches as the smallest share makes (whole
+	// ones, with DropRemainder), the same number for every process, so
+	// that no process waits at a step the others never take; the records
+	// of a larger share past them are not read that epoch. That number,
+	// the shares and the records each epoch leaves out are logged to
+	// Logger, and Counts counts them. With shares of equal records (and
+	// a multiple of the batch part, with DropRemainder), every record is
+	// read once an epoch.
 	Processes, Rank int
+	Sharing         Sharing
+	// Logger, when not nil, receives what the pipeline leaves out: the
+	// damaged records it skips (RecordOptions.SkipDamaged), per file, and
+	// how processes share the files.
+	Logger *slog.Logger
+	// Counts, when not nil, counts the same, for the caller to read while
+	// or after the pipeline reads.
+	Counts *PipelineCounts
+
+	state *pipelineState // shared by the calls of Input's function
 }
 
 // origin is where a record came from, for errors.
@@ -144,7 +189,9 @@ func (p Pipeline) Input() (estimator.InputFn, error) {
 		return nil, fmt.Errorf("dataset: pipeline: %w", err)
 	}
 	switch {
-	case len(p.Spec) == 0:
+	case p.Parser != nil && len(p.Spec) > 0:
+		return nil, errors.New("dataset: pipeline: both a Spec and a Parser: give one")
+	case p.Parser == nil && len(p.Spec) == 0:
 		return nil, errors.New("dataset: pipeline: no feature spec")
 	case p.BatchSize < 1:
 		return nil, fmt.Errorf("dataset: pipeline: batch size %d, want at least 1", p.BatchSize)
@@ -157,10 +204,16 @@ func (p Pipeline) Input() (estimator.InputFn, error) {
 	case p.Processes > 1 && p.BatchSize < p.Processes:
 		return nil, fmt.Errorf("dataset: pipeline: a batch of %d records cannot give each of %d processes one", p.BatchSize, p.Processes)
 	}
-	for name, s := range p.Spec {
-		if _, err := s.check(); err != nil {
-			return nil, fmt.Errorf("dataset: pipeline: feature %q: %w", name, err)
+	p.Files = files
+	if err := p.checkSharing(); err != nil {
+		return nil, err
+	}
+	if p.Parser == nil {
+		spec := SpecParser(p.Spec)
+		if err := spec.Check(); err != nil {
+			return nil, fmt.Errorf("dataset: pipeline: %w", err)
 		}
+		p.Parser = spec
 	}
 	if p.CSV != nil {
 		opts := *p.CSV
@@ -170,7 +223,7 @@ func (p Pipeline) Input() (estimator.InputFn, error) {
 		}
 		p.CSV = &opts
 	}
-	p.Files = files
+	p.state = &pipelineState{}
 	return func(ctx context.Context) iter.Seq2[sharding.Batch, error] {
 		return p.batches(ctx, estimator.StartBatch(ctx))
 	}, nil
@@ -199,8 +252,12 @@ func (p *Pipeline) epochRNG(epoch int) *rand.Rand {
 
 // records is epoch's records, interleaved and shuffled, in order.
 func (p *Pipeline) records(epoch int) iter.Seq2[record, error] {
-	rng := p.epochRNG(epoch)
-	files := p.Files
+	return p.shuffled(p.Files, p.epochRNG(epoch))
+}
+
+// shuffled is the records of files, interleaved and shuffled with rng's
+// draws, in order.
+func (p *Pipeline) shuffled(files []string, rng *rand.Rand) iter.Seq2[record, error] {
 	shuffle := p.ShuffleBuffer > 1
 	if shuffle {
 		files = slices.Clone(files)
@@ -265,6 +322,7 @@ func (p *Pipeline) interleave(files []string) iter.Seq2[record, error] {
 			s := open[cur]
 			r, err := s.next()
 			if err == io.EOF {
+				p.noteSkipped(s)
 				err = s.Close()
 				open = slices.Delete(open, cur, cur+1)
 				if err != nil {
@@ -339,6 +397,20 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 	}
 	var n int64           // the batch next cut
 	perEpoch := int64(-1) // batches an epoch, once known
+	size, records := p.BatchSize, p.records
+	var plan *sharePlan // this process's files, when sharing by file
+	if p.byFile() {
+		var err error
+		if plan, err = p.sharePlan(ctx); err != nil {
+			fail(err)
+			return
+		}
+		if perEpoch = plan.perEpoch; perEpoch == 0 {
+			return // a share too small to make a batch: no epoch has one
+		}
+		size = plan.batch
+		records = func(e int) iter.Seq2[record, error] { return p.shuffled(plan.files, p.shareRNG(e)) }
+	}
 	for e := 0; epochs == estimator.Forever || e < epochs; e++ {
 		if perEpoch > 0 && start-n >= perEpoch {
 			skip := (start - n) / perEpoch
@@ -350,15 +422,15 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 			continue
 		}
 		first := n
-		batch := make([]record, 0, p.BatchSize)
+		batch := make([]record, 0, size)
 		flush := func() bool {
-			defer func() { batch = make([]record, 0, p.BatchSize) }()
+			defer func() { batch = make([]record, 0, size) }()
 			n++
 			if n-1 < start {
 				return true
 			}
 			part := batch
-			if p.Processes > 1 {
+			if p.Processes > 1 && plan == nil {
 				lo, hi, err := sharding.Part(len(batch), p.Processes, p.Rank)
 				if err != nil {
 					fail(fmt.Errorf("dataset: pipeline: batch %d (epoch %d) for process %d of %d: %w", n-1, e, p.Rank, p.Processes, err))
@@ -368,20 +440,30 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 			}
 			return send(job{n: n - 1, recs: part, out: make(chan result, 1)})
 		}
-		for r, err := range p.records(e) {
+		for r, err := range records(e) {
 			if err != nil {
 				fail(fmt.Errorf("dataset: pipeline: epoch %d: %w", e, err))
 				return
 			}
-			if batch = append(batch, r); len(batch) == p.BatchSize && !flush() {
+			if batch = append(batch, r); len(batch) == size && !flush() {
 				return
+			}
+			if plan != nil && n-first == plan.perEpoch {
+				break // the rest of a larger share is left out
 			}
 			if ctx.Err() != nil {
 				return
 			}
 		}
-		if len(batch) > 0 && !p.DropRemainder && !flush() {
+		if len(batch) > 0 && !p.DropRemainder && (plan == nil || n-first < plan.perEpoch) && !flush() {
 			return
+		}
+		if plan != nil {
+			if n-first != plan.perEpoch {
+				fail(fmt.Errorf("dataset: pipeline: epoch %d: process %d's %d files made %d batches, not the %d their records counted before make: a file changed since", e, p.Rank, len(plan.files), n-first, plan.perEpoch))
+				return
+			}
+			p.noteDropped(plan.dropped)
 		}
 		perEpoch = n - first
 		if perEpoch == 0 {
@@ -411,13 +493,13 @@ func (p *Pipeline) parseBatch(dec *exampleDecoder, j job) result {
 			examples[i] = ex
 		}
 	}
-	b, err := ParseExamples(examples, p.Spec)
+	b, err := ParseGuarded(p.Parser, examples)
 	if err != nil {
 		var pe *ParseError
 		if errors.As(err, &pe) && pe.Example >= 0 && pe.Example < len(j.recs) {
 			err = fmt.Errorf("dataset: pipeline: batch %d: %s: feature %q: %w", j.n, j.recs[pe.Example].src, pe.Feature, pe.Err)
 		} else {
-			err = fmt.Errorf("dataset: pipeline: batch %d: %w", j.n, err)
+			err = fmt.Errorf("dataset: pipeline: batch %d (%s): %w", j.n, describeRecords(j.recs), err)
 		}
 	}
 	return result{b, err}
@@ -471,4 +553,65 @@ func (p *Pipeline) batches(ctx context.Context, start int64) iter.Seq2[sharding.
 			yield(sharding.Batch{}, err)
 		}
 	}
+}
+
+// maxRanges bounds the runs of records describeRecords lists.
+const maxRanges = 8
+
+// describeRecords names the records of a batch: per file, in the order
+// they first appear, runs of consecutive record numbers (lines for CSV
+// files), at most maxRanges runs.
+func describeRecords(recs []record) string {
+	type run struct{ lo, hi int64 }
+	var files []string
+	runs := map[string][]run{}
+	for _, r := range recs {
+		rs, seen := runs[r.src.file]
+		if !seen {
+			files = append(files, r.src.file)
+		}
+		if n := len(rs); n > 0 && rs[n-1].hi+1 == r.src.n {
+			rs[n-1].hi = r.src.n
+		} else {
+			rs = append(rs, run{r.src.n, r.src.n})
+		}
+		runs[r.src.file] = rs
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d records: ", len(recs))
+	listed, total := 0, 0
+	for _, rs := range runs {
+		total += len(rs)
+	}
+	for i, file := range files {
+		if listed == maxRanges {
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		what := "records"
+		if recs[0].src.offset < 0 {
+			what = "lines"
+		}
+		fmt.Fprintf(&b, "%s %s ", file, what)
+		for k, r := range runs[file] {
+			if listed == maxRanges {
+				break
+			}
+			if k > 0 {
+				b.WriteString(",")
+			}
+			if r.lo == r.hi {
+				fmt.Fprintf(&b, "%d", r.lo)
+			} else {
+				fmt.Fprintf(&b, "%d-%d", r.lo, r.hi)
+			}
+			listed++
+		}
+	}
+	if listed < total {
+		fmt.Fprintf(&b, " and %d more runs", total-listed)
+	}
+	return b.String()
 }

@@ -52,6 +52,7 @@ type ExportOption func(*exportOptions)
 type exportOptions struct {
 	keep      int
 	untrained bool
+	pre       Preprocessor
 }
 
 // KeepVersions keeps the newest n versions in the base directory after
@@ -90,6 +91,14 @@ func (e *Estimator) Export(ctx context.Context, baseDir string, inputs ServingIn
 	if e.rank != 0 {
 		return "", fmt.Errorf("export: this is process rank %d of %d; rank 0 alone exports (it holds the same variables)", e.rank, e.procs)
 	}
+	files := map[string][]byte{}
+	if o.pre != nil {
+		data, err := preprocessorFile(o.pre)
+		if err != nil {
+			return "", fmt.Errorf("export: %w", err)
+		}
+		files[exportdir.PreprocessorFile] = data
+	}
 	if err := e.restoreForExport(o.untrained); err != nil {
 		return "", fmt.Errorf("export: %w", err)
 	}
@@ -112,7 +121,7 @@ func (e *Estimator) Export(ctx context.Context, baseDir string, inputs ServingIn
 	if err != nil {
 		return "", fmt.Errorf("export: %w", err)
 	}
-	dir, err := writeVersion(baseDir, sigs, used)
+	dir, err := writeVersion(baseDir, sigs, used, files)
 	if err != nil {
 		return "", fmt.Errorf("export: %w", err)
 	}
@@ -273,7 +282,9 @@ func Versions(baseDir string) ([]int64, error) {
 	return vs, err
 }
 
-func writeVersion(baseDir string, sigs exportdir.Signatures, store *towers.Store) (string, error) {
+// writeVersion writes a new version: sigs, the variables of store, and
+// files (by slash-separated path in the version).
+func writeVersion(baseDir string, sigs exportdir.Signatures, store *towers.Store, files map[string][]byte) (string, error) {
 	if err := os.MkdirAll(baseDir, 0o755); err != nil {
 		return "", err
 	}
@@ -297,6 +308,18 @@ func writeVersion(baseDir string, sigs exportdir.Signatures, store *towers.Store
 	}
 	if err := writeJSON(filepath.Join(tmp, exportdir.SignaturesFile), sigs); err != nil {
 		return "", err
+	}
+	for _, rel := range slices.Sorted(maps.Keys(files)) {
+		path := filepath.Join(tmp, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return "", err
+		}
+		if err := fsutil.WriteFileSync(path, files[rel]); err != nil {
+			return "", err
+		}
+		if err := fsutil.SyncDir(filepath.Dir(path)); err != nil {
+			return "", err
+		}
 	}
 	m := exportdir.Manifest{Format: exportdir.Format}
 	err = filepath.WalkDir(tmp, func(path string, d fs.DirEntry, err error) error {

@@ -56,6 +56,11 @@ func LoadLatest(baseDir string, m *replicate.Model) (*Predictor, error) {
 //     names, dtypes and shapes; a difference is an error naming the
 //     variable or output;
 //   - the export's variables are then loaded into the model.
+//   - assets.extra/towerflow_preprocessor.json, when the export has it
+//     (estimator.Preprocess), is loaded by the loader registered for its
+//     kind (RegisterPreprocessor): an unregistered kind is an error naming
+//     it and the package to import, a malformed file one naming the file;
+//     Preprocess and PredictExamples then take raw examples.
 //
 // The model runs in a fresh Estimator without a model directory, on the
 // devices of m's replication (one tower each; a batch is split along
@@ -76,6 +81,10 @@ func Load(dir string, m *replicate.Model) (p *Predictor, err error) {
 	if err != nil {
 		return fail(err)
 	}
+	parser, preKind, err := readPreprocessor(dir)
+	if err != nil {
+		return fail(err)
+	}
 	vars, err := checkpoint.Read(filepath.Join(dir, exportdir.VariablesDir))
 	if err != nil {
 		return fail(err)
@@ -92,7 +101,7 @@ func Load(dir string, m *replicate.Model) (p *Predictor, err error) {
 			est.Close()
 		}
 	}()
-	p = &Predictor{dir: dir, version: version, step: sigs.Step, sigs: sigs.Signatures, inputs: inputs, est: est}
+	p = &Predictor{dir: dir, version: version, step: sigs.Step, sigs: sigs.Signatures, inputs: inputs, est: est, parser: parser, preKind: preKind}
 	if err := p.build(); err != nil {
 		return fail(err)
 	}

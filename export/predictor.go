@@ -12,6 +12,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/dataset"
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/sharding"
@@ -29,6 +30,9 @@ type Predictor struct {
 	// fromPredictions: the model has no export outputs, and the only
 	// signature, model.DefaultServingSignature, serves its predictions.
 	fromPredictions bool
+	// parser is the export's preprocessor, of kind preKind; nil without.
+	parser  dataset.Parser
+	preKind string
 
 	mu     sync.RWMutex // Run holds it shared, Close exclusively
 	closed bool

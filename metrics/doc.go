@@ -52,6 +52,7 @@
 // The metrics, each an X and a NewX (TF1 name in parentheses):
 //
 //	Mean (mean), Accuracy (accuracy)
+//	AccuracyBaseline (accuracy_baseline of TensorFlow's binary heads)
 //	MeanSquaredError (mean_squared_error)
 //	RootMeanSquaredError (root_mean_squared_error)
 //	MeanAbsoluteError (mean_absolute_error)

@@ -91,6 +91,26 @@ func TestKnownValues(t *testing.T) {
 			wantState: []float64{2, 4},
 		},
 		{
+			// labels [0,1,0,1,1]: mean 3/5, baseline max(0.6, 0.4).
+			name:      "accuracy baseline",
+			newMetric: NewAccuracyBaseline,
+			batches:   [][]*tensor.Dense{ts(vec([]float64{0, 1, 0, 1, 1}))},
+			want:      0.6,
+			wantState: []float64{3, 5},
+		},
+		{
+			// labels [1,0,0] weighted [1,2,3]: total 1, count 6; the
+			// negatives dominate: (6-1)/6. Two batches stream.
+			name:      "accuracy baseline weighted, negatives more frequent",
+			newMetric: NewAccuracyBaseline,
+			batches: [][]*tensor.Dense{
+				ts(mat([]int64{1, 0}, 2, 1), vec([]float64{1, 2})),
+				ts(mat([]int64{0}, 1, 1), vec([]float64{3})),
+			},
+			want:      5.0 / 6,
+			wantState: []float64{1, 6},
+		},
+		{
 			// Two batches: 1 of 2, then 2 of 2: 3/4.
 			name:      "accuracy streaming",
 			newMetric: NewAccuracy,

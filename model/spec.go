@@ -87,7 +87,10 @@ type Spec struct {
 }
 
 // TrainOp is one minimisation: Optimizer applied to the gradients of Loss
-// with respect to Vars.
+// with respect to Vars. Several train ops may minimise one loss over
+// disjoint variables, each with its own optimizer (the linear and DNN
+// parts of a wide-and-deep model): the loss is differentiated once for all
+// of them.
 type TrainOp struct {
 	// Loss is the scalar to minimise; nil means Spec.Loss.
 	Loss *G.Node

@@ -63,26 +63,23 @@ func (e *Engine) minimizeTowers(b *build) error {
 	if err != nil {
 		return err
 	}
+	opNames := make([][]string, len(ops))
 	for k, op0 := range ops {
-		names := op0.Vars
-		if names == nil {
+		opNames[k] = op0.Vars
+		if opNames[k] == nil {
 			for _, name := range b.towers[0].VariableNames() {
 				if v, err := e.store.Lookup(name); err == nil && v.Trainable() {
-					names = append(names, name)
+					opNames[k] = append(opNames[k], name)
 				}
 			}
 		}
-		per := make([]map[string]*G.Node, len(b.towers))
-		lookups := make([][]tower.LookupGradient, len(b.towers))
-		for i, t := range b.towers {
-			loss := b.specs[i].Loss
-			if len(b.specs[i].TrainOps) > 0 && b.specs[i].TrainOps[k].Loss != nil {
-				loss = b.specs[i].TrainOps[k].Loss
-			}
-			if per[i], lookups[i], err = t.LookupGradients(loss, names); err != nil {
-				return fmt.Errorf("train op %d: %w", k, err)
-			}
-		}
+	}
+	grads, lookupGrads, err := differentiateTowers(b, len(ops), opNames)
+	if err != nil {
+		return err
+	}
+	for k, op0 := range ops {
+		names, per, lookups := opNames[k], grads[k], lookupGrads[k]
 		if err := op0.Clip.Validate(); err != nil {
 			return fmt.Errorf("train op %d: %w", k, err)
 		}
@@ -130,6 +127,82 @@ func (e *Engine) minimizeTowers(b *build) error {
 		b.plans = append(b.plans, p)
 	}
 	return nil
+}
+
+// differentiateTowers returns, for train op k of n and tower i, the
+// gradients of the op's loss with respect to its variables names[k]
+// (grads[k][i]) and to the outputs of their lookups (lookups[k][i]). Each
+// tower's loss is differentiated once for all the train ops that minimise
+// it, with respect to the union of their variables: gorgonia
+// differentiates a node once, and a second differentiation of the same
+// loss stops at the nodes the first went through, so that two train ops
+// of one loss over disjoint variables (a wide-and-deep model's two
+// optimizers, TensorFlow's DNNLinearCombined) could not each take their
+// own.
+func differentiateTowers(b *build, n int, names [][]string) (grads [][]map[string]*G.Node, lookups [][][]tower.LookupGradient, err error) {
+	grads = make([][]map[string]*G.Node, n)
+	lookups = make([][][]tower.LookupGradient, n)
+	for k := range n {
+		grads[k] = make([]map[string]*G.Node, len(b.towers))
+		lookups[k] = make([][]tower.LookupGradient, len(b.towers))
+	}
+	for i, t := range b.towers {
+		losses := make([]*G.Node, n)
+		for k := range n {
+			losses[k] = b.specs[i].Loss
+			if len(b.specs[i].TrainOps) > 0 && b.specs[i].TrainOps[k].Loss != nil {
+				losses[k] = b.specs[i].TrainOps[k].Loss
+			}
+		}
+		done := make([]bool, n)
+		for k := range n {
+			if done[k] {
+				continue
+			}
+			// The train ops of this loss, and the union of their variables.
+			var same []int
+			var union []string
+			inUnion := map[string]bool{}
+			for j := k; j < n; j++ {
+				if losses[j] == losses[k] {
+					same, done[j] = append(same, j), true
+					for _, name := range names[j] {
+						if !inUnion[name] {
+							inUnion[name] = true
+							union = append(union, name)
+						}
+					}
+				}
+			}
+			dense, lgs, err := t.LookupGradients(losses[k], union)
+			if err != nil {
+				return nil, nil, fmt.Errorf("train op %d: %w", k, err)
+			}
+			for _, j := range same {
+				grads[j][i] = map[string]*G.Node{}
+				for _, name := range names[j] {
+					if g, ok := dense[name]; ok {
+						grads[j][i][name] = g
+					}
+				}
+				for _, l := range lgs {
+					if containsName(names[j], l.Variable) {
+						lookups[j][i] = append(lookups[j][i], l)
+					}
+				}
+			}
+		}
+	}
+	return grads, lookups, nil
+}
+
+func containsName(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
 }
 
 // trainOps resolves a spec's train ops, filling in the default optimizer.

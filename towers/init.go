@@ -116,3 +116,17 @@ func HeNormal() Initializer {
 		return r.NormFloat64() * math.Sqrt(2/float64(max(fanIn, 1)))
 	})
 }
+
+// TruncatedNormal draws from N(mean, stddev²) truncated to two standard
+// deviations of the mean, a draw beyond them drawn again: TensorFlow's
+// truncated_normal_initializer, which initializes its embedding columns'
+// tables.
+func TruncatedNormal(mean, stddev float64) Initializer {
+	return fill(func(r *rand.Rand, _ tensor.Shape) float64 {
+		for {
+			if z := r.NormFloat64(); math.Abs(z) <= 2 {
+				return mean + stddev*z
+			}
+		}
+	})
+}

@@ -7,6 +7,8 @@
 //	    variables/        the variables, in the checkpoint format
 //	                      (estimator/checkpoint: one .npy each + manifest)
 //	    manifest.json     every file of the version with its SHA-256 (Manifest)
+//	    assets.extra/towerflow_preprocessor.json
+//	                      the preprocessor of raw records, if any (Preprocessor)
 //
 // Versions are positive integers; the newest is the largest, as in
 // TensorFlow Serving's model base path. A version is written under a

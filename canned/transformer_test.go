@@ -1,0 +1,168 @@
+package canned_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/towerflow/towerflow/canned"
+	"github.com/towerflow/towerflow/columns"
+	"github.com/towerflow/towerflow/dataset"
+	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/export"
+	"github.com/towerflow/towerflow/internal/wanterr"
+	"github.com/towerflow/towerflow/optimizers"
+)
+
+var catNames = []string{"north", "east", "south", "west", "center"}
+
+// writeCSV writes d's rows as CSV with a header, the category by name and
+// the label as "no" or "yes", and returns the file's path.
+func writeCSV(t *testing.T, d tabular) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("x1,x2,cat,label\n")
+	for i := range d.x1 {
+		label := "no"
+		if d.label[i] == 1 {
+			label = "yes"
+		}
+		fmt.Fprintf(&b, "%v,%v,%s,%s\n", d.x1[i], d.x2[i], catNames[d.cat[i]], label)
+	}
+	path := filepath.Join(t.TempDir(), "rows.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var csvSchema = dataset.Schema{
+	{Name: "x1", Kind: dataset.KindFloat}, {Name: "x2", Kind: dataset.KindFloat},
+	{Name: "cat", Kind: dataset.KindBytes}, {Name: "label", Kind: dataset.KindBytes},
+}
+
+// TestTransformerEndToEnd trains a wide-and-deep classifier from CSV
+// files of raw records (string categories and labels) through its
+// Transformer, exports it, and serves raw records from the export: the
+// answers are Predict's on the same rows.
+func TestTransformerEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	head := canned.BinaryHead{LabelVocabulary: []string{"no", "yes"}}
+	cat := columns.VocabularyList("cat", catNames)
+	tr, err := columns.NewTransformer(canned.TransformerConfig(head, x1, x2, cat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	est, err := canned.NewDNNLinearCombinedClassifier(canned.DNNLinearCombinedConfig{
+		Head: head, Transformer: tr,
+		LinearFeatureColumns: []columns.Column{cat, x1, x2}, LinearOptimizer: optimizers.FTRL(0.2),
+		DNNFeatureColumns: []columns.Column{x1, x2}, DNNHiddenUnits: []int{8}, DNNOptimizer: optimizers.Adagrad(0.05),
+		Replicate: oneTower(2)}, runConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	// Training shuffles; evaluation and prediction read in order.
+	pipeline := func(path string, epochs, batch int) estimator.InputFn {
+		shuffle := 0
+		if epochs == estimator.Forever {
+			shuffle = 200
+		}
+		in, err := est.Input(dataset.Pipeline{Files: []string{path}, CSV: &dataset.CSVOptions{Schema: csvSchema}, BatchSize: batch, Epochs: epochs, ShuffleBuffer: shuffle, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	train, eval := writeCSV(t, generate(2000, 41, 3, binaryLabel)), writeCSV(t, generate(1000, 42, 3, binaryLabel))
+	if err := est.Train(ctx, pipeline(train, estimator.Forever, 50), estimator.MaxSteps(600)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := est.Evaluate(ctx, pipeline(eval, 1, 500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["auc"] < 0.95 || m["accuracy"] < 0.85 {
+		t.Errorf("auc %v, accuracy %v: want at least 0.95 and 0.85 (metrics %v)", m["auc"], m["accuracy"], m)
+	}
+
+	dir, err := est.Export(ctx, t.TempDir(), tr.ServingInput(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := export.Load(dir, est.Model())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if kind, ok := p.Preprocessor(); !ok || kind != columns.Kind {
+		t.Errorf("export's preprocessor %q, %v: want %q", kind, ok, columns.Kind)
+	}
+	// Rows without labels, an unknown category among them (its
+	// out-of-vocabulary id is dropped: no weight of the category).
+	rows := generate(6, 43, 3, binaryLabel)
+	rowsPath := writeCSV(t, rows)
+	var examples []dataset.Example
+	for i := range rows.x1 {
+		c := catNames[rows.cat[i]]
+		if i == 5 {
+			c = "nowhere"
+		}
+		examples = append(examples, dataset.Example{
+			"x1":  {Floats: []float32{rows.x1[i]}},
+			"x2":  {Floats: []float32{rows.x2[i]}},
+			"cat": {Bytes: [][]byte{[]byte(c)}},
+		})
+	}
+	got, err := p.PredictExamples(ctx, canned.PredictSignature, examples[:5])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, _ := predictions(t, est.Estimator, nil, pipeline(rowsPath, 1, 5))
+	for _, k := range []string{"probabilities", "class_ids", "logits"} {
+		if diff := cmp.Diff(want[k][:len(asFloats(t, got[k]))], asFloats(t, got[k]), cmpopts.EquateApprox(0, 1e-6)); diff != "" {
+			t.Errorf("served %s differ from Predict's (-Predict +served):\n%s", k, diff)
+		}
+	}
+	if _, err := p.PredictExamples(ctx, canned.PredictSignature, examples); err != nil {
+		t.Errorf("an unknown category: %v", err)
+	}
+}
+
+func TestTransformerMismatch(t *testing.T) {
+	tr, err := columns.NewTransformer(canned.TransformerConfig(canned.BinaryHead{LabelKey: "y"}, x1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr}, runConfig())
+	wanterr.Mentions(t, err, `the Transformer parses the label "y", the head reads "label"`)
+	tr, err = columns.NewTransformer(canned.TransformerConfig(canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}, x1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, Head: canned.BinaryHead{LabelVocabulary: []string{"b", "a"}}}, runConfig())
+	wanterr.Mentions(t, err, "label vocabulary", "is not the head's")
+	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, FeatureColumns: []columns.Column{x2}, Head: canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}}, runConfig())
+	wanterr.Mentions(t, err, `FeatureColumns[0] "x2" is not a column of the Transformer`)
+
+	est, err := canned.NewLinearClassifier(canned.LinearConfig{FeatureColumns: []columns.Column{x1}}, runConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	_, err = est.Input(dataset.Pipeline{Files: []string{"x.csv"}, BatchSize: 1})
+	wanterr.Mentions(t, err, "no Transformer")
+	est, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, Head: canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}}, runConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	_, err = est.Input(dataset.Pipeline{Files: []string{"x.csv"}, BatchSize: 1, Spec: map[string]dataset.FeatureSpec{}})
+	wanterr.Mentions(t, err, "has a Spec")
+}

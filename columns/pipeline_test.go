@@ -1,0 +1,87 @@
+package columns
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/towerflow/towerflow/dataset"
+)
+
+// TestPipelineParser runs a Transformer as a dataset.Pipeline's Parser
+// over a CSV file on two workers: the batches are Parse's of the file's
+// records, and an error about a record names the file and the record.
+func TestPipelineParser(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "people.csv")
+	csv := "age,city,day,score\n30,Oslo,1,0.5\n41,Lima,6,1.5\n,Oslo,3,2\n25,Rome,0,0.25\n"
+	if err := os.WriteFile(path, []byte(csv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	schema := dataset.Schema{
+		{Name: "age", Kind: dataset.KindFloat, Optional: true, Default: "NaN"},
+		{Name: "city", Kind: dataset.KindBytes},
+		{Name: "day", Kind: dataset.KindInt64},
+		{Name: "score", Kind: dataset.KindFloat},
+	}
+	city := VocabularyList("city", []string{"Oslo", "Lima"}, OOVBuckets(1))
+	tr := mustTransformer(t, Config{Columns: []Column{Numeric("age", Default(35)), Indicator(city), Embedding(Identity("day", 7), 2), Crossed([]Crossable{city, RawKey("day")}, 50)}})
+
+	r, err := dataset.NewCSVReader([]string{path}, dataset.CSVOptions{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exs []dataset.Example
+	for ex, err := r.Next(); err == nil; ex, err = r.Next() {
+		exs = append(exs, ex)
+	}
+	r.Close()
+	want, err := tr.Parse(exs[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := dataset.Pipeline{Files: []string{path}, CSV: &dataset.CSVOptions{Schema: schema}, Parser: tr, BatchSize: 2, Workers: 2}.Input()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for b, err := range in(context.Background()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			for k, v := range want.Features {
+				if diff := cmp.Diff(plainDense(v), plainDense(b.Features[k])); diff != "" {
+					t.Errorf("feature %s (-Parse +pipeline):\n%s", k, diff)
+				}
+			}
+			for k, v := range want.Sparse {
+				if diff := cmp.Diff(plain(v), plain(b.Sparse[k])); diff != "" {
+					t.Errorf("sparse feature %s (-Parse +pipeline):\n%s", k, diff)
+				}
+			}
+		}
+		if n == 1 && b.Features["age"].Data().([]float32)[0] != 35 {
+			t.Errorf("the empty age (NaN) is %v, want the default 35", b.Features["age"].Data())
+		}
+		n++
+	}
+	if n != 2 {
+		t.Errorf("%d batches, want 2", n)
+	}
+
+	bad := mustTransformer(t, Config{Columns: []Column{Indicator(VocabularyList("score", []string{"a"}))}})
+	in, err = dataset.Pipeline{Files: []string{path}, CSV: &dataset.CSVOptions{Schema: schema}, Parser: bad, BatchSize: 2, Workers: 2}.Input()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range in(context.Background()) {
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `feature "score"`) || !strings.Contains(err.Error(), "0.5") {
+			t.Errorf("a float in a vocabulary column: error %v, want one naming the file, the feature and the value", err)
+		}
+		break
+	}
+}

@@ -1,0 +1,590 @@
+package columns
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/dataset"
+	"github.com/towerflow/towerflow/layers"
+	"github.com/towerflow/towerflow/sharding"
+)
+
+func fl(v ...float32) dataset.Feature { return dataset.Feature{Floats: v} }
+func in(v ...int64) dataset.Feature   { return dataset.Feature{Int64s: v} }
+func by(v ...string) dataset.Feature {
+	b := make([][]byte, len(v))
+	for i, s := range v {
+		b[i] = []byte(s)
+	}
+	return dataset.Feature{Bytes: b}
+}
+
+// sparse is a SparseCOO in plain values for comparison.
+type sparse struct {
+	Indices [][]int
+	Values  any
+	Shape   []int
+}
+
+func plain(s sharding.SparseCOO) sparse {
+	var v any
+	if s.Values != nil && s.Values.Shape().TotalSize() > 0 {
+		v = s.Values.Data()
+	}
+	idx := s.Indices
+	if len(idx) == 0 {
+		idx = nil
+	}
+	return sparse{Indices: idx, Values: v, Shape: s.DenseShape}
+}
+
+// dense is a dense tensor in plain values for comparison.
+type dense struct {
+	Shape []int
+	Data  any
+}
+
+func plainDense(t *tensor.Dense) dense { return dense{Shape: t.Shape(), Data: t.Data()} }
+
+func mustTransformer(t *testing.T, cfg Config) *Transformer {
+	t.Helper()
+	tr, err := NewTransformer(cfg)
+	if err != nil {
+		t.Fatalf("NewTransformer: %v", err)
+	}
+	return tr
+}
+
+// wantRecordError checks that err is a *dataset.ParseError about record
+// and feature whose message has every one of parts.
+func wantRecordError(t *testing.T, err error, record int, feature string, parts ...string) {
+	t.Helper()
+	var pe *dataset.ParseError
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v is not a *dataset.ParseError", err)
+	}
+	if pe.Example != record || pe.Feature != feature {
+		t.Errorf("error %q is about record %d feature %q, want record %d feature %q", err, pe.Example, pe.Feature, record, feature)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not say %q", err, p)
+		}
+	}
+}
+
+func TestParseNumeric(t *testing.T) {
+	nan := float32(math.NaN())
+	for _, tc := range []struct {
+		name string
+		col  *NumericColumn
+		exs  []dataset.Example
+		want dense
+	}{
+		{"floats and ints", Numeric("x"), []dataset.Example{{"x": fl(1.5)}, {"x": in(-3)}},
+			dense{[]int{2, 1}, []float32{1.5, -3}}},
+		{"missing takes the default", Numeric("x", Default(7)), []dataset.Example{{"x": fl(1)}, {}, {"x": fl()}, {"x": fl(nan)}},
+			dense{[]int{4, 1}, []float32{1, 7, 7, 7}}},
+		{"shape [2, 2], default per element", Numeric("x", Shape(2, 2), Default(1, 2, 3, 4)),
+			[]dataset.Example{{"x": fl(5, 6, 7, 8)}, {}, {"x": fl(0, nan, 0, 0)}},
+			dense{[]int{3, 2, 2}, []float32{5, 6, 7, 8, 1, 2, 3, 4, 0, 2, 0, 0}}},
+		{"normalizer", Numeric("x", Normalize(Normalizer{Mean: 10, Stddev: 4}), Default(2)), []dataset.Example{{"x": fl(14)}, {}},
+			dense{[]int{2, 1}, []float32{1, -2}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := mustTransformer(t, Config{Columns: []Column{tc.col}}).Parse(tc.exs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, plainDense(b.Features["x"])); diff != "" {
+				t.Errorf("x (-want +got):\n%s", diff)
+			}
+			if _, err := b.Rows(); err != nil {
+				t.Errorf("batch: %v", err)
+			}
+		})
+	}
+}
+
+func TestParseNumericErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		col    *NumericColumn
+		exs    []dataset.Example
+		record int
+		says   []string
+	}{
+		{"missing without default", Numeric("x"), []dataset.Example{{"x": fl(1)}, {"y": fl(1)}}, 1, []string{"missing", "no default"}},
+		{"NaN without default", Numeric("x"), []dataset.Example{{"x": fl(nan32())}}, 0, []string{"missing", "no default"}},
+		{"too many values", Numeric("x"), []dataset.Example{{"x": fl(1)}, {"x": fl(1)}, {"x": fl(1, 2)}}, 2, []string{"2 values", "[1]", "wants 1"}},
+		{"too few for the shape", Numeric("x", Shape(3)), []dataset.Example{{"x": fl(1, 2)}}, 0, []string{"2 values", "[3]"}},
+		{"a string", Numeric("x"), []dataset.Example{{"x": by("abc")}}, 0, []string{`"abc"`, "bytes list", "floats or int64s"}},
+		{"infinite", Numeric("x"), []dataset.Example{{"x": fl(float32(math.Inf(1)))}}, 0, []string{"+Inf", "not finite"}},
+		{"two lists", Numeric("x"), []dataset.Example{{"x": dataset.Feature{Floats: []float32{1}, Int64s: []int64{1}}}}, 0, []string{"2 value lists"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := mustTransformer(t, Config{Columns: []Column{tc.col}}).Parse(tc.exs)
+			wantRecordError(t, err, tc.record, "x", tc.says...)
+		})
+	}
+}
+
+func nan32() float32 { return float32(math.NaN()) }
+
+// TestParseBucketized checks TensorFlow's bucketized_column example:
+// boundaries [0, 10, 100], values [[-5, 10000], [150, 10], [5, 100]] are
+// in buckets [[0, 3], [3, 2], [1, 3]]; the second value's ids are offset
+// by the 4 buckets of the first.
+func TestParseBucketized(t *testing.T) {
+	col := Bucketized(Numeric("price", Shape(2)), []float64{0, 10, 100})
+	b, err := mustTransformer(t, Config{Columns: []Column{col}}).Parse([]dataset.Example{
+		{"price": fl(-5, 10000)}, {"price": fl(150, 10)}, {"price": fl(5, 100)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sparse{
+		Indices: [][]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {2, 1}},
+		Values:  []int64{0, 4 + 3, 3, 4 + 2, 1, 4 + 3},
+		Shape:   []int{3, 2},
+	}
+	if diff := cmp.Diff(want, plain(b.Sparse["price_bucketized"])); diff != "" {
+		t.Errorf("ids (-want +got):\n%s", diff)
+	}
+	oneHot := dense{[]int{3, 8}, []float32{
+		1, 0, 0, 0, 0, 0, 0, 1,
+		0, 0, 0, 1, 0, 0, 1, 0,
+		0, 1, 0, 0, 0, 0, 0, 1,
+	}}
+	if diff := cmp.Diff(oneHot, plainDense(b.Features["price_bucketized_indicator"])); diff != "" {
+		t.Errorf("one-hot (-want +got):\n%s", diff)
+	}
+	if _, err := b.Rows(); err != nil {
+		t.Errorf("batch: %v", err)
+	}
+}
+
+func TestParseCategorical(t *testing.T) {
+	// "Hello" and "TensorFlow" hash to buckets 0 and 2 of 3
+	// (tf.strings.to_hash_bucket_fast's documented example).
+	vocab := []string{"a", "b"}
+	for _, tc := range []struct {
+		name string
+		col  CategoricalColumn
+		exs  []dataset.Example
+		want sparse
+	}{
+		{"vocabulary, OOV buckets", VocabularyList("k", vocab, OOVBuckets(3)),
+			[]dataset.Example{{"k": by("b", "Hello", "a")}, {"k": by("TensorFlow")}},
+			sparse{[][]int{{0, 0}, {0, 1}, {0, 2}, {1, 0}}, []int64{1, 2 + 0, 0, 2 + 2}, []int{2, 3}}},
+		{"vocabulary, default id", VocabularyList("k", vocab, DefaultID(1)),
+			[]dataset.Example{{"k": by("zzz", "a")}},
+			sparse{[][]int{{0, 0}, {0, 1}}, []int64{1, 0}, []int{1, 2}}},
+		{"vocabulary, unknown dropped", VocabularyList("k", vocab),
+			[]dataset.Example{{"k": by("zzz", "b")}, {"k": by("zzz")}},
+			sparse{[][]int{{0, 0}}, []int64{1}, []int{2, 1}}},
+		{"vocabulary of integers", VocabularyList("k", []string{"10", "-3"}),
+			[]dataset.Example{{"k": in(-3, 10, 4)}},
+			sparse{[][]int{{0, 0}, {0, 1}}, []int64{1, 0}, []int{1, 2}}},
+		{"missing feature is an empty bag", VocabularyList("k", vocab),
+			[]dataset.Example{{}, {"k": by("a")}, {"k": by()}},
+			sparse{[][]int{{1, 0}}, []int64{0}, []int{3, 1}}},
+		{"no ids in the batch", VocabularyList("k", vocab),
+			[]dataset.Example{{}, {}},
+			sparse{nil, nil, []int{2, 1}}},
+		{"hash buckets", HashBucket("k", 3),
+			[]dataset.Example{{"k": by("Hello", "TensorFlow", "2.x")}},
+			sparse{[][]int{{0, 0}, {0, 1}, {0, 2}}, []int64{0, 2, 2}, []int{1, 3}}},
+		{"hash buckets of an integer: its decimal string", HashBucket("k", 1000),
+			[]dataset.Example{{"k": in(12345)}, {"k": by("12345")}},
+			sparse{[][]int{{0, 0}, {1, 0}}, []int64{HashBucketID([]byte("12345"), 1000), HashBucketID([]byte("12345"), 1000)}, []int{2, 1}}},
+		{"identity: negative dropped", Identity("k", 5),
+			[]dataset.Example{{"k": in(4, -1, 0)}},
+			sparse{[][]int{{0, 0}, {0, 1}}, []int64{4, 0}, []int{1, 2}}},
+		{"identity: default", Identity("k", 5, IdentityDefault(2)),
+			[]dataset.Example{{"k": in(4, -1, 7)}},
+			sparse{[][]int{{0, 0}, {0, 1}, {0, 2}}, []int64{4, 2, 2}, []int{1, 3}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := mustTransformer(t, Config{Columns: []Column{tc.col}}).Parse(tc.exs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, plain(b.Sparse["k"])); diff != "" {
+				t.Errorf("ids (-want +got):\n%s", diff)
+			}
+			if _, err := b.Rows(); err != nil {
+				t.Errorf("batch: %v", err)
+			}
+			if err := b.Sparse["k"].Validate(); err != nil {
+				t.Errorf("sparse feature: %v", err)
+			}
+		})
+	}
+}
+
+func TestParseCategoricalErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		col    CategoricalColumn
+		exs    []dataset.Example
+		record int
+		says   []string
+	}{
+		{"identity: a string", Identity("k", 5), []dataset.Example{{"k": in(1)}, {"k": by("three")}}, 1, []string{`"three"`, "string", "identity"}},
+		{"identity: beyond the buckets", Identity("k", 5), []dataset.Example{{"k": in(5)}}, 0, []string{"value 5", "[0, 5)"}},
+		{"identity: a float", Identity("k", 5), []dataset.Example{{"k": fl(1.5)}}, 0, []string{"1.5", "float"}},
+		{"vocabulary: a float", VocabularyList("k", []string{"a"}), []dataset.Example{{"k": fl(2.5)}}, 0, []string{"2.5", "float", "vocabulary column"}},
+		{"hash: a float", HashBucket("k", 5), []dataset.Example{{"k": in(1)}, {"k": in(1)}, {"k": fl(0.25)}}, 2, []string{"0.25", "float"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := mustTransformer(t, Config{Columns: []Column{tc.col}}).Parse(tc.exs)
+			wantRecordError(t, err, tc.record, "k", tc.says...)
+		})
+	}
+}
+
+// TestParseCrossed checks the cross's ids against TensorFlow's
+// sparse_cross_hashed tests (the cross of "batch1-FC1-F1",
+// "batch1-FC2-F1" and "batch1-FC3-F1" into 100 buckets is 83; with the
+// hash key DefaultHashKey+1, 31), and the order and count of a record's
+// crosses.
+func TestParseCrossed(t *testing.T) {
+	keys := []Crossable{RawKey("a"), RawKey("b"), RawKey("c")}
+	one := dataset.Example{"a": by("batch1-FC1-F1"), "b": by("batch1-FC2-F1"), "c": by("batch1-FC3-F1")}
+	for _, tc := range []struct {
+		name string
+		col  *CrossedColumn
+		exs  []dataset.Example
+		want sparse
+	}{
+		{"TensorFlow's default key", Crossed(keys, 100), []dataset.Example{one},
+			sparse{[][]int{{0, 0}}, []int64{83}, []int{1, 1}}},
+		{"TensorFlow's key+1", Crossed(keys, 100, HashKey(DefaultHashKey+1)), []dataset.Example{one},
+			sparse{[][]int{{0, 0}}, []int64{31}, []int{1, 1}}},
+		{"nested cross flattened", Crossed([]Crossable{Crossed(keys[:2], 7), keys[2]}, 100), []dataset.Example{one},
+			sparse{[][]int{{0, 0}}, []int64{83}, []int{1, 1}}},
+		{"an integer crosses as its string", Crossed(keys, 100),
+			[]dataset.Example{{"a": in(1), "b": by("batch1-FC2-F1"), "c": by("batch1-FC3-F1")}, {"a": by("1"), "b": by("batch1-FC2-F1"), "c": by("batch1-FC3-F1")}},
+			sparse{[][]int{{0, 0}, {1, 0}}, []int64{crossOf("1", "batch1-FC2-F1", "batch1-FC3-F1"), crossOf("1", "batch1-FC2-F1", "batch1-FC3-F1")}, []int{2, 1}}},
+		{"a key missing: no crosses", Crossed(keys, 100), []dataset.Example{{"a": by("x"), "b": by("y")}, one},
+			sparse{[][]int{{1, 0}}, []int64{83}, []int{2, 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := mustTransformer(t, Config{Columns: []Column{tc.col}}).Parse(tc.exs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, plain(b.Sparse[tc.col.Name()])); diff != "" {
+				t.Errorf("ids (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// 3×1×2 values: 6 crosses, the last key varying fastest, each the
+	// cross of its values; a raw integer hashes as its decimal string, a
+	// categorical column's id as itself.
+	age := Bucketized(Numeric("age"), []float64{18, 65})
+	col := Crossed([]Crossable{RawKey("a"), age, RawKey("n")}, 1<<40)
+	b, err := mustTransformer(t, Config{Columns: []Column{col}}).Parse([]dataset.Example{
+		{"a": by("x", "y", "z"), "age": fl(30), "n": in(7, -2)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int64
+	for _, a := range []string{"x", "y", "z"} {
+		for _, n := range []int64{7, -2} {
+			want = append(want, crossHash(DefaultHashKey, []uint64{Fingerprint64([]byte(a)), 1, Fingerprint64([]byte(strconv.FormatInt(n, 10)))}, 1<<40))
+		}
+	}
+	got := plain(b.Sparse["a_X_age_bucketized_X_n"])
+	if diff := cmp.Diff(sparse{[][]int{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5}}, want, []int{1, 6}}, got); diff != "" {
+		t.Errorf("3×1×2 cross (-want +got):\n%s", diff)
+	}
+
+	_, err = NewTransformer(Config{Columns: []Column{Crossed([]Crossable{HashBucket("a", 10), RawKey("b")}, 10)}})
+	if err == nil || !strings.Contains(err.Error(), `RawKey("a")`) {
+		t.Errorf("crossing a hash bucket column: error %v, want one saying to cross RawKey(\"a\")", err)
+	}
+	_, err = mustTransformer(t, Config{Columns: []Column{Crossed(keys, 10)}}).Parse([]dataset.Example{{"a": by("x"), "b": fl(1), "c": by("z")}})
+	wantRecordError(t, err, 0, "b", "float", "a_X_b_X_c")
+}
+
+func TestParseWeightedAndIndicator(t *testing.T) {
+	city := VocabularyList("city", []string{"a", "b", "c"})
+	w := Weighted(city, "w")
+	tr := mustTransformer(t, Config{Columns: []Column{w, Indicator(city), Indicator(w)}})
+	b, err := tr.Parse([]dataset.Example{
+		{"city": by("a", "c", "a"), "w": fl(0.5, 2, 0.25)},
+		{"city": by("zzz", "b"), "w": fl(9, 3)}, // the dropped value drops its weight
+		{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := [][]int{{0, 0}, {0, 1}, {0, 2}, {1, 0}}
+	if diff := cmp.Diff(sparse{idx, []int64{0, 2, 0, 1}, []int{3, 3}}, plain(b.Sparse["city_weighted_by_w"])); diff != "" {
+		t.Errorf("ids (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(sparse{idx, []float32{0.5, 2, 0.25, 3}, []int{3, 3}}, plain(b.Sparse["city_weighted_by_w_weights"])); diff != "" {
+		t.Errorf("weights (-want +got):\n%s", diff)
+	}
+	// Counts for repeats, as TensorFlow's indicator_column.
+	if diff := cmp.Diff(dense{[]int{3, 3}, []float32{2, 0, 1, 0, 1, 0, 0, 0, 0}}, plainDense(b.Features["city_indicator"])); diff != "" {
+		t.Errorf("indicator (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(dense{[]int{3, 3}, []float32{0.75, 0, 2, 0, 3, 0, 0, 0, 0}}, plainDense(b.Features["city_weighted_by_w_indicator"])); diff != "" {
+		t.Errorf("weighted indicator (-want +got):\n%s", diff)
+	}
+	if _, err := b.Rows(); err != nil {
+		t.Errorf("batch: %v", err)
+	}
+
+	_, err = tr.Parse([]dataset.Example{{"city": by("a", "b"), "w": fl(1)}})
+	wantRecordError(t, err, 0, "w", "1 weights for 2 values")
+	_, err = tr.Parse([]dataset.Example{{"city": by("a"), "w": by("heavy")}})
+	wantRecordError(t, err, 0, "w", `"heavy"`, "string", "numbers")
+	b, err = tr.Parse([]dataset.Example{{"city": by("a", "b"), "w": in(3, 4)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]float32{3, 4}, b.Sparse["city_weighted_by_w_weights"].Values.Data()); diff != "" {
+		t.Errorf("integer weights (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseLabels(t *testing.T) {
+	x := Numeric("x", Default(0))
+	one := float32(1)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		exs  []dataset.Example
+		want map[string]dense
+	}{
+		{"float labels", Config{Columns: []Column{x}, Label: &Label{Key: "y"}},
+			[]dataset.Example{{"y": fl(0.5)}, {"y": in(2)}},
+			map[string]dense{"y": {[]int{2, 1}, []float32{0.5, 2}}}},
+		{"class ids", Config{Columns: []Column{x}, Label: &Label{Key: "y", Int64: true}},
+			[]dataset.Example{{"y": fl(1)}, {"y": in(2)}},
+			map[string]dense{"y": {[]int{2, 1}, []int64{1, 2}}}},
+		{"label vocabulary", Config{Columns: []Column{x}, Label: &Label{Key: "y", Vocabulary: []string{"<=50K", ">50K"}}},
+			[]dataset.Example{{"y": by(">50K")}, {"y": by("<=50K")}},
+			map[string]dense{"y": {[]int{2, 1}, []int64{1, 0}}}},
+		{"no labels: serving", Config{Columns: []Column{x}, Label: &Label{Key: "y"}, Weight: &ExampleWeight{Key: "w"}},
+			[]dataset.Example{{"x": fl(1)}, {}}, nil},
+		{"example weights", Config{Columns: []Column{x}, Label: &Label{Key: "y"}, Weight: &ExampleWeight{Key: "w", Default: &one}},
+			[]dataset.Example{{"y": fl(1), "w": fl(3)}, {"y": fl(0)}},
+			map[string]dense{"y": {[]int{2, 1}, []float32{1, 0}}, "w": {[]int{2, 1}, []float32{3, 1}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := mustTransformer(t, tc.cfg).Parse(tc.exs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]dense
+			for k, v := range b.Labels {
+				if got == nil {
+					got = map[string]dense{}
+				}
+				got[k] = plainDense(v)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("labels (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		exs     []dataset.Example
+		record  int
+		feature string
+		says    []string
+	}{
+		{"label missing from some records", Config{Columns: []Column{x}, Label: &Label{Key: "y"}},
+			[]dataset.Example{{"y": fl(1)}, {"y": fl(1)}, {}}, 2, "y", []string{"no label"}},
+		{"label outside the vocabulary", Config{Columns: []Column{x}, Label: &Label{Key: "y", Vocabulary: []string{"no", "yes"}}},
+			[]dataset.Example{{"y": by("maybe")}}, 0, "y", []string{`"maybe"`, "vocabulary"}},
+		{"string label without a vocabulary", Config{Columns: []Column{x}, Label: &Label{Key: "y"}},
+			[]dataset.Example{{"y": by("yes")}}, 0, "y", []string{`"yes"`, "no vocabulary"}},
+		{"weight missing, no default", Config{Columns: []Column{x}, Label: &Label{Key: "y"}, Weight: &ExampleWeight{Key: "w"}},
+			[]dataset.Example{{"y": fl(1), "w": fl(1)}, {"y": fl(1)}}, 1, "w", []string{"no example weight"}},
+		{"class id not an integer", Config{Columns: []Column{x}, Label: &Label{Key: "y", Int64: true}},
+			[]dataset.Example{{"y": fl(1.5)}}, 0, "y", []string{"1.5", "not an integer"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := mustTransformer(t, tc.cfg).Parse(tc.exs)
+			wantRecordError(t, err, tc.record, tc.feature, tc.says...)
+		})
+	}
+}
+
+func TestNewTransformerErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		says string
+	}{
+		{"no columns", Config{}, "at least one column"},
+		{"unfitted", Config{Columns: []Column{Numeric("x", Standardize())}}, `"x" needs statistics`},
+		{"unfitted vocabulary", Config{Columns: []Column{Indicator(VocabularyFromData("c"))}}, `"c_indicator" needs statistics`},
+		{"two columns of one name", Config{Columns: []Column{Numeric("x"), VocabularyList("x", []string{"a"})}}, `feature "x"`},
+		{"bad boundaries", Config{Columns: []Column{Bucketized(Numeric("x"), []float64{1, 1})}}, "strictly increasing"},
+		{"vocabulary repeats", Config{Columns: []Column{VocabularyList("c", []string{"a", "b", "a"})}}, `entry "a" at 0 and 2`},
+		{"default and OOV", Config{Columns: []Column{VocabularyList("c", []string{"a"}, DefaultID(0), OOVBuckets(2))}}, "both a default id and OOV buckets"},
+		{"weight without label", Config{Columns: []Column{Numeric("x")}, Weight: &ExampleWeight{Key: "w"}}, "without a label"},
+		{"shared embedding sizes", Config{Columns: []Column{SharedEmbeddings([]CategoricalColumn{Identity("a", 3), Identity("b", 4)}, 2)[0]}}, "differ in size"},
+		{"nil column", Config{Columns: []Column{(*NumericColumn)(nil)}}, "column 0 is nil"},
+		{"too many values a record", Config{Columns: []Column{Numeric("x", Shape(1<<13, 1<<13))}}, "more than 16777216 values"},
+		{"vocabulary file missing", Config{Columns: []Column{VocabularyFile("c", "/nonexistent/vocab.txt", 0)}}, `vocabulary column "c": vocabulary file: open /nonexistent/vocab.txt`},
+		{"embedding dimension", Config{Columns: []Column{Embedding(Identity("i", 3), 0)}}, "dimension 0"},
+		{"crossed one key", Config{Columns: []Column{Crossed([]Crossable{RawKey("a")}, 3)}}, "1 keys, want at least 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewTransformer(tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("error %v, want one saying %q", err, tc.says)
+			}
+		})
+	}
+	// One column used twice, or two equal definitions, is fine.
+	c := VocabularyList("c", []string{"a"})
+	if _, err := NewTransformer(Config{Columns: []Column{c, Indicator(c), Embedding(c, 2), VocabularyList("c", []string{"a"})}}); err != nil {
+		t.Errorf("one column used thrice: %v", err)
+	}
+}
+
+// TestParseConcurrent parses from several goroutines at once: under
+// -race, Parse must share nothing it writes.
+func TestParseConcurrent(t *testing.T) {
+	city := VocabularyList("city", []string{"a", "b"}, OOVBuckets(2))
+	tr := mustTransformer(t, Config{Columns: []Column{
+		Numeric("x", Normalize(Normalizer{Mean: 1, Stddev: 2})), Bucketized(Numeric("x"), []float64{0}),
+		city, Indicator(city), Crossed([]Crossable{city, RawKey("z")}, 50), Weighted(Identity("i", 4), "w"),
+	}, Label: &Label{Key: "y"}})
+	exs := []dataset.Example{
+		{"x": fl(3), "city": by("a", "q"), "z": in(1), "i": in(2), "w": fl(0.5), "y": fl(1)},
+		{"x": fl(-1), "city": by("b"), "z": by("s"), "y": fl(0)},
+	}
+	want, err := tr.Parse(exs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	got := make([]sharding.Batch, 8)
+	for g := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[g], errs[g] = tr.Parse(exs)
+		}()
+	}
+	wg.Wait()
+	for g := range errs {
+		if errs[g] != nil {
+			t.Fatalf("goroutine %d: %v", g, errs[g])
+		}
+		for k, v := range want.Sparse {
+			if diff := cmp.Diff(plain(v), plain(got[g].Sparse[k])); diff != "" {
+				t.Errorf("goroutine %d: %s (-want +got):\n%s", g, k, diff)
+			}
+		}
+		for k, v := range want.Features {
+			if diff := cmp.Diff(plainDense(v), plainDense(got[g].Features[k])); diff != "" {
+				t.Errorf("goroutine %d: %s (-want +got):\n%s", g, k, diff)
+			}
+		}
+	}
+}
+
+// crossOf is the cross of strings into 100 buckets with the default key.
+func crossOf(vals ...string) int64 {
+	var h []uint64
+	for _, v := range vals {
+		h = append(h, Fingerprint64([]byte(v)))
+	}
+	return crossHash(DefaultHashKey, h, 100)
+}
+
+func TestVocabularyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vocab.txt")
+	if err := os.WriteFile(path, []byte("north\nsouth\r\neast\nwest\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		size int
+		want []string
+		says string
+	}{
+		{"every line", 0, []string{"north", "south", "east", "west"}, ""},
+		{"the first 3 lines", 3, []string{"north", "south", "east"}, ""},
+		{"more than the file has", 5, nil, "has 4 lines, vocabulary size 5 asked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := VocabularyFile("region", path, tc.size)
+			_, err := NewTransformer(Config{Columns: []Column{c}})
+			if tc.says != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.says) {
+					t.Errorf("error %v, want one saying %q", err, tc.says)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c.Vocabulary()); diff != "" {
+				t.Errorf("vocabulary (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestEmbeddingDefaults checks TensorFlow's defaults of an embedding
+// column: the mean combiner, an initializer of stddev 1/√dimension.
+func TestEmbeddingDefaults(t *testing.T) {
+	e := Embedding(Identity("i", 3), 16)
+	if e.Combiner() != layers.CombineMean || e.stddev != 0.25 {
+		t.Errorf("combiner %v, initializer stddev %v; want mean, 0.25", e.Combiner(), e.stddev)
+	}
+}
+
+// TestTransformerKeepsItsConfig: changing the Label given to
+// NewTransformer, or the one Config returns, changes neither what Parse
+// does nor what MarshalJSON writes.
+func TestTransformerKeepsItsConfig(t *testing.T) {
+	label := &Label{Key: "y", Vocabulary: []string{"no", "yes"}}
+	tr := mustTransformer(t, Config{Columns: []Column{Numeric("x", Default(0))}, Label: label})
+	before, err := tr.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	label.Vocabulary[0], label.Key = "maybe", "z"
+	tr.Config().Label.Vocabulary[1] = "perhaps"
+	after, err := tr.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(before), string(after)); diff != "" {
+		t.Errorf("JSON changed (-before +after):\n%s", diff)
+	}
+	b, err := tr.Parse([]dataset.Example{{"y": by("yes")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int64{1}, b.Labels["y"].Data()); diff != "" {
+		t.Errorf("label (-want +got):\n%s", diff)
+	}
+}

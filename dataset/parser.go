@@ -1,0 +1,115 @@
+package dataset
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/guard"
+	"github.com/towerflow/towerflow/sharding"
+)
+
+// Parser turns a batch of raw records into the batch a model takes: its
+// features (dense and sparse) and, when the records carry them, its
+// labels. It is what a Pipeline runs on its workers, and what an export
+// records (estimator.Preprocess) so that serving turns raw requests into
+// the same tensors (export.RegisterPreprocessor).
+//
+// Parse is called from several goroutines at once, and must be safe for
+// concurrent use; it must not keep or change examples. An error about
+// one example's feature should be a *ParseError, which callers turn into
+// the file and record (in a Pipeline) or the request's example (in
+// serving) it came from.
+type Parser interface {
+	Parse(examples []Example) (sharding.Batch, error)
+}
+
+// RawSpecer is a Parser that can describe the raw features it reads, as
+// tf.feature_column.make_parse_example_spec does: serving takes a raw
+// value of such a feature as the kind its Dtype says (a JSON number as a
+// float for a float feature, for one), and describes the feature in a
+// model's metadata. Specs with Label set describe labels, which serving
+// requests do not carry.
+type RawSpecer interface {
+	RawSpec() map[string]FeatureSpec
+}
+
+// SpecParser is ParseExamples with a spec, as a Parser: the Parser a
+// Pipeline with a Spec runs.
+type SpecParser map[string]FeatureSpec
+
+// Parse is ParseExamples(examples, s).
+func (s SpecParser) Parse(examples []Example) (sharding.Batch, error) {
+	return ParseExamples(examples, s)
+}
+
+// RawSpec is s.
+func (s SpecParser) RawSpec() map[string]FeatureSpec { return s }
+
+// Check is an error naming the first feature of s that ParseExamples
+// cannot parse (its dtype, shape or default), or saying s is empty.
+func (s SpecParser) Check() error {
+	if len(s) == 0 {
+		return fmt.Errorf("no feature spec")
+	}
+	for name, fs := range s {
+		if _, err := fs.check(); err != nil {
+			return fmt.Errorf("feature %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// ErrParser is wrapped by ParseGuarded's errors that are the parser's
+// own failures, not its errors about the examples: a panic, a batch
+// without a row for each example.
+var ErrParser = errors.New("parser failed")
+
+// ParseGuarded runs p.Parse, as a Pipeline and serving do: a Parser is
+// user code. The error Parse returns is returned as it is; a panic inside
+// Parse, or a batch with a tensor that has not one row for each example,
+// is an error wrapping ErrParser that names the parser's type.
+func ParseGuarded(p Parser, examples []Example) (b sharding.Batch, err error) {
+	err = guard.Call(fmt.Sprintf("parser %T", p), "Parse", func() error {
+		b, err = p.Parse(examples)
+		return err
+	})
+	var pe *guard.PanicError
+	if errors.As(err, &pe) {
+		return sharding.Batch{}, fmt.Errorf("%w: %w", ErrParser, err)
+	}
+	if err != nil {
+		return sharding.Batch{}, err
+	}
+	if err := checkRows(b, len(examples)); err != nil {
+		return sharding.Batch{}, fmt.Errorf("%w: parser %T: %w", ErrParser, p, err)
+	}
+	return b, nil
+}
+
+// checkRows checks that every tensor of b has rows rows.
+func checkRows(b sharding.Batch, rows int) error {
+	var bad []string
+	dense := func(what string, m map[string]*tensor.Dense) {
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			if t := m[name]; t == nil || len(t.Shape()) == 0 || t.Shape()[0] != rows {
+				bad = append(bad, fmt.Sprintf("%s %q", what, name))
+			}
+		}
+	}
+	dense("feature", b.Features)
+	dense("label", b.Labels)
+	for _, name := range slices.Sorted(maps.Keys(b.Sparse)) {
+		if s := b.Sparse[name]; len(s.DenseShape) == 0 || s.DenseShape[0] != rows {
+			bad = append(bad, fmt.Sprintf("sparse feature %q", name))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("a batch of %d examples gave %s without %d rows", rows, strings.Join(bad, ", "), rows)
+	}
+	return nil
+}
