@@ -16,6 +16,7 @@ import (
 
 	"github.com/towerflow/towerflow/dataset"
 	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/internal/scopes"
 	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/optimizers"
@@ -312,7 +313,7 @@ func TestModelErrors(t *testing.T) {
 func TestLinearWeightsAreLookedUp(t *testing.T) {
 	s := towers.NewScope(0, 1, towers.CPU(0), towers.NewStore(towers.StoreConfig{Seed: 1}), nil)
 	for _, name := range []string{"c", "d"} {
-		if err := s.AddSparseFeature(towers.NewSparseFeature(name, tensor.Int64, []int{4, 2}, nil)); err != nil {
+		if err := scopes.AddSparseFeature(s, scopes.NewSparseFeature(name, tensor.Int64, []int{4, 2}, nil)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -322,7 +323,7 @@ func TestLinearWeightsAreLookedUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, l := range s.Lookups() {
+	for _, l := range scopes.Lookups(s) {
 		got = append(got, l.Variable)
 	}
 	slices.Sort(got)

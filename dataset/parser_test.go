@@ -53,7 +53,8 @@ func (p *sumParser) Parse(examples []Example) (sharding.Batch, error) {
 // the workers and processes; each process's parser sees only its rows.
 func TestPipelineParser(t *testing.T) {
 	files, _ := writeIDFiles(t, []int{9, 14, 5})
-	base := Pipeline{Files: files, Spec: idSpec, BatchSize: 6, Epochs: 2, ShuffleBuffer: 7, Seed: 11, CycleLength: 2}
+	// By record: the processes' parts together are then one process's batches.
+	base := Pipeline{Files: files, Spec: idSpec, BatchSize: 6, Epochs: 2, ShuffleBuffer: 7, Seed: 11, CycleLength: 2, Sharing: ShareRecords}
 	want := readPipeline(t, base, 0, -1)
 	for i := range want { // x as sumParser computes it
 		for j := range want[i].X {

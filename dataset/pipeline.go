@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -73,12 +74,44 @@ type Pipeline struct {
 	Workers, Prefetch int
 	// Processes, when more than 1, makes this the input of process Rank
 	// of that many training together, as estimator.TensorInput does:
-	// BatchSize is the batch of all of them, every process reads the
-	// records of every file (in the same order, so that they cut the same
-	// batches) and parses only its part of each batch, the rows
-	// sharding.Part(rows, Processes, Rank) gives. Together they see the
-	// batches one process would.
+	// BatchSize is the batch of all of them, and each process's batch its
+	// part, the rows sharding.Part(BatchSize, Processes, Rank) gives.
+	// Sharing says how they share the records:
+	//
+	// By record (ShareRecords, or ShareAuto with fewer files than
+	// processes), every process reads the records of every file, in the
+	// same order, so that they cut the same batches, and parses only its
+	// part of each: together they see exactly the batches one process
+	// would, every record once an epoch.
+	//
+	// By file (ShareFiles, or ShareAuto with at least as many files as
+	// processes), each process reads only its own files. Every process
+	// first counts the records of every file (a read of all of them, once
+	// per input function) and deals the files the same way: largest
+	// first, each to the process with the fewest records so far. A
+	// process reads its files as one process reads all of them —
+	// interleaved, shuffled with a buffer and cut into batches of its
+	// part — but with its own draws (from Seed, the epoch and Rank). The
+	// batch of a step is the processes' batches together, in rank order.
+	// An epoch is as many batches as the smallest share makes (whole
+	// ones, with DropRemainder), the same number for every process, so
+	// that no process waits at a step the others never take; the records
+	// of a larger share past them are not read that epoch. That number,
+	// the shares and the records each epoch leaves out are logged to
+	// Logger, and Counts counts them. With shares of equal records (and
+	// a multiple of the batch part, with DropRemainder), every record is
+	// read once an epoch.
 	Processes, Rank int
+	Sharing         Sharing
+	// Logger, when not nil, receives what the pipeline leaves out: the
+	// damaged records it skips (RecordOptions.SkipDamaged), per file, and
+	// how processes share the files.
+	Logger *slog.Logger
+	// Counts, when not nil, counts the same, for the caller to read while
+	// or after the pipeline reads.
+	Counts *PipelineCounts
+
+	state *pipelineState // shared by the calls of Input's function
 }
 
 // origin is where a record came from, for errors.
@@ -171,6 +204,10 @@ func (p Pipeline) Input() (estimator.InputFn, error) {
 	case p.Processes > 1 && p.BatchSize < p.Processes:
 		return nil, fmt.Errorf("dataset: pipeline: a batch of %d records cannot give each of %d processes one", p.BatchSize, p.Processes)
 	}
+	p.Files = files
+	if err := p.checkSharing(); err != nil {
+		return nil, err
+	}
 	if p.Parser == nil {
 		spec := SpecParser(p.Spec)
 		if err := spec.Check(); err != nil {
@@ -186,7 +223,7 @@ func (p Pipeline) Input() (estimator.InputFn, error) {
 		}
 		p.CSV = &opts
 	}
-	p.Files = files
+	p.state = &pipelineState{}
 	return func(ctx context.Context) iter.Seq2[sharding.Batch, error] {
 		return p.batches(ctx, estimator.StartBatch(ctx))
 	}, nil
@@ -215,8 +252,12 @@ func (p *Pipeline) epochRNG(epoch int) *rand.Rand {
 
 // records is epoch's records, interleaved and shuffled, in order.
 func (p *Pipeline) records(epoch int) iter.Seq2[record, error] {
-	rng := p.epochRNG(epoch)
-	files := p.Files
+	return p.shuffled(p.Files, p.epochRNG(epoch))
+}
+
+// shuffled is the records of files, interleaved and shuffled with rng's
+// draws, in order.
+func (p *Pipeline) shuffled(files []string, rng *rand.Rand) iter.Seq2[record, error] {
 	shuffle := p.ShuffleBuffer > 1
 	if shuffle {
 		files = slices.Clone(files)
@@ -281,6 +322,7 @@ func (p *Pipeline) interleave(files []string) iter.Seq2[record, error] {
 			s := open[cur]
 			r, err := s.next()
 			if err == io.EOF {
+				p.noteSkipped(s)
 				err = s.Close()
 				open = slices.Delete(open, cur, cur+1)
 				if err != nil {
@@ -355,6 +397,20 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 	}
 	var n int64           // the batch next cut
 	perEpoch := int64(-1) // batches an epoch, once known
+	size, records := p.BatchSize, p.records
+	var plan *sharePlan // this process's files, when sharing by file
+	if p.byFile() {
+		var err error
+		if plan, err = p.sharePlan(ctx); err != nil {
+			fail(err)
+			return
+		}
+		if perEpoch = plan.perEpoch; perEpoch == 0 {
+			return // a share too small to make a batch: no epoch has one
+		}
+		size = plan.batch
+		records = func(e int) iter.Seq2[record, error] { return p.shuffled(plan.files, p.shareRNG(e)) }
+	}
 	for e := 0; epochs == estimator.Forever || e < epochs; e++ {
 		if perEpoch > 0 && start-n >= perEpoch {
 			skip := (start - n) / perEpoch
@@ -366,15 +422,15 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 			continue
 		}
 		first := n
-		batch := make([]record, 0, p.BatchSize)
+		batch := make([]record, 0, size)
 		flush := func() bool {
-			defer func() { batch = make([]record, 0, p.BatchSize) }()
+			defer func() { batch = make([]record, 0, size) }()
 			n++
 			if n-1 < start {
 				return true
 			}
 			part := batch
-			if p.Processes > 1 {
+			if p.Processes > 1 && plan == nil {
 				lo, hi, err := sharding.Part(len(batch), p.Processes, p.Rank)
 				if err != nil {
 					fail(fmt.Errorf("dataset: pipeline: batch %d (epoch %d) for process %d of %d: %w", n-1, e, p.Rank, p.Processes, err))
@@ -384,20 +440,30 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 			}
 			return send(job{n: n - 1, recs: part, out: make(chan result, 1)})
 		}
-		for r, err := range p.records(e) {
+		for r, err := range records(e) {
 			if err != nil {
 				fail(fmt.Errorf("dataset: pipeline: epoch %d: %w", e, err))
 				return
 			}
-			if batch = append(batch, r); len(batch) == p.BatchSize && !flush() {
+			if batch = append(batch, r); len(batch) == size && !flush() {
 				return
+			}
+			if plan != nil && n-first == plan.perEpoch {
+				break // the rest of a larger share is left out
 			}
 			if ctx.Err() != nil {
 				return
 			}
 		}
-		if len(batch) > 0 && !p.DropRemainder && !flush() {
+		if len(batch) > 0 && !p.DropRemainder && (plan == nil || n-first < plan.perEpoch) && !flush() {
 			return
+		}
+		if plan != nil {
+			if n-first != plan.perEpoch {
+				fail(fmt.Errorf("dataset: pipeline: epoch %d: process %d's %d files made %d batches, not the %d their records counted before make: a file changed since", e, p.Rank, len(plan.files), n-first, plan.perEpoch))
+				return
+			}
+			p.noteDropped(plan.dropped)
 		}
 		perEpoch = n - first
 		if perEpoch == 0 {

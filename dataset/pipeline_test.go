@@ -214,21 +214,25 @@ func TestPipelineInterleave(t *testing.T) {
 }
 
 // The same seed gives the same batches whatever the number of parse
-// workers, and the parts of processes, concatenated in rank order, are
-// the batches of one process.
+// workers, and the parts of processes sharing by record, concatenated in
+// rank order, are the batches of one process.
 func TestPipelineSameBatchesWhateverWorkersAndProcesses(t *testing.T) {
 	files, _ := writeIDFiles(t, []int{9, 14, 5})
 	base := Pipeline{Files: files, Spec: idSpec, BatchSize: 6, Epochs: 3, ShuffleBuffer: 7, Seed: 11, CycleLength: 2}
 	want := readPipeline(t, base, 0, -1)
-	tests := []struct{ workers, prefetch, processes int }{
-		{1, 1, 1}, {2, 0, 1}, {4, 8, 1}, {1, 0, 2}, {3, 2, 3}, {2, 1, 4},
+	tests := []struct {
+		workers, prefetch, processes int
+		sharing                      Sharing
+	}{
+		{1, 1, 1, ShareAuto}, {2, 0, 1, ShareAuto}, {4, 8, 1, ShareAuto}, {1, 0, 2, ShareRecords}, {3, 2, 3, ShareRecords},
+		{2, 1, 4, ShareAuto}, // fewer files than processes
 	}
 	for _, tc := range tests {
-		t.Run(fmt.Sprintf("%d workers, prefetch %d, %d processes", tc.workers, tc.prefetch, tc.processes), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d workers, prefetch %d, %d processes, %v", tc.workers, tc.prefetch, tc.processes, tc.sharing), func(t *testing.T) {
 			var parts [][]got
 			for rank := range max(tc.processes, 1) {
 				p := base
-				p.Workers, p.Prefetch, p.Processes, p.Rank = tc.workers, tc.prefetch, tc.processes, rank
+				p.Workers, p.Prefetch, p.Processes, p.Rank, p.Sharing = tc.workers, tc.prefetch, tc.processes, rank, tc.sharing
 				parts = append(parts, readPipeline(t, p, 0, -1))
 			}
 			var joined []got

@@ -135,7 +135,7 @@ type Estimator struct {
 }
 
 // New returns an Estimator for m. An invalid model (a replication with
-// loss reduction NONE, a GPU device in a build without a GPU backend) is an
+// loss reduction NONE, a GPU device: towerflow has no GPU backend) is an
 // error here.
 func New(m *replicate.Model, cfg RunConfig) (*Estimator, error) {
 	if err := cfg.check(m); err != nil {

@@ -165,15 +165,19 @@ func (p *Predictor) Preprocess(signature string, examples []dataset.Example) (ma
 		t, dense := b.Features[name]
 		s, sp := b.Sparse[name]
 		switch {
+		case dense && in.sparse:
+			return fail(fmt.Errorf("preprocessor %q made input %q dense, the signature takes it %s", p.preKind, name, in))
+		case sp && !in.sparse:
+			return fail(fmt.Errorf("preprocessor %q made input %q sparse, the signature takes it as %s", p.preKind, name, in))
 		case dense:
-			features[name] = t // Run names a dense one where a sparse one belongs
-		case sp && in.sparse && len(s.DenseShape) == 2:
+			features[name] = t
+		case sp && len(s.DenseShape) == 2:
 			if s.DenseShape[1] > in.shape[0] {
 				return fail(tooManyValues(name, s, in.shape[0]))
 			}
 			s.DenseShape = []int{s.DenseShape[0], in.shape[0]}
 			fallthrough
-		case sp:
+		case sp: // a dense shape RunSparse refuses, naming it
 			if sparse == nil {
 				sparse = map[string]sharding.SparseCOO{}
 			}

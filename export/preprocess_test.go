@@ -2,6 +2,7 @@ package export_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/sharding"
 )
 
 func init() { export.RegisterPreprocessor(embedtest.VocabKind, embedtest.LoadWords) }
@@ -239,5 +241,67 @@ func TestRegisterPreprocessorPanics(t *testing.T) {
 	}
 	if !slices.Contains(export.PreprocessorKinds(), embedtest.VocabKind) {
 		t.Errorf("PreprocessorKinds() = %q, want it to hold %q", export.PreprocessorKinds(), embedtest.VocabKind)
+	}
+}
+
+// wrongParser makes what its mode says of embedtest.TheWords's batch: a
+// dense "cat", no "x", a sparse "x", a panic, a batch of one row.
+type wrongParser struct{ Mode string }
+
+func (w wrongParser) Parse(examples []dataset.Example) (sharding.Batch, error) {
+	b, err := embedtest.TheWords.Parse(examples)
+	if err != nil {
+		return b, err
+	}
+	switch w.Mode {
+	case "dense cat":
+		b.Features["cat"] = b.Features["x"]
+		delete(b.Sparse, "cat")
+	case "no x":
+		delete(b.Features, "x")
+	case "sparse x":
+		b.Sparse["x"] = b.Sparse["w"]
+		delete(b.Features, "x")
+	case "panic":
+		panic("wrong parser")
+	case "one row":
+		b.Features["x"] = tensor.New(tensor.WithShape(1, 1), tensor.WithBacking([]float64{0}))
+	}
+	return b, nil
+}
+
+const wrongKind = "towerflowtest/wrong"
+
+func init() {
+	export.RegisterPreprocessor(wrongKind, func(config []byte) (dataset.Parser, error) {
+		var w wrongParser
+		err := json.Unmarshal(config, &w)
+		return w, err
+	})
+}
+
+// TestPreprocessorFailures: a preprocessor that does not make the
+// signature's inputs, panics or makes a batch of the wrong rows fails
+// with an error of the export naming it, not one of the request.
+func TestPreprocessorFailures(t *testing.T) {
+	est, mdl, _ := exportWords(t, 1, wordsCSV(t))
+	examples := []dataset.Example{{"word": {Bytes: [][]byte{[]byte("red")}}}, {}}
+	for _, tc := range []struct{ mode, want string }{
+		{"dense cat", `made input "cat" dense, the signature takes it sparse`},
+		{"no x", `made no input "x"`},
+		{"sparse x", `made input "x" sparse`},
+		{"panic", "panic during Parse: wrong parser"},
+		{"one row", `a batch of 2 examples gave feature "x" without 2 rows`},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			dir, err := est.Export(context.Background(), t.TempDir(), embedtest.Serving, estimator.Preprocess(badPreprocessor{kind: wrongKind, json: `{"Mode": "` + tc.mode + `"}`}))
+			must(t, err)
+			p := load(t, dir, mdl)
+			_, err = p.PredictExamples(context.Background(), "serving_default", examples)
+			wanterr.Mentions(t, err, wrongKind, tc.want)
+			if errors.Is(err, export.ErrBadInput) {
+				t.Errorf("the error %v wraps ErrBadInput: the preprocessor failed, not the request", err)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/internal/scopes"
 	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -57,7 +58,7 @@ func newBNNet(t *testing.T, dt tensor.Dtype, shape tensor.Shape, training bool, 
 	G.Read(grads[0], &n.gx)
 	G.Read(grads[1], &n.gg)
 	G.Read(grads[2], &n.gb)
-	for _, u := range s.Updates() {
+	for _, u := range scopes.Updates(s) {
 		n.updateNames = append(n.updateNames, u.Var)
 	}
 	n.vm = G.NewTapeMachine(s.Graph())

@@ -44,12 +44,17 @@
 // its program the gradients nobody reads, such as the one with respect to
 // the input batch. Second derivatives are not supported.
 //
-// The ops are used from model functions like any gorgonia op:
+// The ops are used from model functions like any gorgonia op, on
+// variables the tower's Scope s gets by name:
 //
-//	c, err := layers.Conv2D(x, t.MustVariable("conv/kernel", ...), nil, layers.Conv{Padding: [2]int{1, 1}, Activation: layers.ReLU})
-//	p, err := layers.MaxPool2D(c, [2]int{2, 2}, [2]int{})
-//	h, err := layers.Dense(flat, t.MustVariable("hidden/kernel", ...), t.MustVariable("hidden/bias", ...), layers.ReLU)
-//	loss, err := layers.MeanSquaredError(out, labels["y"])
+//	x := features.Get("image") // (batch, 1, 28, 28)
+//	kernel := s.MustVariable("conv/kernel", tensor.Float32, tensor.Shape{32, 1, 3, 3}, towers.GlorotUniform())
+//	c, err := layers.Conv2D(x, kernel, nil, layers.Conv{Padding: [2]int{1, 1}, Activation: layers.ReLU}) // (batch, 32, 28, 28)
+//	p, err := layers.MaxPool2D(c, [2]int{2, 2}, [2]int{})                                               // (batch, 32, 14, 14)
+//	flat, err := layers.Flatten(p)                                                                      // (batch, 6272)
+//	out, err := layers.Dense(flat, s.MustVariable("out/kernel", tensor.Float32, tensor.Shape{6272, 1}, towers.GlorotUniform()),
+//		s.MustVariable("out/bias", tensor.Float32, tensor.Shape{1}, towers.Zeros()), layers.Linear)
+//	loss, err := layers.MeanSquaredError(out, labels.Get("y"))
 //
 // Every op of one graph owns its buffers and ops are not shared between
 // graphs, so towers running at the same time never write the same memory.

@@ -7,6 +7,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/internal/scopes"
 	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -25,9 +26,9 @@ func TestEmbeddingErrors(t *testing.T) {
 	floatIDs := G.NewVector(g, tensor.Float32, G.WithShape(4), G.WithName("fids"))
 	cube := G.NewTensor(g, tensor.Int64, 3, G.WithShape(2, 2, 2), G.WithName("cube"))
 	notVar := G.NewMatrix(g, tensor.Float32, G.WithShape(5, 2), G.WithName("notvar"))
-	bag := towers.NewSparseFeature("bag", tensor.Int64, []int{4, 3}, nil)
-	floatBag := towers.NewSparseFeature("fbag", tensor.Float32, []int{4, 3}, nil)
-	intWeights := towers.NewSparseFeature("iw", tensor.Int64, []int{4, 3}, nil)
+	bag := scopes.NewSparseFeature("bag", tensor.Int64, []int{4, 3}, nil)
+	floatBag := scopes.NewSparseFeature("fbag", tensor.Float32, []int{4, 3}, nil)
+	intWeights := scopes.NewSparseFeature("iw", tensor.Int64, []int{4, 3}, nil)
 	tests := []struct {
 		name string
 		fn   func() error
@@ -70,7 +71,7 @@ func TestEmbeddingErrors(t *testing.T) {
 	if _, err := emb.Lookup(ids); err != nil {
 		t.Errorf("a valid lookup: %v", err)
 	}
-	if n := len(s.Lookups()); n != 1 {
+	if n := len(scopes.Lookups(s)); n != 1 {
 		t.Errorf("%d lookups registered, want the valid one", n)
 	}
 }

@@ -90,7 +90,9 @@ type Spec struct {
 // with respect to Vars. Several train ops may minimise one loss over
 // disjoint variables, each with its own optimizer (the linear and DNN
 // parts of a wide-and-deep model): the loss is differentiated once for all
-// of them.
+// of them. Train ops of different losses may share variables and nodes
+// (one loss a part of another, or a multiple of it): each gets the
+// gradients of its own loss.
 type TrainOp struct {
 	// Loss is the scalar to minimise; nil means Spec.Loss.
 	Loss *G.Node

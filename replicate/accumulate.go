@@ -8,6 +8,7 @@ import (
 
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/parallel"
+	"github.com/towerflow/towerflow/internal/scopes"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/sharding"
 	"github.com/towerflow/towerflow/towers"
@@ -87,7 +88,7 @@ func (e *Engine) computeMicroBatches(ctx context.Context, batches []sharding.Bat
 				return nil, 0, fmt.Errorf("train step %d: micro-batch %d: %w", e.Step(), k, err)
 			}
 		}
-		for _, g := range b.towers[0].Groups() {
+		for _, g := range scopes.Groups(b.towers[0].Scope) {
 			g.SetWeights(b.weights)
 		}
 		if err := runTowers(ctx, b, hooks.Started); err != nil {

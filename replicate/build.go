@@ -12,6 +12,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/internal/scopes"
 	"github.com/towerflow/towerflow/internal/tower"
 	"github.com/towerflow/towerflow/metrics"
 	"github.com/towerflow/towerflow/model"
@@ -122,7 +123,7 @@ func (e *Engine) prepare(mode model.Mode, batch sharding.Batch) (*build, error) 
 	b.weights = lossWeights(e.cfg.Reduction, rows)
 	offset := 0
 	for i, t := range b.towers {
-		t.SetRowOffset(offset)
+		scopes.SetRowOffset(t.Scope, offset)
 		offset += rows[i]
 		for _, f := range feeds[i] {
 			var err error

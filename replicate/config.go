@@ -56,16 +56,16 @@ func (r LossReduction) String() string {
 type Config struct {
 	// Devices has one entry per tower; nil means towers.LocalDevices().
 	// towers.ParseDevices makes them from TensorFlow-style names. A GPU
-	// device in a build without a GPU backend is an error; more CPU towers
+	// device is an error (towerflow has no GPU backend); more CPU towers
 	// than cores are allowed (useful in tests) and logged.
 	Devices []towers.Device
 	// Reduction combines tower losses and gradients; default BatchMean.
 	Reduction LossReduction
 	// Placement places the model's variables, counting only the variables
 	// model code creates (towers.RoundRobin(devices...) spreads them); nil
-	// keeps them on the parameter server: the single GPU when the devices
-	// hold exactly one, else CPU:0. The global step and optimizer slots stay
-	// with the variable they belong to or on the parameter server.
+	// keeps them on the parameter server, CPU:0. The global step and
+	// optimizer slots stay with the variable they belong to or on the
+	// parameter server.
 	Placement towers.Placement
 	// Optimizer minimises the Spec's loss over every trainable variable
 	// when the model function returns no train ops.
@@ -262,9 +262,9 @@ func logOversubscribed(log *slog.Logger, devices []towers.Device) {
 	}
 }
 
-// parameterServer is where variables live unless placed otherwise: the
-// single GPU when devices hold exactly one (no copies per step), else
-// CPU:0, a local parameter server.
+// parameterServer is where variables live unless placed otherwise: CPU:0,
+// a local parameter server (a lone GPU device would hold them, were there a
+// GPU backend; check rejects GPU devices).
 func parameterServer(devices []towers.Device) towers.Device {
 	var gpus []towers.Device
 	for _, d := range devices {

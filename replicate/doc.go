@@ -24,7 +24,7 @@
 //	variables: one master per name; tower 0           towers.Scope.Variable
 //	  creates, tower i>0 reuses and prefixes
 //	  its nodes "tower_i/"
-//	placement: the single GPU, else CPU:0;            parameterServer (config.go), towers.StoreConfig
+//	placement: CPU:0, a local parameter server;       parameterServer (config.go), towers.StoreConfig
 //	  Config.Placement counts model variables only
 //	towers must build the same model                  sameModel, checkSpec (build.go)
 //	loss weights per reduction (_get_loss_towers)     lossWeights (loss.go)
@@ -89,9 +89,9 @@
 //
 // The semantics, in short:
 //
-//   - Devices default to towers.LocalDevices(): every GPU of a GPU build,
-//     else one CPU device per core. A GPU device in a build without a GPU
-//     backend is an error; more CPU towers than cores run (and are logged).
+//   - Devices default to towers.LocalDevices(): one CPU device per core.
+//     A GPU device is an error (towerflow has no GPU backend); more CPU
+//     towers than cores run (and are logged).
 //   - Loss reduction: BatchMean (the default) weights each tower by its
 //     share of the batch's rows, so N towers train exactly like one device
 //     on any machine; Sum (replicate_model_fn's default) and Mean

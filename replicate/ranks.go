@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/towerflow/towerflow/collective"
+	"github.com/towerflow/towerflow/internal/scopes"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/optimizers"
 )
@@ -88,7 +89,7 @@ func (e *Engine) describe(b *build) (*description, error) {
 	}
 	spec := b.specs[0]
 	if b.mode == model.Train {
-		for _, u := range describeUpdates(b.towers[0].Updates()) {
+		for _, u := range describeUpdates(scopes.Updates(b.towers[0].Scope)) {
 			items = append(items, "state update "+u)
 		}
 		for k, p := range b.plans {

@@ -14,15 +14,16 @@ import (
 // TestMPIEmbeddingProcessesEqualOneDevice: under mpirun, 2 processes × 2
 // towers train embedModel, rank 1's part of every batch touching no row
 // of either table (its sparse gradients empty), in every SparseAsDense
-// mode, one after the other over one MPI group: both ranks end with the
-// same variables, bit for bit, within acrossTolerance of one device on the
-// whole batches.
+// mode and with the bag table in 3 partitions, one after the other over
+// one MPI group: both ranks end with the same variables, bit for bit,
+// within acrossTolerance of one device on the whole batches.
 func TestMPIEmbeddingProcessesEqualOneDevice(t *testing.T) {
 	const np = 2
 	var cases []acrossCase
 	for _, mode := range []replicate.SparseAsDense{replicate.SparseAsDenseAuto, replicate.SparseAsDenseNever, replicate.SparseAsDenseAlways} {
 		cases = append(cases, acrossCase{name: mode.String(), mode: mode, empty: true})
 	}
+	cases = append(cases, acrossCase{name: "3 partitions", parts: 3, empty: true})
 	if mpitest.Child() {
 		c, err := collective.MPI()
 		if err != nil {

@@ -34,6 +34,7 @@ type acrossCase struct {
 	tied  bool // the bag table is also read densely
 	micro bool // each rank accumulates its part as 2 micro-batches
 	clip  model.Clip
+	parts int // the bag table's partitions
 }
 
 var acrossCases = func() []acrossCase {
@@ -45,7 +46,9 @@ var acrossCases = func() []acrossCase {
 			acrossCase{name: mode.String() + "/micro-batches", mode: mode, micro: true, empty: mode == replicate.SparseAsDenseNever},
 			acrossCase{name: mode.String() + "/clipped", mode: mode, clip: model.Clip{GlobalNorm: 0.05}, empty: mode == replicate.SparseAsDenseAlways})
 	}
-	return append(cs, acrossCase{name: "tied", tied: true, empty: true})
+	return append(cs, acrossCase{name: "tied", tied: true, empty: true},
+		acrossCase{name: "3 partitions", parts: 3, empty: true},
+		acrossCase{name: "3 partitions/tied/" + replicate.SparseAsDenseAlways.String(), parts: 3, tied: true, mode: replicate.SparseAsDenseAlways})
 }()
 
 // acrossSteps is how many updates each case trains.
@@ -96,7 +99,7 @@ func engineFloats(e *replicate.Engine) map[string][]float64 {
 // acrossOneDevice trains tc's batches on one device, each whole.
 func acrossOneDevice(t *testing.T, tc acrossCase) map[string][]float64 {
 	t.Helper()
-	e, err := replicate.NewEngine(replicate.ModelFn(embedModel, acrossConfig(tc, 1, nil)), replicate.EngineConfig{Seed: 10, Params: model.Params{"tied": tc.tied}})
+	e, err := replicate.NewEngine(replicate.ModelFn(embedModel, acrossConfig(tc, 1, nil)), replicate.EngineConfig{Seed: 10, Params: model.Params{"tied": tc.tied, "parts": tc.parts}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +116,7 @@ func acrossOneDevice(t *testing.T, tc acrossCase) map[string][]float64 {
 // estimator's Train does (its own seed, then rank 0's variables), on its
 // part of each batch, and returns its variables.
 func acrossRank(ctx context.Context, comm collective.Comm, tc acrossCase) (map[string][]float64, error) {
-	e, err := replicate.NewEngine(replicate.ModelFn(embedModel, acrossConfig(tc, 2, comm)), replicate.EngineConfig{Seed: uint64(10 + comm.Rank()), Params: model.Params{"tied": tc.tied}})
+	e, err := replicate.NewEngine(replicate.ModelFn(embedModel, acrossConfig(tc, 2, comm)), replicate.EngineConfig{Seed: uint64(10 + comm.Rank()), Params: model.Params{"tied": tc.tied, "parts": tc.parts}})
 	if err != nil {
 		return nil, err
 	}
@@ -185,23 +188,28 @@ func checkAcross(t *testing.T, one map[string][]float64, got []map[string][]floa
 // device on the whole batches, to acrossTolerance, in every SparseAsDense
 // mode: with a rank whose part touches no row of either table (its
 // gradients empty), with 2 micro-batches per update, clipped by global
-// norm (the norm of the cross-process sum), and with the bag table also
-// read densely. Both ranks end with the same variables, bit for bit.
+// norm (the norm of the cross-process sum), with the bag table also read
+// densely, and split into 3 partitions. Both ranks end with the same
+// variables, bit for bit.
 func TestEmbeddingProcessesEqualOneDevice(t *testing.T) {
-	init, err := replicate.NewEngine(replicate.ModelFn(embedModel, acrossConfig(acrossCase{}, 1, nil)), replicate.EngineConfig{Seed: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := init.Build(model.Train, acrossBatch(0, false)); err != nil {
-		t.Fatal(err)
-	}
-	start := engineFloats(init)
-	init.Close()
 	for _, tc := range acrossCases {
 		t.Run(tc.name, func(t *testing.T) {
+			init, err := replicate.NewEngine(replicate.ModelFn(embedModel, acrossConfig(acrossCase{}, 1, nil)), replicate.EngineConfig{Seed: 10, Params: model.Params{"parts": tc.parts}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := init.Build(model.Train, acrossBatch(0, false)); err != nil {
+				t.Fatal(err)
+			}
+			start := engineFloats(init)
+			init.Close()
 			one := acrossOneDevice(t, tc)
-			if slices.Equal(one["bag/embeddings"], start["bag/embeddings"]) {
-				t.Fatal("training left the bag table as it was")
+			table := "bag/embeddings"
+			if tc.parts > 1 {
+				table += "/part_0"
+			}
+			if one[table] == nil || slices.Equal(one[table], start[table]) {
+				t.Fatalf("training left the bag table (%s) as it was", table)
 			}
 			comms := collective.Local(2)
 			got := make([]map[string][]float64, 2)

@@ -499,10 +499,12 @@ func TestIndexedSlicesSumOverTowers(t *testing.T) {
 // 10 × 2 table, two per row) and a dense feature, concatenated into a
 // hidden ReLU layer and a linear output; squared error. With
 // params["tied"] the bag's table is also read densely (a penalty on its
-// squares), so its gradient is the dense one plus the rows.
+// squares), so its gradient is the dense one plus the rows; params["parts"]
+// splits it into that many partitions.
 func embedModel(s *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 	m := layers.NewModule(s, "")
-	bags, err := layers.NewEmbedding(m, "bag", layers.EmbeddingConfig{Vocab: 20, Dim: 4, Dtype: tensor.Float64})
+	parts, _ := p["parts"].(int)
+	bags, err := layers.NewEmbedding(m, "bag", layers.EmbeddingConfig{Vocab: 20, Dim: 4, Dtype: tensor.Float64, Partitions: parts})
 	if err != nil {
 		return nil, err
 	}

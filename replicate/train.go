@@ -10,6 +10,7 @@ import (
 
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/parallel"
+	"github.com/towerflow/towerflow/internal/scopes"
 	"github.com/towerflow/towerflow/internal/tower"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/optimizers"
@@ -132,12 +133,11 @@ func (e *Engine) minimizeTowers(b *build) error {
 // gradients of the op's loss with respect to its variables names[k]
 // (grads[k][i]) and to the outputs of their lookups (lookups[k][i]). Each
 // tower's loss is differentiated once for all the train ops that minimise
-// it, with respect to the union of their variables: gorgonia
-// differentiates a node once, and a second differentiation of the same
-// loss stops at the nodes the first went through, so that two train ops
-// of one loss over disjoint variables (a wide-and-deep model's two
-// optimizers, TensorFlow's DNNLinearCombined) could not each take their
-// own.
+// it, with respect to the union of their variables (a wide-and-deep
+// model's two optimizers, TensorFlow's DNNLinearCombined, share one
+// backward graph); train ops of different losses each differentiate
+// their own, afresh even where the losses share nodes
+// (tower.LookupGradients).
 func differentiateTowers(b *build, n int, names [][]string) (grads [][]map[string]*G.Node, lookups [][][]tower.LookupGradient, err error) {
 	grads = make([][]map[string]*G.Node, n)
 	lookups = make([][][]tower.LookupGradient, n)
@@ -274,7 +274,7 @@ func (e *Engine) computeStep(ctx context.Context, batch sharding.Batch, hooks St
 	if err != nil {
 		return nil, 0, fmt.Errorf("train step %d: %w", e.Step(), err)
 	}
-	for _, g := range b.towers[0].Groups() {
+	for _, g := range scopes.Groups(b.towers[0].Scope) {
 		g.SetWeights(b.weights)
 	}
 	if err := runTowers(ctx, b, hooks.Started); err != nil {

@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/internal/scopes"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -31,9 +32,9 @@ type updatePlan struct {
 // order; an Assign needs a float variable (the towers' values are
 // averaged); the global step is the engine's own.
 func (e *Engine) planUpdates(b *build) error {
-	first := b.towers[0].Updates()
+	first := scopes.Updates(b.towers[0].Scope)
 	for i, t := range b.towers[1:] {
-		if a, c := describeUpdates(first), describeUpdates(t.Updates()); !slices.Equal(a, c) {
+		if a, c := describeUpdates(first), describeUpdates(scopes.Updates(t.Scope)); !slices.Equal(a, c) {
 			return fmt.Errorf("%v, %v mode: model function declared different state updates than tower 0: %v, tower 0: %v", b.towers[i+1], model.Train, c, a)
 		}
 	}
@@ -54,7 +55,7 @@ func (e *Engine) planUpdates(b *build) error {
 		p := &updatePlan{v: v, add: u.Add, parts: make([]any, len(b.towers)), local: numeric.NewSlice(v.Dtype(), v.Size())}
 		p.self = []any{p.local}
 		for _, t := range b.towers {
-			p.nodes = append(p.nodes, t.Updates()[k].Value)
+			p.nodes = append(p.nodes, scopes.Updates(t.Scope)[k].Value)
 		}
 		b.updates = append(b.updates, p)
 	}

@@ -69,9 +69,9 @@ func (f *Flags) Check() error {
 	return c.Err()
 }
 
-// Devices returns the devices of n towers: towers.LocalDevices() for 0;
-// else the first n local GPUs in a build that has GPUs, or n CPU devices
-// (more than the cores is allowed, and logged when training starts).
+// Devices returns the devices of n towers: towers.LocalDevices() (one CPU
+// device per core) for 0, else n CPU devices (more than the cores is
+// allowed, and logged when training starts).
 func Devices(n int) ([]towers.Device, error) {
 	local := towers.LocalDevices()
 	switch {

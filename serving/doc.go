@@ -21,6 +21,16 @@
 // small requests (see [Config.BatchTimeout]), and the outputs are written
 // back as TensorFlow Serving writes them, after the version is released.
 //
+// A version whose export has a preprocessor (estimator.Preprocess; an
+// [ExampleServable] whose Preprocessor reports one) takes raw feature
+// values by name instead of the signature's tensors: tf.Example JSON in
+// classify and regress, rows ("instances") or columns ("inputs") of raw
+// values in predict, strings, numbers and {"b64": ...} bytes, a value or a
+// flat list per feature. They become dataset.Examples, which the version
+// preprocesses into the signature's inputs (400 for a value it refuses,
+// naming the example and the feature) before they run as any request.
+// Its metadata describes the raw features, when the preprocessor does.
+//
 // A Server is configured with a [Config] whose zero value works and bounds
 // what clients can take: bodies up to 16 MiB, requests of up to 8192
 // examples, 64 MiB of bodies in flight, no batching, no logging, and

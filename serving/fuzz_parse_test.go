@@ -148,6 +148,7 @@ func FuzzClassifyRegress(f *testing.F) {
 		`{"signature_name": "regress_bag", "examples": [{"x": 1, "bag": [1, 2, 3]}, {"x": 2, "bag": []}, {"x": 3, "bag": 7}]}`,
 		`{"signature_name": "regress_bag", "context": {"bag": [4, 4]}, "examples": [{"x": 1}, {"x": 2}]}`,
 		`{"signature_name": "regress_bag", "examples": [{"x": 1, "bag": [1, 2, 3, 4]}, {"x": 2, "bag": [[1]]}, {"x": 3, "bag": [1.5]}]}`,
+		`{"signature_name": "regress_bag", "examples": [{"x": 0, "bag": []}]}`,
 	}
 	// The request the mnist example writes with -serve, for an input x.
 	req, err := json.Marshal(map[string]any{"examples": []map[string][]float32{{"x": {0.5}}, {"x": {0}}}})

@@ -96,7 +96,7 @@ func checkSparse(sig export.Signature, features map[string]*tensor.Dense, sparse
 		}
 		s, ok := sparse[in]
 		if !ok || s.Validate() != nil || s.Values.Dtype() != servedDtypes[ti.Dtype].dt || len(s.DenseShape) != 2 || s.DenseShape[1] != ti.Shape[1] ||
-			s.DenseShape[0] != features["x"].Shape()[0] || reflectLen(s.Values.Data()) != len(s.Indices) {
+			s.DenseShape[0] != features["x"].Shape()[0] || s.Values.DataSize() != len(s.Indices) {
 			return nil, fmt.Errorf("%w: sparse input %q is %+v", errMalformed, in, s)
 		}
 		for i, idx := range s.Indices {

@@ -145,8 +145,12 @@ func (s *Server) metadata(name string, spec versionSpec) ([]byte, error) {
 	md.ModelSpec = tfModelSpec{Name: name, Version: strconv.FormatInt(v.version, 10)}
 	md.Metadata.SignatureDef.SignatureDef = map[string]tfSignatureDef{}
 	for key, sig := range v.sigs {
+		inputs := tensorInfos(sig.Inputs)
+		if v.raw != nil { // the raw features requests carry
+			inputs = v.raw.tensorInfos()
+		}
 		md.Metadata.SignatureDef.SignatureDef[key] = tfSignatureDef{
-			Inputs:     tensorInfos(sig.Inputs),
+			Inputs:     inputs,
 			Outputs:    tensorInfos(sig.Outputs),
 			MethodName: "tensorflow/serving/" + sig.Method,
 			Defaults:   map[string]any{},

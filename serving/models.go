@@ -78,6 +78,8 @@ func (s *Server) addModel(c ModelConfig) error {
 	switch {
 	case m.load != nil && (c.BaseDir != "" || c.Model != nil):
 		return fmt.Errorf("model %q: has a Loader and a BaseDir or Model; a Loader replaces them, give one or the other", c.Name)
+	case m.load == nil && c.BaseDir != "" && c.Model == nil:
+		return fmt.Errorf("model %q: needs a BaseDir and a Model, or a Loader: no Model to load %s into (an export holds variables, not the model function: set ModelConfig.Model to the *replicate.Model it was exported from)", c.Name, c.BaseDir)
 	case m.load == nil && (c.BaseDir == "" || c.Model == nil):
 		return fmt.Errorf("model %q: needs a BaseDir and a Model, or a Loader", c.Name)
 	case m.load == nil && m.loadVersion != nil:

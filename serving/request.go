@@ -4,6 +4,7 @@ package serving
 // turned into a signature and the tensors of its inputs.
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -25,8 +26,9 @@ type runRequest struct {
 }
 
 // decodeRun reads a method's request body for version v: the signature
-// it names and its features, at most maxRows rows.
-func decodeRun(body []byte, method string, v *servedVersion, maxRows int) (runRequest, error) {
+// it names and its features, at most maxRows rows. A version with a
+// preprocessor takes raw features (rawRequest), which it preprocesses.
+func decodeRun(ctx context.Context, body []byte, method string, v *servedVersion, maxRows int) (runRequest, error) {
 	req, err := requestObject(body, v, maxRows)
 	if err != nil {
 		return runRequest{}, err
@@ -42,10 +44,12 @@ func decodeRun(body []byte, method string, v *servedVersion, maxRows int) (runRe
 	inputs := v.inputs[rr.sig]
 	lim := limits{rows: maxRows, values: len(body)/2 + 1}
 	switch {
+	case method != "predict" && sig.Method != method:
+		return runRequest{}, badRequestf("Expected %s signature method_name to be tensorflow/serving/%s. Was: tensorflow/serving/%s (signature %q)", method, method, sig.Method, echo(rr.sig))
+	case v.raw != nil:
+		rr.features, rr.sparse, rr.rows, rr.columnar, err = rawRequest(ctx, req, method, rr.sig, v.raw, lim)
 	case method == "predict":
 		rr.features, rr.sparse, rr.rows, rr.columnar, err = predictFeatures(req, inputs, lim)
-	case sig.Method != method:
-		return runRequest{}, badRequestf("Expected %s signature method_name to be tensorflow/serving/%s. Was: tensorflow/serving/%s (signature %q)", method, method, sig.Method, echo(rr.sig))
 	default:
 		rr.features, rr.sparse, rr.rows, err = exampleFeatures(req, method, inputs, lim)
 	}

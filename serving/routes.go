@@ -210,7 +210,7 @@ func (s *Server) answerRun(ctx context.Context, body []byte, name string, spec v
 		return nil, err
 	}
 	defer v.release()
-	req, err := decodeRun(body, method, v, s.cfg.MaxBatchSize)
+	req, err := decodeRun(ctx, body, method, v, s.cfg.MaxBatchSize)
 	if err != nil {
 		return nil, err
 	}

@@ -288,7 +288,7 @@ func TestNewServerErrors(t *testing.T) {
 		{"name with a slash", []ModelConfig{{Name: "a/b", Loader: fake()}}, Config{}, `model name "a/b"`, nil},
 		{"twice", []ModelConfig{{Name: "a", Loader: fake()}, {Name: "a", Loader: fake()}}, Config{}, `model "a" is configured twice`, nil},
 		{"no source", []ModelConfig{{Name: "a"}}, Config{}, "needs a BaseDir and a Model, or a Loader", nil},
-		{"base dir without a model", []ModelConfig{{Name: "a", BaseDir: t.TempDir()}}, Config{}, "needs a BaseDir and a Model, or a Loader", nil},
+		{"base dir without a model", []ModelConfig{{Name: "a", BaseDir: t.TempDir()}}, Config{}, "set ModelConfig.Model to the *replicate.Model it was exported from", nil},
 		{"loader and base dir", []ModelConfig{{Name: "a", BaseDir: t.TempDir(), Loader: fake()}}, Config{}, `model "a": has a Loader and a BaseDir or Model`, nil},
 		{"loader and model", []ModelConfig{{Name: "a", Model: replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), Loader: fake()}}, Config{}, `model "a": has a Loader and a BaseDir or Model`, nil},
 		{"loader error", []ModelConfig{{Name: "a", Loader: func(int64) (Servable, error) { return nil, errors.New("nope") }}}, Config{}, "nope", nil},

@@ -48,7 +48,10 @@ type servedVersion struct {
 	// exampleValues is the most JSON values one example of any signature
 	// is written with (see jsonValues).
 	exampleValues int
-	refs          sync.WaitGroup
+	// raw is the version's preprocessor: its requests carry raw
+	// features; nil without one.
+	raw  *rawInputs
+	refs sync.WaitGroup
 }
 
 // retiredVersion is a version no longer served: UNLOADING until its last
@@ -106,6 +109,10 @@ func newServedVersion(s Servable) (*servedVersion, error) {
 			n = satAdd(n, jsonValues(in.shape)+1) // +1: a flat list in a tf.Example
 		}
 		v.exampleValues = max(v.exampleValues, n)
+	}
+	if v.raw = rawInputsOf(s); v.raw != nil {
+		// Raw features have no fixed size: the body's limit bounds them.
+		v.exampleValues = math.MaxInt
 	}
 	return v, nil
 }

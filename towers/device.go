@@ -13,8 +13,9 @@ type Kind int
 const (
 	// CPUKind is a CPU device: a tower on it runs on its own goroutine.
 	CPUKind Kind = iota
-	// GPUKind is a GPU device. No GPU backend is built into the default
-	// (pure Go) build, so LocalDevices never returns one there.
+	// GPUKind is a GPU device, as TensorFlow-style names give one.
+	// towerflow has no GPU backend: LocalDevices never returns one, and
+	// replicate rejects a tower on one.
 	GPUKind
 )
 
@@ -108,17 +109,16 @@ func MustParseDevice(s string) Device {
 	return d
 }
 
-// numGPUs is the number of GPUs a built-in GPU backend reports; the default
-// build has none.
+// numGPUs is the number of GPUs towers can run on: none, as towerflow has
+// no GPU backend.
 var numGPUs = func() int { return 0 }
 
-// NumGPUs returns the number of GPUs the built-in GPU backend sees: 0 in a
-// build without one (the default, pure-Go build).
+// NumGPUs returns the number of GPUs towers can run on: 0, as towerflow
+// has no GPU backend.
 func NumGPUs() int { return numGPUs() }
 
-// LocalDevices returns the devices towers run on by default: every local GPU
-// when a GPU backend is built in and sees one, otherwise one CPU device per
-// usable core (runtime.GOMAXPROCS(0)).
+// LocalDevices returns the devices towers run on by default: one CPU device
+// per usable core (runtime.GOMAXPROCS(0)).
 //
 // One CPU tower per core is the default because each tower runs its graph on
 // one goroutine: most of gorgonia's kernels run on that goroutine alone, so
@@ -126,7 +126,7 @@ func NumGPUs() int { return numGPUs() }
 // matrix multiply does spread over cores, and with -tags openblas each tower
 // gets one BLAS thread). More towers than cores only add splitting and
 // summing overhead. TensorFlow's replicate_model_fn used a single CPU device
-// when there was no GPU; towerflow parallelises across cores instead.
+// when there was no GPU; towerflow parallelises across cores.
 func LocalDevices() []Device {
 	if n := numGPUs(); n > 0 {
 		out := make([]Device, n)

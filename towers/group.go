@@ -61,10 +61,11 @@ func (s *Scope) Group(key string) *Group {
 	return g
 }
 
-// Groups returns the groups of the build the scope belongs to, in the
-// order they were made. The engine reads it on every step: it is the
-// scope's own slice, not a copy, and must not be changed.
-func (s *Scope) Groups() []*Group {
+// groupList returns the groups of the build the scope belongs to, in the
+// order they were made. The engine reads it on every step
+// (internal/scopes.Groups): it is the scope's own slice, not a copy, and
+// must not be changed.
+func (s *Scope) groupList() []*Group {
 	if s.first != nil {
 		return s.first.groups
 	}

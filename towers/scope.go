@@ -39,7 +39,8 @@ type Scope struct {
 
 	sparse  map[string]*SparseFeature // by feature name
 	lookups []Lookup
-	// rowOffset is the batch row of the shard's row 0 (SetRowOffset).
+	// rowOffset is the batch row of the shard's row 0, set by the engine
+	// (internal/scopes.SetRowOffset).
 	rowOffset int
 }
 

@@ -28,10 +28,11 @@ type SparseFeature struct {
 	offset int
 }
 
-// NewSparseFeature returns the sparse feature name of dtype and shard
+// newSparseFeature returns the sparse feature name of dtype and shard
 // dense shape shape, whose densified node is dense (nil: none). The tower
-// runtime makes them; model code gets them from Scope.SparseFeature.
-func NewSparseFeature(name string, dtype tensor.Dtype, shape []int, dense *G.Node) *SparseFeature {
+// runtime makes them (internal/scopes); model code gets them from
+// Scope.SparseFeature.
+func newSparseFeature(name string, dtype tensor.Dtype, shape []int, dense *G.Node) *SparseFeature {
 	return &SparseFeature{name: name, dtype: dtype, shape: slices.Clone(shape), dense: dense}
 }
 
@@ -61,10 +62,10 @@ func (f *SparseFeature) Value() sharding.SparseCOO { return f.value }
 // name a batch row as Offset()+shard row.
 func (f *SparseFeature) Offset() int { return f.offset }
 
-// Set feeds the shard v, whose row 0 is row offset of the batch, for the
-// following runs: the tower runtime calls it. v must have the feature's
-// dtype and dense shape.
-func (f *SparseFeature) Set(v sharding.SparseCOO, offset int) error {
+// set feeds the shard v, whose row 0 is row offset of the batch, for the
+// following runs: the tower runtime calls it (internal/scopes). v must
+// have the feature's dtype and dense shape.
+func (f *SparseFeature) set(v sharding.SparseCOO, offset int) error {
 	if v.Values == nil || v.Values.Dtype() != f.dtype || !slices.Equal(v.DenseShape, f.shape) {
 		got := "nil values"
 		if v.Values != nil {
@@ -76,9 +77,9 @@ func (f *SparseFeature) Set(v sharding.SparseCOO, offset int) error {
 	return nil
 }
 
-// AddSparseFeature makes f the tower's sparse feature of its name: the
-// tower runtime calls it as it adds the tower's inputs.
-func (s *Scope) AddSparseFeature(f *SparseFeature) error {
+// addSparseFeature makes f the tower's sparse feature of its name: the
+// tower runtime calls it as it adds the tower's inputs (internal/scopes).
+func (s *Scope) addSparseFeature(f *SparseFeature) error {
 	if f == nil {
 		return fmt.Errorf("%v: nil sparse feature", s)
 	}
@@ -121,12 +122,15 @@ func (s *Scope) SparseFeatures() []*SparseFeature {
 // read, each with its share of Output's gradient. The engine leaves a
 // variable that only lookups read out of symbolic differentiation (which
 // would make a dense gradient of the table's size), asks for the gradient
-// of Output instead (as large as Output) and hands it to Slices.
+// of Output instead (as large as Output) and hands it to Slices. Package
+// layers registers its lookups through the engine's plumbing
+// (internal/scopes); model code has no use for the type.
 type Lookup struct {
 	// Variable names the variable read (Scope.Variable's name).
 	Variable string
 	// Output is the lookup's output node; its op must not be
-	// differentiable with respect to the variable.
+	// differentiable with respect to the variable. A lookup of a
+	// partitioned table is one output read by one Lookup per partition.
 	Output *G.Node
 	// Slices returns the variable's gradient through the lookup given the
 	// gradient of the loss with respect to Output in the last run (a
@@ -136,9 +140,10 @@ type Lookup struct {
 	Slices func(outGrad G.Value) (IndexedSlices, error)
 }
 
-// AddLookup registers a lookup of one of the tower's variables (layers'
-// embedding lookups call it), so that its gradient is sparse.
-func (s *Scope) AddLookup(l Lookup) error {
+// addLookup registers a lookup of one of the tower's variables (layers'
+// embedding lookups call it, through internal/scopes), so that its
+// gradient is sparse.
+func (s *Scope) addLookup(l Lookup) error {
 	if l.Output == nil || l.Slices == nil {
 		return fmt.Errorf("%v: lookup of %q: nil output or slices", s, l.Variable)
 	}
@@ -152,11 +157,11 @@ func (s *Scope) AddLookup(l Lookup) error {
 	return nil
 }
 
-// Lookups returns the tower's lookups in the order added.
-func (s *Scope) Lookups() []Lookup { return slices.Clone(s.lookups) }
+// lookupList returns the tower's lookups in the order added.
+func (s *Scope) lookupList() []Lookup { return slices.Clone(s.lookups) }
 
-// VariableName returns the name of the tower's variable whose node is n.
-func (s *Scope) VariableName(n *G.Node) (string, bool) {
+// variableName returns the name of the tower's variable whose node is n.
+func (s *Scope) variableName(n *G.Node) (string, bool) {
 	for _, name := range s.varOrder {
 		if s.vars[name] == n {
 			return name, true
@@ -164,12 +169,3 @@ func (s *Scope) VariableName(n *G.Node) (string, bool) {
 	}
 	return "", false
 }
-
-// SetRowOffset records that the tower's shard starts at row offset of the
-// step's batch: the engine sets it as it feeds the tower, and errors about
-// a row of the data (an embedding id out of range) name the batch's row.
-func (s *Scope) SetRowOffset(offset int) { s.rowOffset = offset }
-
-// RowOffset returns the row of the batch the tower's shard starts at in
-// the current step (0 before the first).
-func (s *Scope) RowOffset() int { return s.rowOffset }

@@ -70,5 +70,6 @@ func (s *Scope) declare(u Update) error {
 	return nil
 }
 
-// Updates returns the updates the tower declared, in order.
-func (s *Scope) Updates() []Update { return append([]Update(nil), s.updates...) }
+// updateList returns the updates the tower declared, in order: the
+// engine reads them (internal/scopes.Updates).
+func (s *Scope) updateList() []Update { return append([]Update(nil), s.updates...) }

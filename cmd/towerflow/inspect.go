@@ -26,7 +26,8 @@ import (
 const inspectSynopsis = "[-values] [-n count] <checkpoint dir, model dir or export version dir>"
 
 // inspect is the inspect command: it prints a checkpoint's path, step,
-// format and variables, and warns on stderr of what reading a model
+// format and variables, the trainable parameters' count beside the
+// elements of every variable, and warns on stderr of what reading a model
 // directory passed over (a damaged newer checkpoint, a lost pointer file).
 // Given an export version directory it prints its signatures too, and the
 // variables the export holds.
@@ -77,7 +78,7 @@ func inspect(stdout, stderr io.Writer, args []string) error {
 
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "NAME\tDTYPE\tNPY\tSHAPE\tTRAINABLE\tELEMENTS\tBYTES\tFILE BYTES\n")
-	var elems, bytes, fileBytes, trainable int64
+	var elems, bytes, fileBytes, trainable, params int64
 	for _, e := range m.Variables {
 		n := int64(1)
 		for _, d := range e.Shape {
@@ -87,6 +88,7 @@ func inspect(stdout, stderr io.Writer, args []string) error {
 		elems, bytes, fileBytes = elems+n, bytes+b, fileBytes+e.Bytes
 		if e.Trainable {
 			trainable++
+			params += n
 		}
 		dt := e.GoDtype
 		if dt == "" {
@@ -100,6 +102,7 @@ func inspect(stdout, stderr io.Writer, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(stdout, "\nparameters: %d trainable, of %d elements in all (optimizer slots and counters included)\n", params, elems)
 
 	if !*values {
 		return nil

@@ -166,6 +166,10 @@ func TestInspect(t *testing.T) {
 			if !wantTotal.MatchString(s) {
 				t.Errorf("no totals line matching %v in:\n%s", wantTotal, s)
 			}
+			// dense/w's 6 and dense/b's 3, not global_step's 1.
+			if want := "\nparameters: 9 trainable, of 10 elements in all (optimizer slots and counters included)\n"; !strings.Contains(s, want) {
+				t.Errorf("no line %q in:\n%s", want, s)
+			}
 			for _, l := range tc.wantLines {
 				if !strings.Contains(s, "\n"+l+"\n") {
 					t.Errorf("no line %q in:\n%s", l, s)

@@ -130,6 +130,7 @@ type panel struct {
 	title, ylabel string
 	series        []series
 	logY          bool // a log scale for the values
+	unit          bool // the values are metrics in [0, 1]
 }
 
 // buildPanels groups the histories into panels: the loss (training and
@@ -205,7 +206,7 @@ func buildPanels(train []trainRecord, eval []evalRecord, metrics []string) ([]pa
 		p.series = append(p.series, evalSeries("loss")...)
 		panels = append(panels, p)
 	}
-	unit := panel{title: "eval metrics in [0, 1]", ylabel: "value"}
+	unit := panel{title: "eval metrics in [0, 1]", ylabel: "value", unit: true}
 	var others []panel
 	for _, m := range metrics {
 		if m == "loss" {
@@ -311,6 +312,7 @@ func newPanelPlot(pn panel, xmin, xmax float64) (*plot.Plot, error) {
 	p.X.Min, p.X.Max = xmin, xmax
 	p.X.Tick.Marker = stepTicks{}
 	p.Add(plotter.NewGrid())
+	var lone, rest []plot.Plotter // a lone point's mark goes under the rest
 	for _, s := range pn.series {
 		l, err := plotter.NewLine(s.xy)
 		if err != nil {
@@ -318,7 +320,7 @@ func newPanelPlot(pn panel, xmin, xmax float64) (*plot.Plot, error) {
 		}
 		l.LineStyle.Color = plotutil.Color(s.color)
 		l.LineStyle.Width = vg.Points(1.5)
-		p.Add(l)
+		rest = append(rest, l)
 		thumbs := []plot.Thumbnailer{l}
 		if s.points {
 			sc, err := plotter.NewScatter(s.xy)
@@ -328,21 +330,29 @@ func newPanelPlot(pn panel, xmin, xmax float64) (*plot.Plot, error) {
 			sc.GlyphStyle.Color = plotutil.Color(s.color)
 			sc.GlyphStyle.Shape = draw.CircleGlyph{}
 			sc.GlyphStyle.Radius = vg.Points(2.5)
-			p.Add(sc)
+			if len(s.xy) == 1 {
+				// Larger, so that it shows around another series' point
+				// lying on it.
+				sc.GlyphStyle.Radius = vg.Points(5)
+				lone = append(lone, sc)
+			} else {
+				rest = append(rest, sc)
+			}
 			thumbs = append(thumbs, sc)
 		}
 		p.Legend.Add(s.name, thumbs...)
 	}
+	p.Add(lone...)
+	p.Add(rest...)
 	if pn.logY {
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = decadeTicks{}
 	}
-	// Leave 5% of the value range free above and below the lines (of
-	// its logarithm on a log scale).
-	if lo, hi := yRange(pn.series); hi > lo {
-		fwd, inv := axisUnits(pn.logY)
-		m := (fwd(hi) - fwd(lo)) / 20
-		p.Y.Min, p.Y.Max = inv(fwd(lo)-m), inv(fwd(hi)+m)
+	if lo, hi, ok := valueAxis(pn); ok {
+		p.Y.Min, p.Y.Max = lo, hi
+	}
+	if lo, hi := yRange(pn.series); hi >= lo {
+		p.Y.Label.Text += " (" + rangeText(lo, hi) + ")"
 	}
 	return p, nil
 }

@@ -161,3 +161,51 @@ func (decadeTicks) Ticks(lo, hi float64) []plot.Tick {
 	}
 	return ticks
 }
+
+// Least spans of a linear value axis, so that a small change is drawn as
+// one: unitSpan for metrics in [0, 1], relSpan of the largest magnitude
+// for other values.
+const (
+	unitSpan = 0.1
+	relSpan  = 0.02
+)
+
+// valueAxis is the range of pn's value axis: the values' range, widened
+// on a linear axis to its least span (unitSpan or relSpan, kept inside
+// [0, 1] for metrics in it) about the values' middle, with 5% of it free
+// above and below (of its logarithm on a log scale). ok is false when the
+// values are all one, for gonum's default range about it.
+func valueAxis(pn panel) (lo, hi float64, ok bool) {
+	lo, hi = yRange(pn.series)
+	if !(hi > lo) {
+		return 0, 0, false
+	}
+	if !pn.logY {
+		least := relSpan * max(math.Abs(lo), math.Abs(hi))
+		if pn.unit {
+			least = unitSpan
+		}
+		if hi-lo < least {
+			mid := (lo + hi) / 2
+			lo, hi = mid-least/2, mid+least/2
+			if pn.unit && lo < 0 {
+				lo, hi = 0, least
+			} else if pn.unit && hi > 1 {
+				lo, hi = 1-least, 1
+			}
+		}
+	}
+	fwd, inv := axisUnits(pn.logY)
+	m := (fwd(hi) - fwd(lo)) / 20
+	return inv(fwd(lo) - m), inv(fwd(hi) + m), true
+}
+
+// rangeText writes the values' range for an axis label: "0.958 to 0.96",
+// or the one value.
+func rangeText(lo, hi float64) string {
+	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
+	if g(lo) == g(hi) {
+		return g(lo)
+	}
+	return g(lo) + " to " + g(hi)
+}

@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
@@ -171,5 +173,97 @@ func TestDecadeTicks(t *testing.T) {
 				t.Errorf("%d labels, more than %d", len(labels), maxDecadeLabels)
 			}
 		})
+	}
+}
+
+// A linear value axis spans at least its least span, so that a small
+// change is drawn as one and not as a cliff, and the axis label gives the
+// values' range.
+func TestValueAxis(t *testing.T) {
+	unit := func(ys ...float64) panel {
+		s := series{name: "eval accuracy"}
+		for i, y := range ys {
+			s.xy = append(s.xy, plotter.XY{X: float64(i), Y: y})
+		}
+		return panel{title: "eval accuracy", ylabel: "accuracy", unit: true, series: []series{s}}
+	}
+	other := unit(3, 3.001)
+	other.unit, other.ylabel = false, "mae"
+	logged := lossPanel(100, func(s float64) float64 { return 1e3 * math.Pow(1e-5, s/100) })
+	logged.logY = true
+	tests := []struct {
+		name          string
+		panel         panel
+		lo, hi        float64 // the axis, before 5% of its span is added each side
+		label         string
+		defaultLimits bool // the values all one: gonum's range
+	}{
+		{"a small accuracy change", unit(0.958, 0.96), 0.9, 1, "accuracy (0.958 to 0.96)", false},
+		{"a small change near 0", unit(0.01, 0.02), 0, 0.1, "accuracy (0.01 to 0.02)", false},
+		{"a small change near 1", unit(0.995, 0.999), 0.9, 1, "accuracy (0.995 to 0.999)", false},
+		{"a wide change", unit(0.2, 0.9), 0.2, 0.9, "accuracy (0.2 to 0.9)", false},
+		{"a small change of another metric", other, 3.0005 - 0.03001, 3.0005 + 0.03001, "mae (3 to 3.001)", false},
+		{"a log scale", logged, 1e3 * math.Pow(1e-5, 1), 1e3 * math.Pow(1e-5, 0.01), "loss (0.01 to 891.3)", false},
+		{"one value", unit(0.5, 0.5), 0, 0, "accuracy (0.5)", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := newPanelPlot(tc.panel, 0, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Y.Label.Text != tc.label {
+				t.Errorf("axis label %q, want %q", p.Y.Label.Text, tc.label)
+			}
+			lo, hi, ok := valueAxis(tc.panel)
+			if ok == tc.defaultLimits {
+				t.Fatalf("valueAxis ok %v", ok)
+			}
+			if !ok {
+				return
+			}
+			fwd, inv := axisUnits(tc.panel.logY)
+			m := (fwd(tc.hi) - fwd(tc.lo)) / 20
+			want := []float64{inv(fwd(tc.lo) - m), inv(fwd(tc.hi) + m)}
+			if diff := cmp.Diff(want, []float64{lo, hi}, cmpopts.EquateApprox(1e-9, 0)); diff != "" {
+				t.Errorf("axis range (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(want, []float64{p.Y.Min, p.Y.Max}, cmpopts.EquateApprox(1e-9, 0)); diff != "" {
+				t.Errorf("the plot's axis range (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A training loss of one point is drawn visibly, even where an
+// evaluation's point lies on it.
+func TestLonePointVisible(t *testing.T) {
+	ps, err := buildPanels([]trainRecord{{Step: 100, Loss: 1}},
+		[]evalRecord{{Step: 100, Metrics: map[string]float64{"loss": 1}}, {Step: 200, Metrics: map[string]float64{"loss": 0.9}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const w, h = 480, 320
+	_, plots, canvases, err := layoutPanels(ps, "", w, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := *plots[0]
+	p.Legend = plot.NewLegend() // only the data
+	c := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, w, h))), vgimg.UseDPI(plotDPI))
+	p.Draw(draw.Canvas{Canvas: c, Rectangle: canvases[0].Rectangle})
+	img := c.Image().(*image.RGBA)
+	tr, tg, tb, _ := plotutil.Color(0).RGBA() // the training loss's colour
+	n := 0
+	for y := range h {
+		for x := range w {
+			r, g, b, _ := img.At(x, y).RGBA()
+			if r == tr && g == tg && b == tb {
+				n++
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("%d pixels of the training loss's colour, want a visible mark", n)
 	}
 }

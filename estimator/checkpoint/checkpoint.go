@@ -25,9 +25,10 @@
 // corrupted checkpoint is an error rather than wrong weights.
 //
 // Save and Restore stream a variable: Save writes its file straight from
-// the variable's memory, hashing it as it goes, and Restore decodes the
-// file, checking its SHA-256 as it goes, straight into the variable's
-// memory, so a table of gigabytes never takes a second copy in memory.
+// the variable's memory, hashing the variable's bytes on another goroutine
+// meanwhile, and Restore decodes the file, checking its SHA-256 as it
+// goes, straight into the variable's memory, so a table of gigabytes never
+// takes a second copy in memory.
 // (On little-endian hosts the elements are copied as raw memory; on
 // big-endian ones they are converted a chunk at a time.)
 //
@@ -178,9 +179,12 @@ const (
 // a step that already has a checkpoint replaces it. It returns the path of
 // the new checkpoint.
 //
-// The new checkpoint is read back and verified, as Read does, before it is
-// renamed into place: one that does not verify is an error, and then
-// nothing is replaced or deleted. So the cleanup of old checkpoints never
+// The new checkpoint is read back and verified before it is renamed into
+// place: its manifest as Read reads it, each file's size and header as
+// Read checks them and its bytes compared with the variable's, whose
+// SHA-256 the manifest holds (one hash of a table, not a second one of the
+// file read back). One that does not verify is an error, and then nothing
+// is replaced or deleted. So the cleanup of old checkpoints never
 // deletes the newest checkpoint that verifies: the one just written.
 //
 // Save reads the variables' live backings, so like the store's setters it
@@ -232,8 +236,9 @@ func writeCheckpoint(dir, name string, store *towers.Store, step int64) (string,
 		}
 	}()
 	m := Manifest{Format: Format, Step: step, Created: time.Now().UTC().Round(0), Variables: []Entry{}}
+	buf := make([]byte, 1<<20) // the read-back's, shared
 	for i, v := range store.Variables() {
-		e, err := writeVariable(tmp, i, v)
+		e, err := writeVariable(tmp, i, v, buf)
 		if err != nil {
 			return "", fmt.Errorf("variable %q: %w", v.Name(), err)
 		}
@@ -253,11 +258,11 @@ func writeCheckpoint(dir, name string, store *towers.Store, step int64) (string,
 	if err := fsutil.SyncDir(tmp); err != nil {
 		return "", err
 	}
-	// Read it back as a reader will before it replaces or outlives
-	// anything: a checkpoint that does not verify must not push a whole
-	// one out of the kept ones.
-	if _, err := open(tmp); err != nil {
-		return "", fmt.Errorf("the checkpoint written does not read back whole, so nothing was replaced or deleted: %w", err)
+	// Read it back before it replaces or outlives anything (writeVariable
+	// read back each file): a checkpoint that does not verify must not
+	// push a whole one out of the kept ones.
+	if err := verifyManifest(tmp, m); err != nil {
+		return "", fmt.Errorf("%s: %w", notReadBack, err)
 	}
 
 	final := filepath.Join(dir, name)
@@ -302,8 +307,23 @@ func mkdirTemp(dir, prefix string) (string, error) {
 	}
 }
 
-// writeVariable writes variable number i of the store as a .npy file in dir.
-func writeVariable(dir string, i int, v *towers.Variable) (Entry, error) {
+// notReadBack begins the error of a Save whose checkpoint does not read
+// back whole.
+const notReadBack = "the checkpoint written does not read back whole, so nothing was replaced or deleted"
+
+// writeVariable writes variable number i of the store as a .npy file in
+// dir, syncs it and reads it back. The bytes are writeNPY's of the
+// variable, straight from its backing (bufio passes a write larger than
+// its buffer through): no copy of a table is made. Their SHA-256 is
+// taken on another goroutine, of the bytes writeNPY makes of the variable
+// again, while this one writes, syncs and reads back the file, comparing
+// it with those bytes once more: a file that compares equal holds what was
+// hashed, so a table is hashed once and the save takes about the longer
+// of hashing and writing, syncing and reading back rather than their sum.
+// The variable must not change meanwhile (Save's contract); if it did,
+// the comparison or a reader's check of the SHA-256 fails.
+// buf is the read-back's buffer.
+func writeVariable(dir string, i int, v *towers.Variable, buf []byte) (Entry, error) {
 	if !utf8.ValidString(v.Name()) {
 		return Entry{}, fmt.Errorf("name is not valid UTF-8")
 	}
@@ -312,6 +332,7 @@ func writeVariable(dir string, i int, v *towers.Variable) (Entry, error) {
 		return Entry{}, err
 	}
 	shape := append([]int{}, v.Shape()...)
+	data := v.Data()
 	e := Entry{
 		Name:      v.Name(),
 		Dtype:     t.descr,
@@ -320,18 +341,22 @@ func writeVariable(dir string, i int, v *towers.Variable) (Entry, error) {
 		Trainable: v.Trainable(),
 		File:      fmt.Sprintf("%04d-%s.npy", i, safeName(v.Name())),
 	}
+	h := sha256.New()
+	hashed := make(chan error, 1)
+	go func() { hashed <- writeNPY(h, v.Dtype(), shape, data) }()
+	waited := false
+	defer func() {
+		if !waited {
+			<-hashed // the hash reads the variable: never outlive the Save
+		}
+	}()
 	f, err := os.OpenFile(filepath.Join(dir, e.File), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return Entry{}, err
 	}
 	defer f.Close()
-	h := sha256.New()
-	cw := &hashWriter{w: f, h: h}
-	bw := bufio.NewWriterSize(cw, 1<<20)
-	// The header goes through bw, the data of a table straight from the
-	// variable's backing to the file (bufio passes a write larger than its
-	// buffer through): no copy of the table is made.
-	if err := writeNPY(bw, v.Dtype(), shape, v.Data()); err != nil {
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := writeNPY(bw, v.Dtype(), shape, data); err != nil {
 		return Entry{}, fmt.Errorf("%s: %w", f.Name(), err)
 	}
 	if err := bw.Flush(); err != nil {
@@ -340,11 +365,22 @@ func writeVariable(dir string, i int, v *towers.Variable) (Entry, error) {
 	if err := f.Sync(); err != nil {
 		return Entry{}, err
 	}
+	fi, err := f.Stat()
+	if err != nil {
+		return Entry{}, err
+	}
 	if err := f.Close(); err != nil {
 		return Entry{}, err
 	}
+	e.Bytes = fi.Size()
+	if err := verifyFile(dir, e, v.Dtype(), data, buf); err != nil {
+		return Entry{}, fmt.Errorf("%s: %w", notReadBack, err)
+	}
+	waited = true
+	if err := <-hashed; err != nil {
+		return Entry{}, fmt.Errorf("hash: %w", err)
+	}
 	e.SHA256 = hex.EncodeToString(h.Sum(nil))
-	e.Bytes = cw.n
 	return e, nil
 }
 

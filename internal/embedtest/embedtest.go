@@ -37,6 +37,22 @@ var Serving = estimator.ServingInput{
 // the dense feature x. Its export outputs are "serving_default" (predict
 // p), "regress" (p) and "classify" (scores [1-p, p]).
 func Model(s *towers.Scope, mode model.Mode, f model.Features, l model.Labels, _ model.Params) (*model.Spec, error) {
+	return model1(s, mode, f, l, 0)
+}
+
+// PartitionedModel is Model with its table a layers.EmbeddingLayer named
+// "table" split into parts partitions: the variables
+// table/embeddings/part_p (table/embeddings when parts is 0 or 1). Its
+// predictions are Model's.
+func PartitionedModel(parts int) model.Fn {
+	return func(s *towers.Scope, mode model.Mode, f model.Features, l model.Labels, _ model.Params) (*model.Spec, error) {
+		return model1(s, mode, f, l, max(parts, 1))
+	}
+}
+
+// model1 is Model, its table an EmbeddingLayer of parts partitions
+// when parts > 0.
+func model1(s *towers.Scope, mode model.Mode, f model.Features, l model.Labels, parts int) (*model.Spec, error) {
 	cat, err := s.SparseFeature("cat")
 	if err != nil {
 		return nil, err
@@ -53,9 +69,20 @@ func Model(s *towers.Scope, mode model.Mode, f model.Features, l model.Labels, _
 	for i := range init {
 		init[i] = float64(i%7)/7 - 0.4
 	}
-	table := s.MustVariable("table", tensor.Float64, tensor.Shape{Vocab, Dim}, towers.Values(tensor.New(tensor.WithShape(Vocab, Dim), tensor.WithBacking(init))))
+	values := tensor.New(tensor.WithShape(Vocab, Dim), tensor.WithBacking(init))
 	v := s.MustVariable("v", tensor.Float64, tensor.Shape{Dim, 1}, towers.Values(tensor.New(tensor.WithShape(Dim, 1), tensor.WithBacking([]float64{0.5, -0.25}))))
-	emb, err := layers.EmbeddingLookupSparse(s, table, cat, layers.CombineSum, layers.IDWeights(w))
+	var emb *G.Node
+	if parts == 0 {
+		table := s.MustVariable("table", tensor.Float64, tensor.Shape{Vocab, Dim}, towers.Values(values))
+		emb, err = layers.EmbeddingLookupSparse(s, table, cat, layers.CombineSum, layers.IDWeights(w))
+	} else {
+		var layer *layers.EmbeddingLayer
+		layer, err = layers.NewEmbedding(layers.NewModule(s, ""), "table", layers.EmbeddingConfig{Vocab: Vocab, Dim: Dim, Dtype: tensor.Float64, Values: values, Partitions: parts})
+		if err != nil {
+			return nil, err
+		}
+		emb, err = layer.LookupSparse(cat, layers.CombineSum, layers.IDWeights(w))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/towerflow/towerflow/internal/guard"
 	"github.com/towerflow/towerflow/internal/parallel"
+	"github.com/towerflow/towerflow/internal/scopes"
 	"github.com/towerflow/towerflow/sharding"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -99,8 +100,8 @@ func (t *Tower) SparseInput(key, name string, dt tensor.Dtype, shape tensor.Shap
 	if err != nil {
 		return nil, err
 	}
-	f := towers.NewSparseFeature(key, dt, shape, n)
-	if err := t.AddSparseFeature(f); err != nil {
+	f := scopes.NewSparseFeature(key, dt, shape, n)
+	if err := scopes.AddSparseFeature(t.Scope, f); err != nil {
 		return nil, err
 	}
 	t.sparse[name] = f
@@ -115,7 +116,7 @@ func (t *Tower) FeedSparse(name string, v sharding.SparseCOO, offset int) error 
 	if !ok {
 		return fmt.Errorf("%v: no sparse input %q", t, name)
 	}
-	if err := f.Set(v, offset); err != nil {
+	if err := scopes.SetSparse(f, v, offset); err != nil {
 		return fmt.Errorf("%v: %w", t, err)
 	}
 	if _, used := t.inputs[name]; !used {
@@ -168,7 +169,7 @@ func (t *Tower) Feed(name string, v *tensor.Dense) error {
 // Gradients returns symbolic gradients of the scalar loss with respect to
 // the named variables of this tower. A variable the loss does not depend on
 // has no gradient and is left out of the result rather than being an error.
-// A variable the loss reaches only through lookups (Scope.AddLookup) has
+// A variable the loss reaches only through lookups (towers.Lookup) has
 // no gradient here either: see LookupGradients.
 func (t *Tower) Gradients(loss *G.Node, names []string) (map[string]*G.Node, error) {
 	out, _, err := t.LookupGradients(loss, names)
@@ -187,7 +188,9 @@ type LookupGradient struct {
 // depends on, in lookup order. Symbolic differentiation does not go
 // through a lookup: a variable the loss reaches only through lookups has
 // no dense gradient (no node of the variable's size), only these; one the
-// loss also reaches otherwise (a table also read densely) has both.
+// loss also reaches otherwise (a table also read densely) has both. Each
+// call differentiates its loss afresh, whatever earlier calls
+// differentiated: losses sharing nodes each get their own gradients.
 func (t *Tower) LookupGradients(loss *G.Node, names []string) (map[string]*G.Node, []LookupGradient, error) {
 	if loss == nil {
 		return nil, nil, fmt.Errorf("%v: nil loss", t)
@@ -198,7 +201,7 @@ func (t *Tower) LookupGradients(loss *G.Node, names []string) (map[string]*G.Nod
 	if !loss.IsScalar() {
 		return nil, nil, fmt.Errorf("%v: loss must be a scalar, has shape %v", t, loss.Shape())
 	}
-	lookups := t.Lookups()
+	lookups := scopes.Lookups(t.Scope)
 	stops := map[int64]bool{}
 	for _, l := range lookups {
 		stops[l.Output.ID()] = true
@@ -236,6 +239,9 @@ func (t *Tower) LookupGradients(loss *G.Node, names []string) (map[string]*G.Nod
 	before := map[*G.Node]bool{}
 	for _, n := range t.g.AllNodes() {
 		before[n] = true
+	}
+	if err := t.clearDerivs(loss); err != nil {
+		return nil, nil, err
 	}
 	var grads G.Nodes
 	var err error
@@ -380,7 +386,7 @@ func (t *Tower) Compile() (err error) {
 // tower waits in one of its build's groups (see program.deferSinks), when
 // there are groups and other towers to wait for.
 func (t *Tower) fillWaits() error {
-	groups := t.Groups()
+	groups := scopes.Groups(t.Scope)
 	if len(groups) == 0 || t.Towers() < 2 {
 		return nil
 	}
@@ -477,7 +483,7 @@ func RunAll(ctx context.Context, ts []*Tower, fn func(*Tower) error) error {
 	if len(ts) == 0 {
 		return nil
 	}
-	groups := ts[0].Groups()
+	groups := scopes.Groups(ts[0].Scope)
 	for _, g := range groups {
 		g.Reset()
 	}
