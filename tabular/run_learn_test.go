@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/towerflow/towerflow/dataset"
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/towers"
@@ -63,5 +64,47 @@ func TestRunLearnsRealData(t *testing.T) {
 				t.Errorf("%s: %s, want %s", tc.dir, res.Summary(), tc.want)
 			}
 		})
+	}
+}
+
+// TestRunTFRecord: TFRecord files of tf.Examples train as their CSV
+// does (records without a feature where the CSV has an empty value).
+func TestRunTFRecord(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	dir := t.TempDir()
+	for _, part := range []string{"train", "test"} {
+		_, rows, err := Sample([]string{"testdata/penguins_sex/" + part + ".csv"}, 10000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := dataset.CreateRecords(dir+"/"+part+".tfrecord", dataset.NoCompression)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ex := range rows {
+			if err := w.WriteExample(ex); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Run(context.Background(), Options{
+		Train: []string{dir + "/train.tfrecord"}, Eval: []string{dir + "/test.tfrecord"},
+		Infer: InferOptions{Label: "sex", Positive: "female"}, Steps: 300, Seed: 1,
+		Run: estimator.RunConfig{Seed: 1, LogEvery: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Estimator.Close()
+	if res.Rows != 267 {
+		t.Errorf("%d training rows, want 267", res.Rows)
+	}
+	if res.Metrics["auc"] < 0.85 {
+		t.Errorf("%s, want auc >= 0.85", res.Summary())
 	}
 }
