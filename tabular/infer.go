@@ -1,8 +1,11 @@
-// Package tabular builds a canned model for a table without code: from a
-// sample of the training data it infers each column's feature column and
-// the head from the label (Infer), which `towerflow tabular` prints and
-// trains. The decisions are data only (a Plan), so that they can be
-// printed, tested and changed before any model exists.
+// Package tabular builds a canned model for a table without code, as
+// `towerflow tabular` does: from a sample of the training data (Sample)
+// it infers each column's feature column and the head from the label
+// (Infer); the decisions are data only (a Plan), to print, test and
+// change before any model exists. Plan.Columns makes them package
+// columns' feature columns, Plan.CannedHead package canned's head, and Run
+// does it all: infer, fit the columns, train a linear, DNN or wide & deep
+// canned estimator, evaluate and export (docs/tabular.md).
 package tabular
 
 import (
