@@ -49,9 +49,10 @@ var Schema = dataset.Schema{
 
 // Clean copies a file in adult.data's or adult.test's format to w as
 // plain CSV, as the tutorial's download script does: fields separated by
-// ", " become comma-separated, blank lines and lines without a comma
-// (adult.test's first line, "|1x3 Cross validator") are dropped, and a
-// trailing "." (adult.test's labels, ">50K.") is removed. A line whose
+// ", " become comma-separated (every field's surrounding spaces go),
+// blank lines and lines without a comma (adult.test's first line, "|1x3
+// Cross validator") are dropped, and a trailing "." (adult.test's labels,
+// ">50K.") is removed. A line whose
 // number of fields is not the schema's is an error naming the line.
 func Clean(name string, r io.Reader, w io.Writer) (rows int, err error) {
 	sc := bufio.NewScanner(r)
@@ -60,15 +61,18 @@ func Clean(name string, r io.Reader, w io.Writer) (rows int, err error) {
 	for sc.Scan() {
 		line++
 		s := strings.TrimSpace(sc.Text())
-		s = strings.ReplaceAll(s, ", ", ",")
 		if s == "" || !strings.Contains(s, ",") {
 			continue
 		}
 		s = strings.TrimSuffix(s, ".")
-		if n := strings.Count(s, ",") + 1; n != len(Schema) {
-			return rows, fmt.Errorf("%s:%d: %d fields, want %d (%s)", name, line, n, len(Schema), strings.Join(names(), ", "))
+		fields := strings.Split(s, ",")
+		if len(fields) != len(Schema) {
+			return rows, fmt.Errorf("%s:%d: %d fields, want %d (%s)", name, line, len(fields), len(Schema), strings.Join(names(), ", "))
 		}
-		bw.WriteString(s)
+		for i, f := range fields {
+			fields[i] = strings.TrimSpace(f)
+		}
+		bw.WriteString(strings.Join(fields, ","))
 		bw.WriteByte('\n')
 		rows++
 	}
