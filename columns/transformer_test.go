@@ -588,3 +588,54 @@ func TestTransformerKeepsItsConfig(t *testing.T) {
 		t.Errorf("label (-want +got):\n%s", diff)
 	}
 }
+
+// TestTransformerColumn: Column finds a column given to the Transformer,
+// or one whose batch feature they make (an embedding's categorical
+// column, a bucketized column's indicator), fitted, and nothing else.
+func TestTransformerColumn(t *testing.T) {
+	city := VocabularyFromData("city")
+	age := Numeric("age")
+	ageBuckets := BucketizedQuantiles(age, 2)
+	job := HashBucket("job", 10)
+	cfg := Config{Columns: []Column{Embedding(city, 2), ageBuckets, Indicator(job)}}
+	tr := mustFit(t, cfg,
+		dataset.Example{"city": by("Oslo"), "age": fl(20), "job": by("chef")},
+		dataset.Example{"city": by("Lima"), "age": fl(40), "job": by("chef")},
+		dataset.Example{"city": by("Oslo"), "age": fl(60), "job": by("chef")},
+	)
+	tests := []struct {
+		name  string
+		found bool
+		vocab []string // of a vocabulary column found
+	}{
+		{"city_embedding", true, nil},
+		{"city", true, []string{"Oslo", "Lima"}},
+		{"age_bucketized", true, nil},
+		{"age_bucketized_indicator", true, nil},
+		{"job_indicator", true, nil},
+		{"age", false, nil}, // read through its buckets only: the batch has no "age"
+		{"job", false, nil}, // read through its indicator only
+		{"nothing", false, nil},
+	}
+	for _, tc := range tests {
+		c, ok := tr.Column(tc.name)
+		if ok != tc.found {
+			t.Errorf("Column(%q) found %v, want %v", tc.name, ok, tc.found)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if c.Name() != tc.name {
+			t.Errorf("Column(%q) is %q", tc.name, c.Name())
+		}
+		if !c.fitted() {
+			t.Errorf("Column(%q) is not fitted", tc.name)
+		}
+		if v, isVocab := c.(*VocabularyColumn); isVocab {
+			if diff := cmp.Diff(tc.vocab, v.Vocabulary()); diff != "" {
+				t.Errorf("Column(%q) vocabulary (-want +got):\n%s", tc.name, diff)
+			}
+		}
+	}
+}
