@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 
 	G "gorgonia.org/gorgonia"
@@ -49,8 +50,10 @@ type LinearConfig struct {
 	// Head is the head; nil means BinaryHead{} for a classifier and
 	// RegressionHead{} for a regressor.
 	Head Head
-	// FeatureColumns are the columns the model reads, of Transformer's
-	// columns when it is set; nil means all of Transformer's.
+	// FeatureColumns are the columns the model reads; nil means all of
+	// Transformer's. With a Transformer, each is taken by its name from
+	// the Transformer (Transformer.Column), fitted: the columns defined
+	// before columns.Fit may be given.
 	FeatureColumns []columns.Column
 	// Transformer, when set, is what turns raw records into the model's
 	// batches (see Estimator.Transformer).
@@ -77,6 +80,8 @@ type DNNConfig struct {
 	HiddenUnits []int
 	// FeatureColumns are the dense columns the model reads (numeric,
 	// bucketized, indicator, embedding); nil means all of Transformer's.
+	// With a Transformer, each is taken by name from it, as
+	// LinearConfig.FeatureColumns.
 	FeatureColumns []columns.Column
 	// Transformer, when set, turns raw records into the model's batches.
 	Transformer *columns.Transformer
@@ -106,7 +111,8 @@ type DNNLinearCombinedConfig struct {
 	// RegressionHead{} for a regressor.
 	Head Head
 	// Transformer, when set, turns raw records into the model's batches;
-	// both parts' columns are among its columns.
+	// both parts' columns are taken by name from it, as
+	// LinearConfig.FeatureColumns.
 	Transformer *columns.Transformer
 	// LinearFeatureColumns are the wide part's columns.
 	LinearFeatureColumns []columns.Column
@@ -420,25 +426,37 @@ func checkHead(where string, t task, head Head) (Head, error) {
 }
 
 // featureColumns returns cols, or the Transformer's columns when cols is
-// nil; with a Transformer, each of cols must be one of its columns.
+// nil. With a Transformer, each of cols is replaced by the Transformer's
+// column of its name (Transformer.Column), fitted as the batches are
+// made, so that the columns defined before columns.Fit (which fits
+// copies) may be given; a name the Transformer makes no feature of, or
+// of another kind of column, is an error.
 func featureColumns(where, field string, cols []columns.Column, tr *columns.Transformer) ([]columns.Column, error) {
 	if cols == nil && tr != nil {
-		cols = tr.Columns()
+		return tr.Columns(), nil
 	}
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("%s: no %s (and no Transformer to take them from)", where, field)
 	}
+	out := make([]columns.Column, len(cols))
 	for i, c := range cols {
-		if c == nil {
+		if v := reflect.ValueOf(c); c == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 			return nil, fmt.Errorf("%s: %s[%d] is nil", where, field, i)
 		}
-		if tr != nil {
-			if _, ok := tr.Column(c.Name()); !ok {
-				return nil, fmt.Errorf("%s: %s[%d] %q is not a column of the Transformer", where, field, i, c.Name())
-			}
+		out[i] = c
+		if tr == nil {
+			continue
 		}
+		fitted, ok := tr.Column(c.Name())
+		if !ok {
+			return nil, fmt.Errorf("%s: %s[%d] %q is not a column of the Transformer (add it to the columns given to columns.Fit or columns.NewTransformer)", where, field, i, c.Name())
+		}
+		if reflect.TypeOf(fitted) != reflect.TypeOf(c) {
+			return nil, fmt.Errorf("%s: %s[%d] %q is a %T, the Transformer's column of that name a %T", where, field, i, c.Name(), c, fitted)
+		}
+		out[i] = fitted
 	}
-	return cols, nil
+	return out, nil
 }
 
 // dnn is the deep part of a model.

@@ -150,6 +150,8 @@ func TestTransformerMismatch(t *testing.T) {
 	wanterr.Mentions(t, err, "label vocabulary", "is not the head's")
 	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, FeatureColumns: []columns.Column{x2}, Head: canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}}, runConfig())
 	wanterr.Mentions(t, err, `FeatureColumns[0] "x2" is not a column of the Transformer`)
+	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, FeatureColumns: []columns.Column{columns.HashBucket("x1", 10)}, Head: canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}}, runConfig())
+	wanterr.Mentions(t, err, `FeatureColumns[0] "x1" is a *columns.HashBucketColumn, the Transformer's column of that name a *columns.NumericColumn`)
 
 	est, err := canned.NewLinearClassifier(canned.LinearConfig{FeatureColumns: []columns.Column{x1}}, runConfig())
 	if err != nil {
@@ -165,4 +167,52 @@ func TestTransformerMismatch(t *testing.T) {
 	defer est.Close()
 	_, err = est.Input(dataset.Pipeline{Files: []string{"x.csv"}, BatchSize: 1, Spec: map[string]dataset.FeatureSpec{}})
 	wanterr.Mentions(t, err, "has a Spec")
+}
+
+// TestColumnsDefinedBeforeFit: the columns a program defines before
+// columns.Fit (which fits copies of them) configure the estimator as the
+// Transformer's fitted columns do, a categorical column that the
+// Transformer has only inside an embedding included.
+func TestColumnsDefinedBeforeFit(t *testing.T) {
+	ctx := context.Background()
+	head := canned.BinaryHead{LabelVocabulary: []string{"no", "yes"}}
+	x1s := columns.Numeric("x1", columns.Standardize())
+	cat := columns.VocabularyFromData("cat")
+	train := writeCSV(t, generate(2000, 41, 3, binaryLabel))
+	src, err := dataset.NewCSVReader([]string{train}, dataset.CSVOptions{Schema: csvSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	tr, err := columns.Fit(ctx, src, canned.TransformerConfig(head, x1s, x2, columns.Embedding(cat, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	est, err := canned.NewDNNLinearCombinedClassifier(canned.DNNLinearCombinedConfig{
+		Head: head, Transformer: tr,
+		LinearFeatureColumns: []columns.Column{cat, x1s, x2}, LinearOptimizer: optimizers.FTRL(0.2),
+		DNNFeatureColumns: []columns.Column{x1s, x2, columns.Embedding(cat, 2)}, DNNHiddenUnits: []int{8}, DNNOptimizer: optimizers.Adagrad(0.05),
+		Replicate: oneTower(1)}, runConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	in, err := est.Input(dataset.Pipeline{Files: []string{train}, CSV: &dataset.CSVOptions{Schema: csvSchema}, BatchSize: 50, Epochs: estimator.Forever, ShuffleBuffer: 200, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := est.Train(ctx, in, estimator.MaxSteps(300)); err != nil {
+		t.Fatal(err)
+	}
+	eval, err := est.Input(dataset.Pipeline{Files: []string{writeCSV(t, generate(1000, 42, 3, binaryLabel))}, CSV: &dataset.CSVOptions{Schema: csvSchema}, BatchSize: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := est.Evaluate(ctx, eval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["auc"] < 0.9 {
+		t.Errorf("auc %v, want at least 0.9 (metrics %v)", m["auc"], m)
+	}
 }
