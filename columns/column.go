@@ -229,7 +229,10 @@ type BucketizedColumn struct {
 }
 
 // Bucketized returns source cut at boundaries, which must be sorted
-// strictly increasing.
+// strictly increasing. The boundaries cut the values the source makes
+// (its default taken, its normalizer applied), as TensorFlow's
+// bucketized_column of a normalized numeric_column: bucketize a column
+// without a normalizer to cut raw values.
 func Bucketized(source *NumericColumn, boundaries []float64) *BucketizedColumn {
 	return &BucketizedColumn{source: source, boundaries: slices.Clone(boundaries)}
 }
