@@ -602,13 +602,22 @@ func Crossed(keys []Crossable, buckets int, opts ...CrossOption) *CrossedColumn 
 func (c *CrossedColumn) Name() string {
 	names := make([]string, len(c.keys))
 	for i, k := range c.keys {
-		if k == nil {
+		if nilKey(k) {
 			names[i] = "<nil>"
 			continue
 		}
 		names[i] = k.crossName()
 	}
 	return strings.Join(names, "_X_")
+}
+
+// nilKey reports whether k is nil or a nil column.
+func nilKey(k Crossable) bool {
+	if k == nil {
+		return true
+	}
+	col, ok := k.(Column)
+	return ok && isNil(col)
 }
 
 // Keys are the keys crossed, nested crosses flattened.
@@ -631,6 +640,9 @@ func (c *CrossedColumn) validate() error {
 		return fmt.Errorf("crossed column %q: %d buckets, want at least 1", c.Name(), c.buckets)
 	}
 	for i, k := range c.keys {
+		if k != nil && nilKey(k) {
+			return fmt.Errorf("crossed column %q: key %d is a nil %T", c.Name(), i, k)
+		}
 		switch k := k.(type) {
 		case RawKey:
 			if k == "" {

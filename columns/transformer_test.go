@@ -450,6 +450,8 @@ func TestNewTransformerErrors(t *testing.T) {
 		{"vocabulary file missing", Config{Columns: []Column{VocabularyFile("c", "/nonexistent/vocab.txt", 0)}}, `vocabulary column "c": vocabulary file: open /nonexistent/vocab.txt`},
 		{"embedding dimension", Config{Columns: []Column{Embedding(Identity("i", 3), 0)}}, "dimension 0"},
 		{"crossed one key", Config{Columns: []Column{Crossed([]Crossable{RawKey("a")}, 3)}}, "1 keys, want at least 2"},
+		{"crossed nil column", Config{Columns: []Column{Crossed([]Crossable{RawKey("a"), (*VocabularyColumn)(nil)}, 3)}}, `crossed column "a_X_<nil>": key 1 is a nil *columns.VocabularyColumn`},
+		{"crossed nil cross", Config{Columns: []Column{Crossed([]Crossable{RawKey("a"), RawKey("b"), (*CrossedColumn)(nil)}, 3)}}, "key 2 is a nil *columns.CrossedColumn"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewTransformer(tc.cfg)
