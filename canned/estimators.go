@@ -427,10 +427,10 @@ func checkHead(where string, t task, head Head) (Head, error) {
 
 // featureColumns returns cols, or the Transformer's columns when cols is
 // nil. With a Transformer, each of cols is replaced by the Transformer's
-// column of its name (Transformer.Column), fitted as the batches are
-// made, so that the columns defined before columns.Fit (which fits
-// copies) may be given; a name the Transformer makes no feature of, or
-// of another kind of column, is an error.
+// version of it (Transformer.Fitted), fitted as the batches are made, so
+// that the columns defined before columns.Fit (which fits copies) may be
+// given; a column the Transformer makes no feature of, or of other
+// settings than the Transformer's column of its name, is an error.
 func featureColumns(where, field string, cols []columns.Column, tr *columns.Transformer) ([]columns.Column, error) {
 	if cols == nil && tr != nil {
 		return tr.Columns(), nil
@@ -447,12 +447,9 @@ func featureColumns(where, field string, cols []columns.Column, tr *columns.Tran
 		if tr == nil {
 			continue
 		}
-		fitted, ok := tr.Column(c.Name())
-		if !ok {
-			return nil, fmt.Errorf("%s: %s[%d] %q is not a column of the Transformer (add it to the columns given to columns.Fit or columns.NewTransformer)", where, field, i, c.Name())
-		}
-		if reflect.TypeOf(fitted) != reflect.TypeOf(c) {
-			return nil, fmt.Errorf("%s: %s[%d] %q is a %T, the Transformer's column of that name a %T", where, field, i, c.Name(), c, fitted)
+		fitted, err := tr.Fitted(c)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s[%d] %q: %w", where, field, i, c.Name(), err)
 		}
 		out[i] = fitted
 	}

@@ -148,10 +148,32 @@ func TestTransformerMismatch(t *testing.T) {
 	}
 	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, Head: canned.BinaryHead{LabelVocabulary: []string{"b", "a"}}}, runConfig())
 	wanterr.Mentions(t, err, "label vocabulary", "is not the head's")
-	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, FeatureColumns: []columns.Column{x2}, Head: canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}}, runConfig())
-	wanterr.Mentions(t, err, `FeatureColumns[0] "x2" is not a column of the Transformer`)
-	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, FeatureColumns: []columns.Column{columns.HashBucket("x1", 10)}, Head: canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}}, runConfig())
-	wanterr.Mentions(t, err, `FeatureColumns[0] "x1" is a *columns.HashBucketColumn, the Transformer's column of that name a *columns.NumericColumn`)
+	ab := canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}
+	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, FeatureColumns: []columns.Column{x2}, Head: ab}, runConfig())
+	wanterr.Mentions(t, err, `FeatureColumns[0] "x2"`, `the Transformer makes no feature "x2"`)
+	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, FeatureColumns: []columns.Column{columns.HashBucket("x1", 10)}, Head: ab}, runConfig())
+	wanterr.Mentions(t, err, `FeatureColumns[0] "x1"`, "is not the Transformer's column of that name: their settings differ")
+
+	// A column of the Transformer's name and other settings is an error;
+	// an embedding the Transformer lacks is the model's own when the
+	// Transformer makes its categorical column's feature.
+	h := columns.HashBucket("h", 10)
+	tr, err = columns.NewTransformer(canned.TransformerConfig(ab, x1, h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dnn := func(cols ...columns.Column) error {
+		est, err := canned.NewDNNClassifier(canned.DNNConfig{Transformer: tr, Head: ab, HiddenUnits: []int{2}, FeatureColumns: cols}, runConfig())
+		if err == nil {
+			est.Close()
+		}
+		return err
+	}
+	if err := dnn(x1, columns.Embedding(h, 3)); err != nil {
+		t.Errorf("an embedding of the Transformer's categorical column: %v", err)
+	}
+	wanterr.Mentions(t, dnn(columns.Embedding(columns.HashBucket("h", 20), 3)), `FeatureColumns[0] "h_embedding"`, `categorical column "h" is not the Transformer's column of that name`)
+	wanterr.Mentions(t, dnn(columns.Embedding(columns.HashBucket("g", 20), 3)), `the Transformer makes no feature "g" of its categorical column`)
 
 	est, err := canned.NewLinearClassifier(canned.LinearConfig{FeatureColumns: []columns.Column{x1}}, runConfig())
 	if err != nil {
