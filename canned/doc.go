@@ -24,8 +24,10 @@
 // A Head says what is predicted and where the label is (LabelKey, the
 // label's column; "" is "label"); TransformerConfig makes the columns'
 // Transformer parse the head's label (and weights) with the features;
-// a constructor makes the Estimator, taking the columns it is given from
-// the Transformer by name, fitted (see Example for a whole program):
+// a constructor makes the Estimator, taking the columns it is given as
+// the Transformer fitted them (columns.Transformer.Fitted), so that the
+// columns defined before columns.Fit serve (see Example for a whole
+// program):
 //
 //	head := canned.BinaryHead{LabelKey: "income_bracket", LabelVocabulary: []string{"<=50K", ">50K"}}
 //	wide := []columns.Column{education, occupationXeducation}

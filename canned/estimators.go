@@ -51,9 +51,9 @@ type LinearConfig struct {
 	// RegressionHead{} for a regressor.
 	Head Head
 	// FeatureColumns are the columns the model reads; nil means all of
-	// Transformer's. With a Transformer, each is taken by its name from
-	// the Transformer (Transformer.Column), fitted: the columns defined
-	// before columns.Fit may be given.
+	// Transformer's. With a Transformer, each is taken as the Transformer
+	// fitted it (columns.Transformer.Fitted): the columns defined before
+	// columns.Fit may be given.
 	FeatureColumns []columns.Column
 	// Transformer, when set, is what turns raw records into the model's
 	// batches (see Estimator.Transformer).
@@ -80,7 +80,7 @@ type DNNConfig struct {
 	HiddenUnits []int
 	// FeatureColumns are the dense columns the model reads (numeric,
 	// bucketized, indicator, embedding); nil means all of Transformer's.
-	// With a Transformer, each is taken by name from it, as
+	// With a Transformer, each is taken as it fitted it, as
 	// LinearConfig.FeatureColumns.
 	FeatureColumns []columns.Column
 	// Transformer, when set, turns raw records into the model's batches.
@@ -111,7 +111,7 @@ type DNNLinearCombinedConfig struct {
 	// RegressionHead{} for a regressor.
 	Head Head
 	// Transformer, when set, turns raw records into the model's batches;
-	// both parts' columns are taken by name from it, as
+	// both parts' columns are taken as it fitted them, as
 	// LinearConfig.FeatureColumns.
 	Transformer *columns.Transformer
 	// LinearFeatureColumns are the wide part's columns.
