@@ -80,7 +80,7 @@ func byName(cols []Column) ([]Column, error) {
 // module m.
 func denseBlock(m *layers.Module, features model.Features, c Column) (*G.Node, error) {
 	if !c.fitted() {
-		return nil, fmt.Errorf("column %q is not fitted: pass the Transformer's Columns()", c.Name())
+		return nil, fmt.Errorf("column %q is not fitted: pass the Transformer's Columns(), or Transformer.Fitted of it", c.Name())
 	}
 	switch c := c.(type) {
 	case *NumericColumn:
@@ -189,7 +189,7 @@ func LinearLogits(s *towers.Scope, features model.Features, units int, cols ...C
 	}
 	for _, c := range sorted {
 		if !c.fitted() {
-			return nil, fmt.Errorf("%s: column %q is not fitted: pass the Transformer's Columns()", op, c.Name())
+			return nil, fmt.Errorf("%s: column %q is not fitted: pass the Transformer's Columns(), or Transformer.Fitted of it", op, c.Name())
 		}
 		var part *G.Node
 		if cat, ok := c.(CategoricalColumn); ok {

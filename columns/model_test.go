@@ -288,7 +288,7 @@ func TestModelErrors(t *testing.T) {
 		says string
 	}{
 		{"categorical in the input layer", func() error { _, err := InputLayer(s, f, Identity("i", 3)); return err }, `categorical column "i" is not dense: wrap it in Indicator or Embedding`},
-		{"unfitted", func() error { _, err := InputLayer(s, f, Numeric("x", Standardize())); return err }, `column "x" is not fitted`},
+		{"unfitted", func() error { _, err := InputLayer(s, f, Numeric("x", Standardize())); return err }, `column "x" is not fitted: pass the Transformer's Columns(), or Transformer.Fitted of it`},
 		{"feature not in the batch", func() error { _, err := InputLayer(s, f, Numeric("y")); return err }, `feature "y" is not in the batch`},
 		{"shape not the column's", func() error { _, err := InputLayer(s, f, Numeric("x", Shape(2))); return err }, `feature "x" has shape (4, 3), want [batch, 2]`},
 		{"no sparse feature", func() error { _, err := InputLayer(s, f, Embedding(Identity("i", 3), 2)); return err }, `sparse feature "i" is not in the batch`},
