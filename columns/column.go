@@ -706,10 +706,10 @@ func (c *WeightedColumn) NumBuckets() int { return c.cat.NumBuckets() }
 
 func (c *WeightedColumn) categorical()      {}
 func (c *WeightedColumn) crossName() string { return c.Name() }
-func (c *WeightedColumn) fitted() bool      { return c.cat == nil || c.cat.fitted() }
+func (c *WeightedColumn) fitted() bool      { return nilColumn(c.cat) || c.cat.fitted() }
 
 func (c *WeightedColumn) validate() error {
-	if c.cat == nil {
+	if nilColumn(c.cat) {
 		return errors.New("weighted column of a nil categorical column")
 	}
 	if c.weightKey == "" {
@@ -750,10 +750,10 @@ func (c *IndicatorColumn) Categorical() CategoricalColumn { return c.cat }
 // Dimension is cat's NumBuckets.
 func (c *IndicatorColumn) Dimension() int { return c.cat.NumBuckets() }
 
-func (c *IndicatorColumn) fitted() bool { return c.cat == nil || c.cat.fitted() }
+func (c *IndicatorColumn) fitted() bool { return nilColumn(c.cat) || c.cat.fitted() }
 
 func (c *IndicatorColumn) validate() error {
-	if c.cat == nil {
+	if nilColumn(c.cat) {
 		return errors.New("indicator column of a nil categorical column")
 	}
 	if err := c.cat.validate(); err != nil {
@@ -855,10 +855,10 @@ func (c *EmbeddingColumn) TableName() string {
 	return c.Name()
 }
 
-func (c *EmbeddingColumn) fitted() bool { return c.cat == nil || c.cat.fitted() }
+func (c *EmbeddingColumn) fitted() bool { return nilColumn(c.cat) || c.cat.fitted() }
 
 func (c *EmbeddingColumn) validate() error {
-	if c.cat == nil {
+	if nilColumn(c.cat) {
 		return errors.New("embedding column of a nil categorical column")
 	}
 	if c.dim < 1 {
@@ -876,7 +876,7 @@ func (c *EmbeddingColumn) validate() error {
 	if c.shared != nil && c.cat.fitted() {
 		n := c.cat.NumBuckets()
 		for _, o := range c.shared.cats {
-			if o == nil {
+			if nilColumn(o) {
 				return fmt.Errorf("shared embedding %q: a nil categorical column", c.shared.name)
 			}
 			if o.fitted() && o.NumBuckets() != n {
@@ -887,9 +887,12 @@ func (c *EmbeddingColumn) validate() error {
 	return nil
 }
 
+// nilColumn reports whether c is nil or a nil pointer of a column type.
+func nilColumn(c Column) bool { return c == nil || isNil(c) }
+
 // nameOf is c's name, "<nil>" for nil.
 func nameOf(c Column) string {
-	if c == nil {
+	if nilColumn(c) {
 		return "<nil>"
 	}
 	return c.Name()

@@ -59,11 +59,15 @@ func InputLayer(s *towers.Scope, features model.Features, cols ...Column) (*G.No
 }
 
 // byName returns cols sorted by name, as TensorFlow's input_layer and
-// linear_model take them; a nil column or two of one name are errors.
+// linear_model take them; a nil or invalid column, or two of one name,
+// are errors.
 func byName(cols []Column) ([]Column, error) {
 	for i, c := range cols {
 		if c == nil || isNil(c) {
 			return nil, fmt.Errorf("column %d is nil", i)
+		}
+		if err := c.validate(); err != nil {
+			return nil, err
 		}
 	}
 	sorted := slices.Clone(cols)

@@ -296,6 +296,9 @@ func TestModelErrors(t *testing.T) {
 		{"two of one name", func() error { _, err := InputLayer(s, f, Numeric("x", Shape(3)), Numeric("x", Shape(3))); return err }, `two columns named "x"`},
 		{"units", func() error { _, err := LinearLogits(s, f, 0, Numeric("x", Shape(3))); return err }, "0 units"},
 		{"linear, no sparse feature", func() error { _, err := LinearLogits(s, f, 1, HashBucket("h", 3)); return err }, `column "h"`},
+		{"embedding of a nil column", func() error { _, err := InputLayer(s, f, Embedding((*VocabularyColumn)(nil), 2)); return err }, "embedding column of a nil categorical column"},
+		{"linear, indicator of a nil column", func() error { _, err := LinearLogits(s, f, 1, Indicator((*HashBucketColumn)(nil))); return err }, "indicator column of a nil categorical column"},
+		{"invalid column", func() error { _, err := InputLayer(s, f, Embedding(Identity("i", 3), 0)); return err }, "dimension 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.fn()

@@ -450,6 +450,10 @@ func TestNewTransformerErrors(t *testing.T) {
 		{"vocabulary file missing", Config{Columns: []Column{VocabularyFile("c", "/nonexistent/vocab.txt", 0)}}, `vocabulary column "c": vocabulary file: open /nonexistent/vocab.txt`},
 		{"embedding dimension", Config{Columns: []Column{Embedding(Identity("i", 3), 0)}}, "dimension 0"},
 		{"crossed one key", Config{Columns: []Column{Crossed([]Crossable{RawKey("a")}, 3)}}, "1 keys, want at least 2"},
+		{"weighted nil column", Config{Columns: []Column{Weighted((*VocabularyColumn)(nil), "w")}}, "weighted column of a nil categorical column"},
+		{"indicator of a nil column", Config{Columns: []Column{Indicator((*IdentityColumn)(nil))}}, "indicator column of a nil categorical column"},
+		{"embedding of a nil column", Config{Columns: []Column{Embedding((*HashBucketColumn)(nil), 2)}}, "embedding column of a nil categorical column"},
+		{"shared embedding of a nil column", Config{Columns: []Column{SharedEmbeddings([]CategoricalColumn{Identity("a", 3), (*IdentityColumn)(nil)}, 2)[0]}}, `shared embedding "a_<nil>_shared_embedding": a nil categorical column`},
 		{"crossed nil column", Config{Columns: []Column{Crossed([]Crossable{RawKey("a"), (*VocabularyColumn)(nil)}, 3)}}, `crossed column "a_X_<nil>": key 1 is a nil *columns.VocabularyColumn`},
 		{"crossed nil cross", Config{Columns: []Column{Crossed([]Crossable{RawKey("a"), RawKey("b"), (*CrossedColumn)(nil)}, 3)}}, "key 2 is a nil *columns.CrossedColumn"},
 	} {
