@@ -679,7 +679,8 @@ func (c *CrossedColumn) fitted() bool {
 // WeightedColumn gives each id of a categorical column the weight at the
 // same position of a raw number feature (floats, or integers as floats),
 // tf.feature_column.weighted_categorical_column: a record must have as
-// many weights as values.
+// many weights as values, each finite (a NaN or an infinity is an error
+// of the record, as a numeric column's).
 type WeightedColumn struct {
 	cat       CategoricalColumn
 	weightKey string

@@ -458,7 +458,11 @@ func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []flo
 		if f.Int64s != nil {
 			ws = append(ws, float32(f.Int64s[i-start]))
 		} else {
-			ws = append(ws, f.Floats[i-start])
+			x := f.Floats[i-start]
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return nil, nil, recordErrorf(row, w.weightKey, "weight %v (element %d) is not finite (weighted column %q)", x, i-start, w.Name())
+			}
+			ws = append(ws, x)
 		}
 		out++
 	}

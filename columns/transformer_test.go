@@ -245,6 +245,8 @@ func TestParseCategoricalErrors(t *testing.T) {
 		{"identity: a float", Identity("k", 5), []dataset.Example{{"k": fl(1.5)}}, 0, []string{"1.5", "float"}},
 		{"vocabulary: a float", VocabularyList("k", []string{"a"}), []dataset.Example{{"k": fl(2.5)}}, 0, []string{"2.5", "float", "vocabulary column"}},
 		{"hash: a float", HashBucket("k", 5), []dataset.Example{{"k": in(1)}, {"k": in(1)}, {"k": fl(0.25)}}, 2, []string{"0.25", "float"}},
+		{"weights: NaN", Weighted(HashBucket("c", 5), "k"), []dataset.Example{{"c": by("a"), "k": fl(1)}, {"c": by("a", "b"), "k": fl(2, float32(math.NaN()))}}, 1, []string{"weight NaN (element 1)", "not finite", `weighted column "c_weighted_by_k"`}},
+		{"weights: infinite", Weighted(Identity("c", 5), "k"), []dataset.Example{{"c": in(1), "k": fl(float32(math.Inf(-1)))}}, 0, []string{"weight -Inf (element 0)", "not finite"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := mustTransformer(t, Config{Columns: []Column{tc.col}}).Parse(tc.exs)
