@@ -162,7 +162,9 @@ func sparseIDs(s *towers.Scope, cat CategoricalColumn) (*towers.SparseFeature, [
 // looked up by layers.EmbeddingLookupSparse with the sum combiner so that
 // their gradient is sparse; for each other dense column (numeric,
 // indicator, embedding), its InputLayer block times
-// "linear_model/<Name>/weights" [Dimension, units]; plus
+// "linear_model/<Name>/weights" [Dimension, units] (an embedding column's
+// table its own, "linear_model/<TableName>/embedding_weights", as
+// TensorFlow's linear_model makes it: not InputLayer's); plus
 // "linear_model/bias_weights" [units]. Weights and bias start at zero, as
 // TensorFlow's.
 func LinearLogits(s *towers.Scope, features model.Features, units int, cols ...Column) (*G.Node, error) {
@@ -209,7 +211,7 @@ func LinearLogits(s *towers.Scope, features model.Features, units int, cols ...C
 				return nil, fmt.Errorf("%s: column %q: %w", op, c.Name(), err)
 			}
 		} else {
-			x, err := denseBlock(layers.NewModule(s, "input_layer"), features, c)
+			x, err := denseBlock(m, features, c)
 			if err != nil {
 				return nil, fmt.Errorf("%s: column %q: %w", op, c.Name(), err)
 			}

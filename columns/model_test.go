@@ -329,8 +329,35 @@ func TestLinearWeightsAreLookedUp(t *testing.T) {
 		got = append(got, l.Variable)
 	}
 	slices.Sort(got)
-	want := []string{"input_layer/d_embedding/embedding_weights", "linear_model/c/weights"}
+	want := []string{"linear_model/c/weights", "linear_model/d_embedding/embedding_weights"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("variables read by lookups (-want +got):\n%s", diff)
+	}
+}
+
+// TestLinearAndInputLayerTables: one embedding column read by both
+// LinearLogits and InputLayer (the wide and the deep part of one model)
+// has a table in each, as TensorFlow's linear_model and input_layer make
+// their own, so that each part's optimizer trains its own.
+func TestLinearAndInputLayerTables(t *testing.T) {
+	s := towers.NewScope(0, 1, towers.CPU(0), towers.NewStore(towers.StoreConfig{Seed: 1}), nil)
+	if err := s.AddSparseFeature(towers.NewSparseFeature("d", tensor.Int64, []int{4, 2}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	e := Embedding(Identity("d", 6), 2)
+	if _, err := LinearLogits(s, model.Features{}, 1, e); err != nil {
+		t.Fatal(err)
+	}
+	linear := s.VariableNames()
+	if _, err := InputLayer(s, model.Features{}, e); err != nil {
+		t.Fatal(err)
+	}
+	deep := s.VariableNames()[len(linear):]
+	want := [][]string{
+		{"linear_model/d_embedding/embedding_weights", "linear_model/d_embedding/weights", "linear_model/bias_weights"},
+		{"input_layer/d_embedding/embedding_weights"},
+	}
+	if diff := cmp.Diff(want, [][]string{linear, deep}); diff != "" {
+		t.Errorf("variables of LinearLogits, then of InputLayer (-want +got):\n%s", diff)
 	}
 }
