@@ -201,7 +201,7 @@ func (e *Estimator) Input(p dataset.Pipeline) (estimator.InputFn, error) {
 // example weights, for columns.NewTransformer or columns.Fit.
 func TransformerConfig(head Head, cols ...columns.Column) columns.Config {
 	cfg := columns.Config{Columns: cols}
-	if head == nil {
+	if head == nil || nilHead(head) {
 		return cfg
 	}
 	l := head.Label()
@@ -231,6 +231,13 @@ func checkTransformer(where string, head Head, tr *columns.Transformer) error {
 		return fmt.Errorf("%s: the Transformer parses example weights %q, the head reads %q", where, cfg.Weight.Key, l.WeightColumn)
 	}
 	return nil
+}
+
+// nilHead reports whether head is a nil pointer (as a nil *BinaryHead,
+// whose value methods would panic).
+func nilHead(head Head) bool {
+	v := reflect.ValueOf(head)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // task is whether a constructor makes a classifier or a regressor.
@@ -397,6 +404,9 @@ func newEstimator(where string, w *wideDeep, tr *columns.Transformer, rc replica
 // checkHead returns head, or the task's default head when it is nil,
 // checking that it suits the task and its settings are valid.
 func checkHead(where string, t task, head Head) (Head, error) {
+	if head != nil && nilHead(head) {
+		return nil, fmt.Errorf("%s: Head is a nil %T", where, head)
+	}
 	if head == nil {
 		switch t {
 		case classifier:

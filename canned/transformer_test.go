@@ -136,6 +136,9 @@ func TestTransformerEndToEnd(t *testing.T) {
 }
 
 func TestTransformerMismatch(t *testing.T) {
+	if cfg := canned.TransformerConfig((*canned.MultiClassHead)(nil), x1); cfg.Label != nil || len(cfg.Columns) != 1 {
+		t.Errorf("TransformerConfig of a nil head pointer: %+v, want the column and no label", cfg)
+	}
 	tr, err := columns.NewTransformer(canned.TransformerConfig(canned.BinaryHead{LabelKey: "y"}, x1))
 	if err != nil {
 		t.Fatal(err)
