@@ -226,9 +226,17 @@ func checkTransformer(where string, head Head, tr *columns.Transformer) error {
 		if !slices.Equal(cfg.Label.Vocabulary, l.Vocabulary) {
 			return fmt.Errorf("%s: the Transformer's label vocabulary %q is not the head's %q", where, cfg.Label.Vocabulary, l.Vocabulary)
 		}
+		if d := max(cfg.Label.Dimension, 1); d != l.Dimension {
+			return fmt.Errorf("%s: the Transformer parses %d label values a record, the head reads %d", where, d, l.Dimension)
+		}
 	}
 	if cfg.Weight != nil && cfg.Weight.Key != l.WeightColumn {
 		return fmt.Errorf("%s: the Transformer parses example weights %q, the head reads %q", where, cfg.Weight.Key, l.WeightColumn)
+	}
+	if cfg.Weight == nil && l.WeightColumn != "" {
+		if _, ok := tr.Column(l.WeightColumn); !ok {
+			return fmt.Errorf("%s: the head reads example weights %q, which the Transformer parses neither as weights nor as a feature (make its configuration with TransformerConfig)", where, l.WeightColumn)
+		}
 	}
 	return nil
 }

@@ -151,6 +151,19 @@ func TestTransformerMismatch(t *testing.T) {
 	}
 	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, Head: canned.BinaryHead{LabelVocabulary: []string{"b", "a"}}}, runConfig())
 	wanterr.Mentions(t, err, "label vocabulary", "is not the head's")
+	tr2, err := columns.NewTransformer(columns.Config{Columns: []columns.Column{x1}, Label: &columns.Label{Key: "label"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = canned.NewLinearRegressor(canned.LinearConfig{Transformer: tr2, Head: canned.RegressionHead{LabelDimension: 2}}, runConfig())
+	wanterr.Mentions(t, err, "the Transformer parses 1 label values a record, the head reads 2")
+	_, err = canned.NewLinearRegressor(canned.LinearConfig{Transformer: tr2, Head: canned.RegressionHead{WeightColumn: "w"}}, runConfig())
+	wanterr.Mentions(t, err, `the head reads example weights "w", which the Transformer parses neither as weights nor as a feature`)
+	if est, err := canned.NewLinearRegressor(canned.LinearConfig{Transformer: tr2, Head: canned.RegressionHead{WeightColumn: "x1"}}, runConfig()); err != nil {
+		t.Errorf("weights of a feature the Transformer makes: %v", err)
+	} else {
+		est.Close()
+	}
 	ab := canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}
 	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, FeatureColumns: []columns.Column{x2}, Head: ab}, runConfig())
 	wanterr.Mentions(t, err, `FeatureColumns[0] "x2"`, `the Transformer makes no feature "x2"`)
