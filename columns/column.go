@@ -719,6 +719,9 @@ func (c *WeightedColumn) validate() error {
 	if _, nested := c.cat.(*WeightedColumn); nested {
 		return fmt.Errorf("weighted column %q: the column weighted is already weighted", c.Name())
 	}
+	if k, ok := c.cat.(interface{ Key() string }); ok && k.Key() == c.weightKey {
+		return fmt.Errorf("weighted column %q: the weights' feature %q is the values' (TensorFlow's conflicting parse specs)", c.Name(), c.weightKey)
+	}
 	if err := c.cat.validate(); err != nil {
 		return fmt.Errorf("weighted column %q: %w", c.Name(), err)
 	}

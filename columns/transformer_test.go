@@ -452,6 +452,7 @@ func TestNewTransformerErrors(t *testing.T) {
 		{"vocabulary file missing", Config{Columns: []Column{VocabularyFile("c", "/nonexistent/vocab.txt", 0)}}, `vocabulary column "c": vocabulary file: open /nonexistent/vocab.txt`},
 		{"embedding dimension", Config{Columns: []Column{Embedding(Identity("i", 3), 0)}}, "dimension 0"},
 		{"crossed one key", Config{Columns: []Column{Crossed([]Crossable{RawKey("a")}, 3)}}, "1 keys, want at least 2"},
+		{"weights of the values' feature", Config{Columns: []Column{Weighted(HashBucket("x", 3), "x")}}, `weighted column "x_weighted_by_x": the weights' feature "x" is the values'`},
 		{"weighted nil column", Config{Columns: []Column{Weighted((*VocabularyColumn)(nil), "w")}}, "weighted column of a nil categorical column"},
 		{"indicator of a nil column", Config{Columns: []Column{Indicator((*IdentityColumn)(nil))}}, "indicator column of a nil categorical column"},
 		{"embedding of a nil column", Config{Columns: []Column{Embedding((*HashBucketColumn)(nil), 2)}}, "embedding column of a nil categorical column"},
