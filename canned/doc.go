@@ -21,22 +21,27 @@
 //
 // # Using it
 //
-// A Head says what is predicted; TransformerConfig makes the columns'
+// A Head says what is predicted and where the label is (LabelKey, the
+// label's column; "" is "label"); TransformerConfig makes the columns'
 // Transformer parse the head's label (and weights) with the features;
-// a constructor makes the Estimator:
+// a constructor makes the Estimator, taking the columns it is given as
+// the Transformer fitted them (columns.Transformer.Fitted), so that the
+// columns defined before columns.Fit serve (see Example for a whole
+// program):
 //
-//	head := canned.BinaryHead{LabelVocabulary: []string{"<=50K", ">50K"}}
-//	tr, err := columns.Fit(ctx, src, canned.TransformerConfig(head, age, education, occupationXeducation, ...))
+//	head := canned.BinaryHead{LabelKey: "income_bracket", LabelVocabulary: []string{"<=50K", ">50K"}}
+//	wide := []columns.Column{education, occupationXeducation}
+//	deep := []columns.Column{age, columns.Embedding(education, 8)}
+//	tr, err := columns.Fit(ctx, src, canned.TransformerConfig(head, append(wide, deep...)...))
 //	est, err := canned.NewDNNLinearCombinedClassifier(canned.DNNLinearCombinedConfig{
 //		Head: head, Transformer: tr,
-//		LinearFeatureColumns: []columns.Column{education, occupationXeducation},
-//		DNNFeatureColumns:    []columns.Column{age, columns.Embedding(education, 8)},
-//		DNNHiddenUnits:       []int{100, 50},
+//		LinearFeatureColumns: wide, DNNFeatureColumns: deep, DNNHiddenUnits: []int{100, 50},
 //	}, estimator.RunConfig{ModelDir: dir})
 //	train, err := est.Input(dataset.Pipeline{Files: files, CSV: &dataset.CSVOptions{Schema: schema}, BatchSize: 256, Epochs: estimator.Forever})
 //	err = est.Train(ctx, train, estimator.MaxSteps(10000))
 //	version, err := est.Export(ctx, exportDir, tr.ServingInput(1)) // records the Transformer
 //	predictor, err := export.Load(version, est.Model())
+//	out, err := predictor.PredictExamples(ctx, canned.PredictSignature, rawRecords)
 //
 // The Estimator embeds the *estimator.Estimator (Train, Evaluate, Predict,
 // checkpoints, warm start through estimator.RunConfig.WarmStart, ...); its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 
 	G "gorgonia.org/gorgonia"
@@ -49,8 +50,10 @@ type LinearConfig struct {
 	// Head is the head; nil means BinaryHead{} for a classifier and
 	// RegressionHead{} for a regressor.
 	Head Head
-	// FeatureColumns are the columns the model reads, of Transformer's
-	// columns when it is set; nil means all of Transformer's.
+	// FeatureColumns are the columns the model reads; nil means all of
+	// Transformer's. With a Transformer, each is taken as the Transformer
+	// fitted it (columns.Transformer.Fitted): the columns defined before
+	// columns.Fit may be given.
 	FeatureColumns []columns.Column
 	// Transformer, when set, is what turns raw records into the model's
 	// batches (see Estimator.Transformer).
@@ -77,6 +80,8 @@ type DNNConfig struct {
 	HiddenUnits []int
 	// FeatureColumns are the dense columns the model reads (numeric,
 	// bucketized, indicator, embedding); nil means all of Transformer's.
+	// With a Transformer, each is taken as it fitted it, as
+	// LinearConfig.FeatureColumns.
 	FeatureColumns []columns.Column
 	// Transformer, when set, turns raw records into the model's batches.
 	Transformer *columns.Transformer
@@ -106,7 +111,8 @@ type DNNLinearCombinedConfig struct {
 	// RegressionHead{} for a regressor.
 	Head Head
 	// Transformer, when set, turns raw records into the model's batches;
-	// both parts' columns are among its columns.
+	// both parts' columns are taken as it fitted them, as
+	// LinearConfig.FeatureColumns.
 	Transformer *columns.Transformer
 	// LinearFeatureColumns are the wide part's columns.
 	LinearFeatureColumns []columns.Column
@@ -195,7 +201,7 @@ func (e *Estimator) Input(p dataset.Pipeline) (estimator.InputFn, error) {
 // example weights, for columns.NewTransformer or columns.Fit.
 func TransformerConfig(head Head, cols ...columns.Column) columns.Config {
 	cfg := columns.Config{Columns: cols}
-	if head == nil {
+	if head == nil || nilHead(head) {
 		return cfg
 	}
 	l := head.Label()
@@ -220,11 +226,26 @@ func checkTransformer(where string, head Head, tr *columns.Transformer) error {
 		if !slices.Equal(cfg.Label.Vocabulary, l.Vocabulary) {
 			return fmt.Errorf("%s: the Transformer's label vocabulary %q is not the head's %q", where, cfg.Label.Vocabulary, l.Vocabulary)
 		}
+		if d := max(cfg.Label.Dimension, 1); d != l.Dimension {
+			return fmt.Errorf("%s: the Transformer parses %d label values a record, the head reads %d", where, d, l.Dimension)
+		}
 	}
 	if cfg.Weight != nil && cfg.Weight.Key != l.WeightColumn {
 		return fmt.Errorf("%s: the Transformer parses example weights %q, the head reads %q", where, cfg.Weight.Key, l.WeightColumn)
 	}
+	if cfg.Weight == nil && l.WeightColumn != "" {
+		if _, ok := tr.Column(l.WeightColumn); !ok {
+			return fmt.Errorf("%s: the head reads example weights %q, which the Transformer parses neither as weights nor as a feature (make its configuration with TransformerConfig)", where, l.WeightColumn)
+		}
+	}
 	return nil
+}
+
+// nilHead reports whether head is a nil pointer (as a nil *BinaryHead,
+// whose value methods would panic).
+func nilHead(head Head) bool {
+	v := reflect.ValueOf(head)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // task is whether a constructor makes a classifier or a regressor.
@@ -391,6 +412,9 @@ func newEstimator(where string, w *wideDeep, tr *columns.Transformer, rc replica
 // checkHead returns head, or the task's default head when it is nil,
 // checking that it suits the task and its settings are valid.
 func checkHead(where string, t task, head Head) (Head, error) {
+	if head != nil && nilHead(head) {
+		return nil, fmt.Errorf("%s: Head is a nil %T", where, head)
+	}
 	if head == nil {
 		switch t {
 		case classifier:
@@ -420,25 +444,34 @@ func checkHead(where string, t task, head Head) (Head, error) {
 }
 
 // featureColumns returns cols, or the Transformer's columns when cols is
-// nil; with a Transformer, each of cols must be one of its columns.
+// nil. With a Transformer, each of cols is replaced by the Transformer's
+// version of it (Transformer.Fitted), fitted as the batches are made, so
+// that the columns defined before columns.Fit (which fits copies) may be
+// given; a column the Transformer makes no feature of, or of other
+// settings than the Transformer's column of its name, is an error.
 func featureColumns(where, field string, cols []columns.Column, tr *columns.Transformer) ([]columns.Column, error) {
 	if cols == nil && tr != nil {
-		cols = tr.Columns()
+		return tr.Columns(), nil
 	}
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("%s: no %s (and no Transformer to take them from)", where, field)
 	}
+	out := make([]columns.Column, len(cols))
 	for i, c := range cols {
-		if c == nil {
+		if v := reflect.ValueOf(c); c == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 			return nil, fmt.Errorf("%s: %s[%d] is nil", where, field, i)
 		}
-		if tr != nil {
-			if _, ok := tr.Column(c.Name()); !ok {
-				return nil, fmt.Errorf("%s: %s[%d] %q is not a column of the Transformer", where, field, i, c.Name())
-			}
+		out[i] = c
+		if tr == nil {
+			continue
 		}
+		fitted, err := tr.Fitted(c)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s[%d] %q: %w", where, field, i, c.Name(), err)
+		}
+		out[i] = fitted
 	}
-	return cols, nil
+	return out, nil
 }
 
 // dnn is the deep part of a model.

@@ -487,6 +487,9 @@ func TestConstructorErrors(t *testing.T) {
 		{"replication with an optimizer", func() (*canned.Estimator, error) {
 			return canned.NewLinearClassifier(canned.LinearConfig{FeatureColumns: []columns.Column{x1}, Replicate: replicate.Config{Optimizer: optimizers.SGD(1)}}, runConfig())
 		}, []string{"Replicate has an optimizer"}},
+		{"nil head pointer", func() (*canned.Estimator, error) {
+			return canned.NewLinearClassifier(canned.LinearConfig{Head: (*canned.BinaryHead)(nil), FeatureColumns: []columns.Column{x1}}, runConfig())
+		}, []string{"NewLinearClassifier", "Head is a nil *canned.BinaryHead"}},
 		{"bad head", func() (*canned.Estimator, error) {
 			return canned.NewLinearClassifier(canned.LinearConfig{Head: canned.MultiClassHead{NClasses: 3, LabelVocabulary: []string{"a"}}, FeatureColumns: []columns.Column{x1}}, runConfig())
 		}, []string{"label vocabulary", "1 entries, want 3"}},

@@ -489,7 +489,7 @@ func headInputs(where string, l LabelSpec, mode model.Mode, logits *G.Node, feat
 	if mode != model.Predict {
 		y, err := labels.Lookup(l.Key)
 		if err != nil {
-			return in, fmt.Errorf("%s: %w", where, err)
+			return in, fmt.Errorf("%s: %w (the head's LabelKey names the label: \"\" is %q; a columns.Transformer parses it when made from TransformerConfig)", where, err, DefaultLabelKey)
 		}
 		in.labels = y
 	}

@@ -450,7 +450,7 @@ func TestHeadErrors(t *testing.T) {
 		{"missing weight column", canned.BinaryHead{WeightColumn: "w"}, map[string]*tensor.Dense{"logits": binLogits}, map[string]*tensor.Dense{"label": binLabels},
 			[]string{"weight column", `feature "w" is not in the batch`}},
 		{"missing label", canned.BinaryHead{LabelKey: "y"}, map[string]*tensor.Dense{"logits": binLogits}, map[string]*tensor.Dense{"label": binLabels},
-			[]string{`label "y" is not in the batch`}},
+			[]string{`label "y" is not in the batch`, `the head's LabelKey names the label: "" is "label"`, "made from TransformerConfig"}},
 		{"logits of the wrong width", canned.MultiClassHead{NClasses: 4}, map[string]*tensor.Dense{"logits": mcLogits}, map[string]*tensor.Dense{"label": mcLabels},
 			[]string{"MultiClassHead", "shape (4, 3)", "want (batch, 4)"}},
 		{"labels of the wrong width", canned.RegressionHead{LabelDimension: 2}, map[string]*tensor.Dense{"logits": regPred}, map[string]*tensor.Dense{"label": dense([]float32{1, 2, 3}, 3)},

@@ -136,6 +136,9 @@ func TestTransformerEndToEnd(t *testing.T) {
 }
 
 func TestTransformerMismatch(t *testing.T) {
+	if cfg := canned.TransformerConfig((*canned.MultiClassHead)(nil), x1); cfg.Label != nil || len(cfg.Columns) != 1 {
+		t.Errorf("TransformerConfig of a nil head pointer: %+v, want the column and no label", cfg)
+	}
 	tr, err := columns.NewTransformer(canned.TransformerConfig(canned.BinaryHead{LabelKey: "y"}, x1))
 	if err != nil {
 		t.Fatal(err)
@@ -148,8 +151,45 @@ func TestTransformerMismatch(t *testing.T) {
 	}
 	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, Head: canned.BinaryHead{LabelVocabulary: []string{"b", "a"}}}, runConfig())
 	wanterr.Mentions(t, err, "label vocabulary", "is not the head's")
-	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, FeatureColumns: []columns.Column{x2}, Head: canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}}, runConfig())
-	wanterr.Mentions(t, err, `FeatureColumns[0] "x2" is not a column of the Transformer`)
+	tr2, err := columns.NewTransformer(columns.Config{Columns: []columns.Column{x1}, Label: &columns.Label{Key: "label"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = canned.NewLinearRegressor(canned.LinearConfig{Transformer: tr2, Head: canned.RegressionHead{LabelDimension: 2}}, runConfig())
+	wanterr.Mentions(t, err, "the Transformer parses 1 label values a record, the head reads 2")
+	_, err = canned.NewLinearRegressor(canned.LinearConfig{Transformer: tr2, Head: canned.RegressionHead{WeightColumn: "w"}}, runConfig())
+	wanterr.Mentions(t, err, `the head reads example weights "w", which the Transformer parses neither as weights nor as a feature`)
+	if est, err := canned.NewLinearRegressor(canned.LinearConfig{Transformer: tr2, Head: canned.RegressionHead{WeightColumn: "x1"}}, runConfig()); err != nil {
+		t.Errorf("weights of a feature the Transformer makes: %v", err)
+	} else {
+		est.Close()
+	}
+	ab := canned.BinaryHead{LabelVocabulary: []string{"a", "b"}}
+	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, FeatureColumns: []columns.Column{x2}, Head: ab}, runConfig())
+	wanterr.Mentions(t, err, `FeatureColumns[0] "x2"`, `the Transformer makes no feature "x2"`)
+	_, err = canned.NewLinearClassifier(canned.LinearConfig{Transformer: tr, FeatureColumns: []columns.Column{columns.HashBucket("x1", 10)}, Head: ab}, runConfig())
+	wanterr.Mentions(t, err, `FeatureColumns[0] "x1"`, "is not the Transformer's column of that name: their settings differ")
+
+	// A column of the Transformer's name and other settings is an error;
+	// an embedding the Transformer lacks is the model's own when the
+	// Transformer makes its categorical column's feature.
+	h := columns.HashBucket("h", 10)
+	tr, err = columns.NewTransformer(canned.TransformerConfig(ab, x1, h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dnn := func(cols ...columns.Column) error {
+		est, err := canned.NewDNNClassifier(canned.DNNConfig{Transformer: tr, Head: ab, HiddenUnits: []int{2}, FeatureColumns: cols}, runConfig())
+		if err == nil {
+			est.Close()
+		}
+		return err
+	}
+	if err := dnn(x1, columns.Embedding(h, 3)); err != nil {
+		t.Errorf("an embedding of the Transformer's categorical column: %v", err)
+	}
+	wanterr.Mentions(t, dnn(columns.Embedding(columns.HashBucket("h", 20), 3)), `FeatureColumns[0] "h_embedding"`, `categorical column "h" is not the Transformer's column of that name`)
+	wanterr.Mentions(t, dnn(columns.Embedding(columns.HashBucket("g", 20), 3)), `the Transformer makes no feature "g" of its categorical column`)
 
 	est, err := canned.NewLinearClassifier(canned.LinearConfig{FeatureColumns: []columns.Column{x1}}, runConfig())
 	if err != nil {
@@ -165,4 +205,52 @@ func TestTransformerMismatch(t *testing.T) {
 	defer est.Close()
 	_, err = est.Input(dataset.Pipeline{Files: []string{"x.csv"}, BatchSize: 1, Spec: map[string]dataset.FeatureSpec{}})
 	wanterr.Mentions(t, err, "has a Spec")
+}
+
+// TestColumnsDefinedBeforeFit: the columns a program defines before
+// columns.Fit (which fits copies of them) configure the estimator as the
+// Transformer's fitted columns do, a categorical column that the
+// Transformer has only inside an embedding included.
+func TestColumnsDefinedBeforeFit(t *testing.T) {
+	ctx := context.Background()
+	head := canned.BinaryHead{LabelVocabulary: []string{"no", "yes"}}
+	x1s := columns.Numeric("x1", columns.Standardize())
+	cat := columns.VocabularyFromData("cat")
+	train := writeCSV(t, generate(2000, 41, 3, binaryLabel))
+	src, err := dataset.NewCSVReader([]string{train}, dataset.CSVOptions{Schema: csvSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	tr, err := columns.Fit(ctx, src, canned.TransformerConfig(head, x1s, x2, columns.Embedding(cat, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	est, err := canned.NewDNNLinearCombinedClassifier(canned.DNNLinearCombinedConfig{
+		Head: head, Transformer: tr,
+		LinearFeatureColumns: []columns.Column{cat, x1s, x2}, LinearOptimizer: optimizers.FTRL(0.2),
+		DNNFeatureColumns: []columns.Column{x1s, x2, columns.Embedding(cat, 2)}, DNNHiddenUnits: []int{8}, DNNOptimizer: optimizers.Adagrad(0.05),
+		Replicate: oneTower(1)}, runConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	in, err := est.Input(dataset.Pipeline{Files: []string{train}, CSV: &dataset.CSVOptions{Schema: csvSchema}, BatchSize: 50, Epochs: estimator.Forever, ShuffleBuffer: 200, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := est.Train(ctx, in, estimator.MaxSteps(300)); err != nil {
+		t.Fatal(err)
+	}
+	eval, err := est.Input(dataset.Pipeline{Files: []string{writeCSV(t, generate(1000, 42, 3, binaryLabel))}, CSV: &dataset.CSVOptions{Schema: csvSchema}, BatchSize: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := est.Evaluate(ctx, eval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["auc"] < 0.9 {
+		t.Errorf("auc %v, want at least 0.9 (metrics %v)", m["auc"], m)
+	}
 }

@@ -229,7 +229,10 @@ type BucketizedColumn struct {
 }
 
 // Bucketized returns source cut at boundaries, which must be sorted
-// strictly increasing.
+// strictly increasing. The boundaries cut the values the source makes
+// (its default taken, its normalizer applied), as TensorFlow's
+// bucketized_column of a normalized numeric_column: bucketize a column
+// without a normalizer to cut raw values.
 func Bucketized(source *NumericColumn, boundaries []float64) *BucketizedColumn {
 	return &BucketizedColumn{source: source, boundaries: slices.Clone(boundaries)}
 }
@@ -599,13 +602,22 @@ func Crossed(keys []Crossable, buckets int, opts ...CrossOption) *CrossedColumn 
 func (c *CrossedColumn) Name() string {
 	names := make([]string, len(c.keys))
 	for i, k := range c.keys {
-		if k == nil {
+		if nilKey(k) {
 			names[i] = "<nil>"
 			continue
 		}
 		names[i] = k.crossName()
 	}
 	return strings.Join(names, "_X_")
+}
+
+// nilKey reports whether k is nil or a nil column.
+func nilKey(k Crossable) bool {
+	if k == nil {
+		return true
+	}
+	col, ok := k.(Column)
+	return ok && isNil(col)
 }
 
 // Keys are the keys crossed, nested crosses flattened.
@@ -628,6 +640,9 @@ func (c *CrossedColumn) validate() error {
 		return fmt.Errorf("crossed column %q: %d buckets, want at least 1", c.Name(), c.buckets)
 	}
 	for i, k := range c.keys {
+		if k != nil && nilKey(k) {
+			return fmt.Errorf("crossed column %q: key %d is a nil %T", c.Name(), i, k)
+		}
 		switch k := k.(type) {
 		case RawKey:
 			if k == "" {
@@ -664,7 +679,8 @@ func (c *CrossedColumn) fitted() bool {
 // WeightedColumn gives each id of a categorical column the weight at the
 // same position of a raw number feature (floats, or integers as floats),
 // tf.feature_column.weighted_categorical_column: a record must have as
-// many weights as values.
+// many weights as values, each finite (a NaN or an infinity is an error
+// of the record, as a numeric column's).
 type WeightedColumn struct {
 	cat       CategoricalColumn
 	weightKey string
@@ -691,10 +707,10 @@ func (c *WeightedColumn) NumBuckets() int { return c.cat.NumBuckets() }
 
 func (c *WeightedColumn) categorical()      {}
 func (c *WeightedColumn) crossName() string { return c.Name() }
-func (c *WeightedColumn) fitted() bool      { return c.cat == nil || c.cat.fitted() }
+func (c *WeightedColumn) fitted() bool      { return nilColumn(c.cat) || c.cat.fitted() }
 
 func (c *WeightedColumn) validate() error {
-	if c.cat == nil {
+	if nilColumn(c.cat) {
 		return errors.New("weighted column of a nil categorical column")
 	}
 	if c.weightKey == "" {
@@ -702,6 +718,9 @@ func (c *WeightedColumn) validate() error {
 	}
 	if _, nested := c.cat.(*WeightedColumn); nested {
 		return fmt.Errorf("weighted column %q: the column weighted is already weighted", c.Name())
+	}
+	if k, ok := c.cat.(interface{ Key() string }); ok && k.Key() == c.weightKey {
+		return fmt.Errorf("weighted column %q: the weights' feature %q is the values' (TensorFlow's conflicting parse specs)", c.Name(), c.weightKey)
 	}
 	if err := c.cat.validate(); err != nil {
 		return fmt.Errorf("weighted column %q: %w", c.Name(), err)
@@ -735,10 +754,10 @@ func (c *IndicatorColumn) Categorical() CategoricalColumn { return c.cat }
 // Dimension is cat's NumBuckets.
 func (c *IndicatorColumn) Dimension() int { return c.cat.NumBuckets() }
 
-func (c *IndicatorColumn) fitted() bool { return c.cat == nil || c.cat.fitted() }
+func (c *IndicatorColumn) fitted() bool { return nilColumn(c.cat) || c.cat.fitted() }
 
 func (c *IndicatorColumn) validate() error {
-	if c.cat == nil {
+	if nilColumn(c.cat) {
 		return errors.New("indicator column of a nil categorical column")
 	}
 	if err := c.cat.validate(); err != nil {
@@ -840,10 +859,10 @@ func (c *EmbeddingColumn) TableName() string {
 	return c.Name()
 }
 
-func (c *EmbeddingColumn) fitted() bool { return c.cat == nil || c.cat.fitted() }
+func (c *EmbeddingColumn) fitted() bool { return nilColumn(c.cat) || c.cat.fitted() }
 
 func (c *EmbeddingColumn) validate() error {
-	if c.cat == nil {
+	if nilColumn(c.cat) {
 		return errors.New("embedding column of a nil categorical column")
 	}
 	if c.dim < 1 {
@@ -861,7 +880,7 @@ func (c *EmbeddingColumn) validate() error {
 	if c.shared != nil && c.cat.fitted() {
 		n := c.cat.NumBuckets()
 		for _, o := range c.shared.cats {
-			if o == nil {
+			if nilColumn(o) {
 				return fmt.Errorf("shared embedding %q: a nil categorical column", c.shared.name)
 			}
 			if o.fitted() && o.NumBuckets() != n {
@@ -872,9 +891,12 @@ func (c *EmbeddingColumn) validate() error {
 	return nil
 }
 
+// nilColumn reports whether c is nil or a nil pointer of a column type.
+func nilColumn(c Column) bool { return c == nil || isNil(c) }
+
 // nameOf is c's name, "<nil>" for nil.
 func nameOf(c Column) string {
-	if c == nil {
+	if nilColumn(c) {
 		return "<nil>"
 	}
 	return c.Name()

@@ -17,10 +17,13 @@
 //     Parser) and, recorded in an export by its JSON form (MarshalJSON,
 //     Load), in serving on raw feature values, so that both see the same
 //     transformation.
-//   - The model function reads the batch through the same columns:
-//     InputLayer makes the dense input of a DNN (tf.feature_column.input_layer),
-//     LinearLogits the logits of a linear model over sparse and dense
-//     columns (tf.feature_column.linear_model).
+//   - The model function reads the batch through the same columns, as
+//     the Transformer fitted them (Transformer.Columns, or
+//     Transformer.Fitted of a column defined before Fit, which fits
+//     copies): InputLayer makes the dense input of a DNN
+//     (tf.feature_column.input_layer), LinearLogits the logits of a
+//     linear model over sparse and dense columns
+//     (tf.feature_column.linear_model).
 //
 // The columns follow TensorFlow's semantics: Numeric (shape, default,
 // normalizer), Bucketized (given boundaries or quantiles of the data),

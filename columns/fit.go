@@ -168,6 +168,12 @@ func (f *fitter) visit(c Column) {
 		f.visit(c.cat)
 	case *EmbeddingColumn:
 		f.visit(c.cat)
+		if c.shared != nil {
+			// The table's size is all of its columns'.
+			for _, o := range c.shared.cats {
+				f.visit(o)
+			}
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -164,6 +165,17 @@ func TestFitSharedEmbeddings(t *testing.T) {
 	_, err := Fit(context.Background(), source(exs...), Config{Columns: []Column{unequal[0], unequal[1]}})
 	if err == nil || !strings.Contains(err.Error(), "differ in size") {
 		t.Errorf("shared embedding of vocabularies of 2 and 3: error %v, want one saying they differ in size", err)
+	}
+	// One of the shared columns alone: the others of the table are
+	// fitted too (the table's size is all of theirs).
+	_, err = Fit(context.Background(), source(exs...), Config{Columns: []Column{unequal[0]}})
+	if err == nil || !strings.Contains(err.Error(), "differ in size") {
+		t.Errorf("one column of a shared embedding of vocabularies of 2 and 3: error %v, want one saying they differ in size", err)
+	}
+	tr = mustFit(t, Config{Columns: []Column{shared[1]}}, exs...)
+	e := tr.Columns()[0].(*EmbeddingColumn)
+	if v := e.shared.cats[0].(*VocabularyColumn).Vocabulary(); !slices.Equal(v, []string{"x", "y"}) {
+		t.Errorf("the shared table's other column, not given to Fit: vocabulary %q, want [x y]", v)
 	}
 }
 

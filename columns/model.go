@@ -59,11 +59,15 @@ func InputLayer(s *towers.Scope, features model.Features, cols ...Column) (*G.No
 }
 
 // byName returns cols sorted by name, as TensorFlow's input_layer and
-// linear_model take them; a nil column or two of one name are errors.
+// linear_model take them; a nil or invalid column, or two of one name,
+// are errors.
 func byName(cols []Column) ([]Column, error) {
 	for i, c := range cols {
 		if c == nil || isNil(c) {
 			return nil, fmt.Errorf("column %d is nil", i)
+		}
+		if err := c.validate(); err != nil {
+			return nil, err
 		}
 	}
 	sorted := slices.Clone(cols)
@@ -80,7 +84,7 @@ func byName(cols []Column) ([]Column, error) {
 // module m.
 func denseBlock(m *layers.Module, features model.Features, c Column) (*G.Node, error) {
 	if !c.fitted() {
-		return nil, fmt.Errorf("column %q is not fitted: pass the Transformer's Columns()", c.Name())
+		return nil, fmt.Errorf("column %q is not fitted: pass the Transformer's Columns(), or Transformer.Fitted of it", c.Name())
 	}
 	switch c := c.(type) {
 	case *NumericColumn:
@@ -158,7 +162,9 @@ func sparseIDs(s *towers.Scope, cat CategoricalColumn) (*towers.SparseFeature, [
 // looked up by layers.EmbeddingLookupSparse with the sum combiner so that
 // their gradient is sparse; for each other dense column (numeric,
 // indicator, embedding), its InputLayer block times
-// "linear_model/<Name>/weights" [Dimension, units]; plus
+// "linear_model/<Name>/weights" [Dimension, units] (an embedding column's
+// table its own, "linear_model/<TableName>/embedding_weights", as
+// TensorFlow's linear_model makes it: not InputLayer's); plus
 // "linear_model/bias_weights" [units]. Weights and bias start at zero, as
 // TensorFlow's.
 func LinearLogits(s *towers.Scope, features model.Features, units int, cols ...Column) (*G.Node, error) {
@@ -189,7 +195,7 @@ func LinearLogits(s *towers.Scope, features model.Features, units int, cols ...C
 	}
 	for _, c := range sorted {
 		if !c.fitted() {
-			return nil, fmt.Errorf("%s: column %q is not fitted: pass the Transformer's Columns()", op, c.Name())
+			return nil, fmt.Errorf("%s: column %q is not fitted: pass the Transformer's Columns(), or Transformer.Fitted of it", op, c.Name())
 		}
 		var part *G.Node
 		if cat, ok := c.(CategoricalColumn); ok {
@@ -205,7 +211,7 @@ func LinearLogits(s *towers.Scope, features model.Features, units int, cols ...C
 				return nil, fmt.Errorf("%s: column %q: %w", op, c.Name(), err)
 			}
 		} else {
-			x, err := denseBlock(layers.NewModule(s, "input_layer"), features, c)
+			x, err := denseBlock(m, features, c)
 			if err != nil {
 				return nil, fmt.Errorf("%s: column %q: %w", op, c.Name(), err)
 			}

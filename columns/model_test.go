@@ -289,7 +289,7 @@ func TestModelErrors(t *testing.T) {
 		says string
 	}{
 		{"categorical in the input layer", func() error { _, err := InputLayer(s, f, Identity("i", 3)); return err }, `categorical column "i" is not dense: wrap it in Indicator or Embedding`},
-		{"unfitted", func() error { _, err := InputLayer(s, f, Numeric("x", Standardize())); return err }, `column "x" is not fitted`},
+		{"unfitted", func() error { _, err := InputLayer(s, f, Numeric("x", Standardize())); return err }, `column "x" is not fitted: pass the Transformer's Columns(), or Transformer.Fitted of it`},
 		{"feature not in the batch", func() error { _, err := InputLayer(s, f, Numeric("y")); return err }, `feature "y" is not in the batch`},
 		{"shape not the column's", func() error { _, err := InputLayer(s, f, Numeric("x", Shape(2))); return err }, `feature "x" has shape (4, 3), want [batch, 2]`},
 		{"no sparse feature", func() error { _, err := InputLayer(s, f, Embedding(Identity("i", 3), 2)); return err }, `sparse feature "i" is not in the batch`},
@@ -297,6 +297,9 @@ func TestModelErrors(t *testing.T) {
 		{"two of one name", func() error { _, err := InputLayer(s, f, Numeric("x", Shape(3)), Numeric("x", Shape(3))); return err }, `two columns named "x"`},
 		{"units", func() error { _, err := LinearLogits(s, f, 0, Numeric("x", Shape(3))); return err }, "0 units"},
 		{"linear, no sparse feature", func() error { _, err := LinearLogits(s, f, 1, HashBucket("h", 3)); return err }, `column "h"`},
+		{"embedding of a nil column", func() error { _, err := InputLayer(s, f, Embedding((*VocabularyColumn)(nil), 2)); return err }, "embedding column of a nil categorical column"},
+		{"linear, indicator of a nil column", func() error { _, err := LinearLogits(s, f, 1, Indicator((*HashBucketColumn)(nil))); return err }, "indicator column of a nil categorical column"},
+		{"invalid column", func() error { _, err := InputLayer(s, f, Embedding(Identity("i", 3), 0)); return err }, "dimension 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.fn()
@@ -327,8 +330,35 @@ func TestLinearWeightsAreLookedUp(t *testing.T) {
 		got = append(got, l.Variable)
 	}
 	slices.Sort(got)
-	want := []string{"input_layer/d_embedding/embedding_weights", "linear_model/c/weights"}
+	want := []string{"linear_model/c/weights", "linear_model/d_embedding/embedding_weights"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("variables read by lookups (-want +got):\n%s", diff)
+	}
+}
+
+// TestLinearAndInputLayerTables: one embedding column read by both
+// LinearLogits and InputLayer (the wide and the deep part of one model)
+// has a table in each, as TensorFlow's linear_model and input_layer make
+// their own, so that each part's optimizer trains its own.
+func TestLinearAndInputLayerTables(t *testing.T) {
+	s := towers.NewScope(0, 1, towers.CPU(0), towers.NewStore(towers.StoreConfig{Seed: 1}), nil)
+	if err := scopes.AddSparseFeature(s, scopes.NewSparseFeature("d", tensor.Int64, []int{4, 2}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	e := Embedding(Identity("d", 6), 2)
+	if _, err := LinearLogits(s, model.Features{}, 1, e); err != nil {
+		t.Fatal(err)
+	}
+	linear := s.VariableNames()
+	if _, err := InputLayer(s, model.Features{}, e); err != nil {
+		t.Fatal(err)
+	}
+	deep := s.VariableNames()[len(linear):]
+	want := [][]string{
+		{"linear_model/d_embedding/embedding_weights", "linear_model/d_embedding/weights", "linear_model/bias_weights"},
+		{"input_layer/d_embedding/embedding_weights"},
+	}
+	if diff := cmp.Diff(want, [][]string{linear, deep}); diff != "" {
+		t.Errorf("variables of LinearLogits, then of InputLayer (-want +got):\n%s", diff)
 	}
 }

@@ -62,6 +62,8 @@ type Transformer struct {
 	dense  []denseOut
 	sparse []sparseOut
 	label  *labelParser
+	// makes is the column that makes each feature of the batch.
+	makes map[string]Column
 }
 
 // denseOut is a dense float32 feature of the batch: a numeric column's
@@ -96,16 +98,15 @@ func newTransformer(cfg Config) (*Transformer, error) {
 	if len(cfg.Columns) == 0 {
 		return nil, errors.New("a transformer needs at least one column")
 	}
-	t := &Transformer{cfg: Config{Columns: slices.Clone(cfg.Columns), Label: cfg.Label.clone(), Weight: cfg.Weight.clone()}}
-	outs := map[string]any{} // batch feature name → the column that makes it
-	add := func(name string, c any) error {
-		if prev, ok := outs[name]; ok {
+	t := &Transformer{cfg: Config{Columns: slices.Clone(cfg.Columns), Label: cfg.Label.clone(), Weight: cfg.Weight.clone()}, makes: map[string]Column{}}
+	add := func(name string, c Column) error {
+		if prev, ok := t.makes[name]; ok {
 			if !sameColumn(prev, c) {
 				return fmt.Errorf("two different columns make the feature %q (%T and %T)", name, prev, c)
 			}
 			return nil
 		}
-		outs[name] = c
+		t.makes[name] = c
 		switch c := c.(type) {
 		case *NumericColumn:
 			t.dense = append(t.dense, denseOut{name: name, numeric: c})
@@ -152,7 +153,7 @@ func newTransformer(cfg Config) (*Transformer, error) {
 	}
 	for _, s := range t.sparse {
 		if w, ok := s.cat.(*WeightedColumn); ok {
-			if prev, dup := outs[w.WeightsName()]; dup {
+			if prev, dup := t.makes[w.WeightsName()]; dup {
 				return nil, fmt.Errorf("feature %q of weighted column %q's weights is also made by %T", w.WeightsName(), w.Name(), prev)
 			}
 		}
@@ -183,14 +184,20 @@ func sameColumn(a, b any) bool {
 // what the model function passes to InputLayer and LinearLogits.
 func (t *Transformer) Columns() []Column { return slices.Clone(t.cfg.Columns) }
 
-// Column returns the Transformer's column called name.
+// Column returns the Transformer's column called name, fitted: one of its
+// Columns, or else a column whose batch feature one of them makes (the
+// categorical column of an Embedding, read by LinearLogits too; a
+// bucketized column's indicator). A model function that holds the
+// columns it defined before Fit (which fits copies) finds the fitted
+// ones by their names here.
 func (t *Transformer) Column(name string) (Column, bool) {
 	for _, c := range t.cfg.Columns {
 		if c.Name() == name {
 			return c, true
 		}
 	}
-	return nil, false
+	c, ok := t.makes[name]
+	return c, ok
 }
 
 // Config returns (a copy of) the Transformer's configuration, its columns
@@ -451,7 +458,11 @@ func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []flo
 		if f.Int64s != nil {
 			ws = append(ws, float32(f.Int64s[i-start]))
 		} else {
-			ws = append(ws, f.Floats[i-start])
+			x := f.Floats[i-start]
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return nil, nil, recordErrorf(row, w.weightKey, "weight %v (element %d) is not finite (weighted column %q)", x, i-start, w.Name())
+			}
+			ws = append(ws, x)
 		}
 		out++
 	}

@@ -245,6 +245,8 @@ func TestParseCategoricalErrors(t *testing.T) {
 		{"identity: a float", Identity("k", 5), []dataset.Example{{"k": fl(1.5)}}, 0, []string{"1.5", "float"}},
 		{"vocabulary: a float", VocabularyList("k", []string{"a"}), []dataset.Example{{"k": fl(2.5)}}, 0, []string{"2.5", "float", "vocabulary column"}},
 		{"hash: a float", HashBucket("k", 5), []dataset.Example{{"k": in(1)}, {"k": in(1)}, {"k": fl(0.25)}}, 2, []string{"0.25", "float"}},
+		{"weights: NaN", Weighted(HashBucket("c", 5), "k"), []dataset.Example{{"c": by("a"), "k": fl(1)}, {"c": by("a", "b"), "k": fl(2, float32(math.NaN()))}}, 1, []string{"weight NaN (element 1)", "not finite", `weighted column "c_weighted_by_k"`}},
+		{"weights: infinite", Weighted(Identity("c", 5), "k"), []dataset.Example{{"c": in(1), "k": fl(float32(math.Inf(-1)))}}, 0, []string{"weight -Inf (element 0)", "not finite"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := mustTransformer(t, Config{Columns: []Column{tc.col}}).Parse(tc.exs)
@@ -450,6 +452,13 @@ func TestNewTransformerErrors(t *testing.T) {
 		{"vocabulary file missing", Config{Columns: []Column{VocabularyFile("c", "/nonexistent/vocab.txt", 0)}}, `vocabulary column "c": vocabulary file: open /nonexistent/vocab.txt`},
 		{"embedding dimension", Config{Columns: []Column{Embedding(Identity("i", 3), 0)}}, "dimension 0"},
 		{"crossed one key", Config{Columns: []Column{Crossed([]Crossable{RawKey("a")}, 3)}}, "1 keys, want at least 2"},
+		{"weights of the values' feature", Config{Columns: []Column{Weighted(HashBucket("x", 3), "x")}}, `weighted column "x_weighted_by_x": the weights' feature "x" is the values'`},
+		{"weighted nil column", Config{Columns: []Column{Weighted((*VocabularyColumn)(nil), "w")}}, "weighted column of a nil categorical column"},
+		{"indicator of a nil column", Config{Columns: []Column{Indicator((*IdentityColumn)(nil))}}, "indicator column of a nil categorical column"},
+		{"embedding of a nil column", Config{Columns: []Column{Embedding((*HashBucketColumn)(nil), 2)}}, "embedding column of a nil categorical column"},
+		{"shared embedding of a nil column", Config{Columns: []Column{SharedEmbeddings([]CategoricalColumn{Identity("a", 3), (*IdentityColumn)(nil)}, 2)[0]}}, `shared embedding "a_<nil>_shared_embedding": a nil categorical column`},
+		{"crossed nil column", Config{Columns: []Column{Crossed([]Crossable{RawKey("a"), (*VocabularyColumn)(nil)}, 3)}}, `crossed column "a_X_<nil>": key 1 is a nil *columns.VocabularyColumn`},
+		{"crossed nil cross", Config{Columns: []Column{Crossed([]Crossable{RawKey("a"), RawKey("b"), (*CrossedColumn)(nil)}, 3)}}, "key 2 is a nil *columns.CrossedColumn"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewTransformer(tc.cfg)
@@ -586,5 +595,56 @@ func TestTransformerKeepsItsConfig(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int64{1}, b.Labels["y"].Data()); diff != "" {
 		t.Errorf("label (-want +got):\n%s", diff)
+	}
+}
+
+// TestTransformerColumn: Column finds a column given to the Transformer,
+// or one whose batch feature they make (an embedding's categorical
+// column, a bucketized column's indicator), fitted, and nothing else.
+func TestTransformerColumn(t *testing.T) {
+	city := VocabularyFromData("city")
+	age := Numeric("age")
+	ageBuckets := BucketizedQuantiles(age, 2)
+	job := HashBucket("job", 10)
+	cfg := Config{Columns: []Column{Embedding(city, 2), ageBuckets, Indicator(job)}}
+	tr := mustFit(t, cfg,
+		dataset.Example{"city": by("Oslo"), "age": fl(20), "job": by("chef")},
+		dataset.Example{"city": by("Lima"), "age": fl(40), "job": by("chef")},
+		dataset.Example{"city": by("Oslo"), "age": fl(60), "job": by("chef")},
+	)
+	tests := []struct {
+		name  string
+		found bool
+		vocab []string // of a vocabulary column found
+	}{
+		{"city_embedding", true, nil},
+		{"city", true, []string{"Oslo", "Lima"}},
+		{"age_bucketized", true, nil},
+		{"age_bucketized_indicator", true, nil},
+		{"job_indicator", true, nil},
+		{"age", false, nil}, // read through its buckets only: the batch has no "age"
+		{"job", false, nil}, // read through its indicator only
+		{"nothing", false, nil},
+	}
+	for _, tc := range tests {
+		c, ok := tr.Column(tc.name)
+		if ok != tc.found {
+			t.Errorf("Column(%q) found %v, want %v", tc.name, ok, tc.found)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if c.Name() != tc.name {
+			t.Errorf("Column(%q) is %q", tc.name, c.Name())
+		}
+		if !c.fitted() {
+			t.Errorf("Column(%q) is not fitted", tc.name)
+		}
+		if v, isVocab := c.(*VocabularyColumn); isVocab {
+			if diff := cmp.Diff(tc.vocab, v.Vocabulary()); diff != "" {
+				t.Errorf("Column(%q) vocabulary (-want +got):\n%s", tc.name, diff)
+			}
+		}
 	}
 }
