@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -93,8 +94,12 @@ func tabularCmd(stdout, stderr io.Writer, args []string) error {
 		return err
 	}
 	defer srv.Close()
+	method := "classify"
+	if res.Plan.Head.Kind == tabular.Regression {
+		method = "regress"
+	}
 	log.Info("serving", "export", res.ExportDir, "addr", f.Serve,
-		"try", fmt.Sprintf(`curl -d '{"examples": [{...raw values...}]}' %s/v1/models/tabular:classify`, f.Serve))
+		"try", fmt.Sprintf(`curl -d '%s' %s/v1/models/tabular:%s`, exampleRequest(list(*eval), *label), f.Serve, method))
 	return serving.ListenAndServe(ctx, f.Serve, srv)
 }
 
@@ -107,4 +112,30 @@ func list(s string) []string {
 		}
 	}
 	return out
+}
+
+// exampleRequest is a classify or regress request body of the first
+// record of files, without its label: its raw values as tf.Example JSON.
+func exampleRequest(files []string, label string) string {
+	_, rows, err := tabular.Sample(files, 1)
+	if err != nil || len(rows) == 0 {
+		return `{"examples": [{...}]}`
+	}
+	ex := map[string]any{}
+	for name, f := range rows[0] {
+		switch {
+		case name == label:
+		case len(f.Bytes) == 1:
+			ex[name] = string(f.Bytes[0])
+		case len(f.Int64s) == 1:
+			ex[name] = f.Int64s[0]
+		case len(f.Floats) == 1:
+			ex[name] = f.Floats[0]
+		}
+	}
+	b, err := json.Marshal(map[string]any{"examples": []any{ex}})
+	if err != nil {
+		return `{"examples": [{...}]}`
+	}
+	return string(b)
 }

@@ -45,3 +45,13 @@ func TestTabularBadData(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and %q", code, stderr.String(), want)
 	}
 }
+
+// TestExampleRequest: the request -serve logs to try is the first
+// evaluation record's raw values, without the label.
+func TestExampleRequest(t *testing.T) {
+	got := exampleRequest([]string{"../../tabular/testdata/penguins_sex/test.csv"}, "sex")
+	want := `{"examples":[{"bill_depth_mm":17.4,"bill_length_mm":39.5,"body_mass_g":3800,"flipper_length_mm":186,"island":"Torgersen","species":"Adelie"}]}`
+	if got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
