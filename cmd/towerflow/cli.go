@@ -15,6 +15,10 @@ Commands:
         checkpoint of a model dir; an export's signatures and variables)
   plot [-o out.png] [-metrics loss,accuracy] [-width px] [-height px] [-log auto|on|off] <model dir>
         draw train_history.jsonl and eval_history.jsonl as a PNG
+  tabular -train FILES -eval FILES -label COLUMN [-positive VALUE] [-model linear|dnn|wide_deep] [-steps N] [-model_dir DIR] [-export DIR] [-serve ADDR]
+        infer feature columns and a head from CSV (with a header) or
+        TFRecord files, train a canned model, and print the evaluation's
+        metrics as key=value on the last line
   help  print this message
 
 Run "towerflow <command> -h" for a command's flags.
@@ -35,6 +39,7 @@ func usagef(format string, args ...any) error {
 var commands = map[string]func(stdout, stderr io.Writer, args []string) error{
 	"inspect": inspect,
 	"plot":    plotHistory,
+	"tabular": tabularCmd,
 }
 
 // run runs the command line args (without the program name) and returns the
