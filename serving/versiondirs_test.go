@@ -95,6 +95,7 @@ func TestVersionDirs(t *testing.T) {
 	if err := s.Reload(); err == nil || !strings.Contains(err.Error(), "version 7") {
 		t.Errorf("reload with a broken version 7: %v, want an error naming it", err)
 	}
+	s.drains.Wait() // version 1, replaced by 6, is closed in the background
 	if diff := cmp.Diff([]string{"7 END", "6 AVAILABLE", "5 END", "1 END"}, states()); diff != "" {
 		t.Errorf("status after reloads (-want +got):\n%s", diff)
 	}
