@@ -10,6 +10,7 @@ import (
 
 	"github.com/towerflow/towerflow/internal/dnnl"
 	"github.com/towerflow/towerflow/internal/vec"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // Conv configures Conv2D: the stride and the zero padding along height and
@@ -219,7 +220,7 @@ func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 	if g.n == 0 {
 		return out, nil
 	}
-	if done, err := convOneDNN(g, dnnl.Forward, op.bias, op.act == ReLU, x, k, b, o); done {
+	if done, err := convOneDNN(g, dnnl.Forward, op.bias, op.act == ReLU, op.bf16, x, k, b, o); done {
 		if err != nil {
 			return nil, fmt.Errorf("%v: %w", op, err)
 		}
@@ -249,6 +250,15 @@ func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 	return out, nil
 }
 
+// SetPrecision (towers.MixedPrecision): the three passes in oneDNN's
+// bfloat16 primitives where oneDNN runs and the CPU has AVX512_BF16.
+func (op *convOp) SetPrecision(p towers.Precision) (towers.Precision, string) {
+	var got towers.Precision
+	var why string
+	op.bf16, got, why = setPrecision(p, true)
+	return got, why
+}
+
 func (op *convOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
 func (op *convOp) Hashcode() uint32      { return hashOf(op) }
 func (op *convOp) String() string {
@@ -275,6 +285,7 @@ type convGradOp struct {
 	geo   convGeom
 	input bool
 	out   buffer
+	bf16  bool // in bfloat16 (towers.MixedPrecision)
 }
 
 func (op *convGradOp) Arity() int { return 2 }
@@ -328,7 +339,7 @@ func convGradDo[T float](op *convGradOp, in []G.Value) (G.Value, error) {
 	if op.input {
 		pass, in0, in1 = dnnl.InputGrad, dz, a // (dz, kernel)
 	}
-	if done, err := convOneDNN(g, pass, false, false, in0, in1, nil, o); done {
+	if done, err := convOneDNN(g, pass, false, false, op.bf16, in0, in1, nil, o); done {
 		if err != nil {
 			return nil, fmt.Errorf("%v: %w", op, err)
 		}
@@ -357,6 +368,14 @@ func convGradDo[T float](op *convGradOp, in []G.Value) (G.Value, error) {
 		gemm(false, true, g.f, g.ckk(), g.ohw(), dzn, cols, 1, o)
 	}
 	return out, nil
+}
+
+// SetPrecision (towers.MixedPrecision): as Conv2D's.
+func (op *convGradOp) SetPrecision(p towers.Precision) (towers.Precision, string) {
+	var got towers.Precision
+	var why string
+	op.bf16, got, why = setPrecision(p, true)
+	return got, why
 }
 
 func (op *convGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }

@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/vec"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // Activation is the function a Dense layer applies to x·kernel + bias.
@@ -82,6 +83,8 @@ type layer struct {
 	act  Activation
 	bias bool
 	out  buffer
+	// bf16 runs the product in bfloat16 (towers.MixedPrecision).
+	bf16 bool
 }
 
 func (op *layer) Arity() int {
@@ -158,7 +161,7 @@ func denseDo[T float](op *denseOp, in []G.Value) (G.Value, error) {
 	out := op.out.get(in[0].Dtype(), s)
 	o := data[T](out)
 	rows, inner, units := s[0], in[0].Shape()[1], s[1]
-	gemm(false, false, rows, units, inner, x, k, 0, o)
+	gemmPrec(op.bf16, false, false, rows, units, inner, x, k, 0, o)
 	switch {
 	case op.bias:
 		b, err := backing[T]("bias", in[2])
@@ -188,6 +191,15 @@ func biasShape(in []G.Value) G.DimSizer {
 		return tensor.Shape(nil)
 	}
 	return in[2].Shape()
+}
+
+// SetPrecision (towers.MixedPrecision): the product in bfloat16 where
+// the BLAS has cblas_sbgemm and the CPU AVX512_BF16.
+func (op *denseOp) SetPrecision(p towers.Precision) (towers.Precision, string) {
+	var got towers.Precision
+	var why string
+	op.bf16, got, why = setPrecision(p, false)
+	return got, why
 }
 
 func (op *denseOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
@@ -244,6 +256,7 @@ type matMulOp struct {
 	gradOp
 	transA, transB bool
 	out            buffer
+	bf16           bool // in bfloat16 (towers.MixedPrecision)
 }
 
 func (op *matMulOp) Arity() int { return 2 }
@@ -307,8 +320,16 @@ func matMulDo[T float](op *matMulOp, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	out := op.out.get(in[0].Dtype(), tensor.Shape{m, n})
-	gemm(op.transA, op.transB, m, n, k, a, b, 0, data[T](out))
+	gemmPrec(op.bf16, op.transA, op.transB, m, n, k, a, b, 0, data[T](out))
 	return out, nil
+}
+
+// SetPrecision (towers.MixedPrecision): as Dense's.
+func (op *matMulOp) SetPrecision(p towers.Precision) (towers.Precision, string) {
+	var got towers.Precision
+	var why string
+	op.bf16, got, why = setPrecision(p, false)
+	return got, why
 }
 
 func (op *matMulOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }

@@ -8,6 +8,9 @@ const Built = false
 // Version names the oneDNN library; here, none.
 func Version() string { return "" }
 
+// BF16 is false without oneDNN.
+func BF16() bool { return false }
+
 // Conv is a convolution's oneDNN primitives; without oneDNN there are none.
 type Conv struct{}
 

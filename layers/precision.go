@@ -1,0 +1,125 @@
+package layers
+
+import (
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/towerflow/towerflow/internal/bf16"
+	"github.com/towerflow/towerflow/internal/dnnl"
+	"github.com/towerflow/towerflow/towers"
+)
+
+// Mixed precision (towers.BFloat16): Conv2D's three passes run in oneDNN's
+// bfloat16 primitives and Dense's products (forward and gradients) in
+// OpenBLAS's cblas_sbgemm, each with float32 inputs rounded to bfloat16 on
+// the way in and float32 sums and results; the ops set it through
+// towers.MixedPrecision, which the engine calls. Where the CPU or the build
+// lacks what a kind of op needs, those ops stay in float32 and say why.
+
+// bf16Caps is what bfloat16 needs, as found on this machine and build.
+type bf16Caps struct {
+	cpu       bool // AVX512_BF16 by cpuid
+	oneDNN    bool // built with oneDNN and UseOneDNN on
+	oneDNNISA bool // oneDNN's effective ISA has AVX512_BF16
+	sbgemm    bool // the BLAS has cblas_sbgemm
+}
+
+// bf16Detect returns this machine's capabilities; tests replace it.
+var bf16Detect = func() bf16Caps {
+	return bf16Caps{
+		cpu:       cpu.X86.HasAVX512BF16,
+		oneDNN:    oneDNN.Load(),
+		oneDNNISA: dnnl.BF16(),
+		sbgemm:    bf16.HasGemm(),
+	}
+}
+
+// bf16Plan says whether convolutions and matrix products can run in
+// bfloat16 with caps, and why not where they cannot.
+func bf16Plan(c bf16Caps) (conv, matmul bool, whyConv, whyMatmul string) {
+	switch {
+	case !dnnl.Built:
+		whyConv = "convolutions need oneDNN: " + dnnl.ErrNotBuilt.Error()
+	case !c.oneDNN:
+		whyConv = "convolutions need oneDNN, turned off by layers.UseOneDNN(false)"
+	case !c.oneDNNISA || !c.cpu:
+		whyConv = fmt.Sprintf("this CPU lacks AVX512_BF16 for oneDNN's bfloat16 convolutions (cpuid: %t, oneDNN: %t)", c.cpu, c.oneDNNISA)
+	default:
+		conv = true
+	}
+	switch {
+	case !c.sbgemm:
+		whyMatmul = "matrix products need OpenBLAS's cblas_sbgemm, which this BLAS lacks (build with -tags openblas, against an OpenBLAS built with BUILD_BFLOAT16=1; Debian's 0.3.21 has none)"
+	case !c.cpu:
+		whyMatmul = "this CPU lacks AVX512_BF16 for OpenBLAS's bfloat16 matrix products"
+	default:
+		matmul = true
+	}
+	return conv, matmul, whyConv, whyMatmul
+}
+
+// setPrecision is SetPrecision of an op of kind conv (else a matrix
+// product): whether it runs in bfloat16, the precision it will use, and
+// why not p.
+func setPrecision(p towers.Precision, conv bool) (on bool, got towers.Precision, why string) {
+	if p != towers.BFloat16 {
+		return false, towers.FullPrecision, ""
+	}
+	c, m, wc, wm := bf16Plan(bf16Detect())
+	if conv {
+		on, why = c, wc
+	} else {
+		on, why = m, wm
+	}
+	if !on {
+		return false, towers.FullPrecision, why
+	}
+	return true, towers.BFloat16, ""
+}
+
+// bf16Pool lends the bfloat16 copies of a product's operands.
+var bf16Pool = sync.Pool{New: func() any { return new([]uint16) }}
+
+// gemmPrec is gemm, in bfloat16 (cblas_sbgemm on operands rounded to
+// bfloat16, float32 sums and result) when bf16 is set and T is float32.
+func gemmPrec[T float](bf16On bool, transA, transB bool, m, n, k int, a, b []T, beta T, c []T) {
+	a32, ok := any(a).([]float32)
+	if !bf16On || !ok {
+		gemm(transA, transB, m, n, k, a, b, beta, c)
+		return
+	}
+	lda, ldb := k, n
+	if transA {
+		lda = m
+	}
+	if transB {
+		ldb = k
+	}
+	pa, pb := bf16Pool.Get().(*[]uint16), bf16Pool.Get().(*[]uint16)
+	defer bf16Pool.Put(pa)
+	defer bf16Pool.Put(pb)
+	ab, bb := grow16(pa, len(a)), grow16(pb, len(b))
+	bf16.Convert(ab, a32)
+	bf16.Convert(bb, any(b).([]float32))
+	bf16.Gemm(transA, transB, m, n, k, ab, lda, bb, ldb, float32(beta), any(c).([]float32), n)
+}
+
+// grow16 returns *p with n elements, growing it when short.
+func grow16(p *[]uint16, n int) []uint16 {
+	if cap(*p) < n {
+		*p = make([]uint16, n)
+	}
+	return (*p)[:n]
+}
+
+// BF16Support says whether, in this build on this CPU, convolutions and
+// matrix products run in bfloat16 when asked to (towers.BFloat16, through
+// replicate.Config.Precision), and why not where they do not: convolutions
+// need oneDNN (-tags dnnl, UseOneDNN on) and AVX512_BF16; matrix products
+// OpenBLAS's cblas_sbgemm (-tags openblas, an OpenBLAS built with it) and
+// AVX512_BF16.
+func BF16Support() (conv, matmul bool, whyConv, whyMatmul string) {
+	return bf16Plan(bf16Detect())
+}
