@@ -5,6 +5,7 @@
 //	go run -tags openblas ./cmd/towerbench -model cnn   # OpenBLAS, see towers/blas_openblas.go
 //	go run -tags openblas ./cmd/towerbench -towers 1 -blas-threads 2
 //	go run -tags openblas,dnnl ./cmd/towerbench -model resnet20   # convolutions in oneDNN, see internal/dnnl
+//	go run -tags openblas,dnnl ./cmd/towerbench -model resnet20 -precision bf16   # bfloat16 mixed precision
 //
 // Models (float32, synthetic data from a seeded generator, SGD on the mean
 // squared error against random targets), written with towerflow's layers
@@ -14,6 +15,13 @@
 //	mlp  batch 512: 256 → 512 ReLU → 10
 //	cnn  batch 128, NCHW 3×32×32: conv 3×3×16 + ReLU + max-pool 2 →
 //	     conv 3×3×32 + ReLU + max-pool 2 → dense 10
+//
+// -precision bf16 trains towerflow's runs with bfloat16 mixed precision
+// (replicate.Config.Precision: convolutions in oneDNN's bfloat16
+// primitives, matrix products in cblas_sbgemm, float32 everything else);
+// the first line on stderr says which of them run in bfloat16 and why not,
+// and the engine's warning names what falls back to float32. The gorgonia
+// loop stays float32.
 //
 // and two of the examples' classifiers, on random class ids, with softmax
 // cross-entropy and SGD with momentum 0.9, on towerflow only:
@@ -63,6 +71,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -94,6 +103,21 @@ type config struct {
 	// procs is the group of processes mpirun started this one in; nil
 	// alone. The batch is then all of theirs, each training its part.
 	procs collective.Comm
+	// precision is towerflow's replicate.Config.Precision (-precision).
+	precision towers.Precision
+	// log receives the engines' warnings (nil: none).
+	log *slog.Logger
+}
+
+// parsePrecision reads -precision: float32 (or fp32) or bf16 (bfloat16).
+func parsePrecision(s string) (towers.Precision, error) {
+	switch s {
+	case "float32", "fp32", "":
+		return towers.FullPrecision, nil
+	case "bf16", "bfloat16":
+		return towers.BFloat16, nil
+	}
+	return 0, fmt.Errorf("%q: want float32 or bf16", s)
 }
 
 func main() {
@@ -110,6 +134,7 @@ func main() {
 	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the data and the initial variables")
 	flag.IntVar(&cfg.rows, "rows", 0, "rows of each embedding table (model embed; default 100000)")
 	flag.StringVar(&cfg.optimizer, "optimizer", "", "optimizer of model embed: adagrad (the default) or sgd")
+	precisionFlag := flag.String("precision", "float32", "arithmetic of towerflow's convolutions and matrix products: float32 or bf16 (bfloat16 mixed precision, replicate.Config.Precision)")
 	ownConv := flag.Bool("own-conv", false, "compute convolutions with layers' own code, also in a build with oneDNN (-tags dnnl)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file (go tool pprof)")
 	traceFile := flag.String("trace", "", "write a runtime execution trace of the runs to this file (go tool trace)")
@@ -120,6 +145,13 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.impls = strings.Split(implFlag, ",")
+	if cfg.precision, err = parsePrecision(*precisionFlag); err != nil {
+		fmt.Fprintln(os.Stderr, "towerbench: -precision:", err)
+		os.Exit(2)
+	}
+	if cfg.precision == towers.BFloat16 { // what falls back to float32
+		cfg.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if cfg.blasThreads > 0 {
@@ -135,7 +167,11 @@ func main() {
 		}
 	}
 	blas, threads := towers.BLAS()
-	fmt.Fprintf(os.Stderr, "towerbench: BLAS %s (%d threads a call), convolutions %s, GOMAXPROCS %d, ops %s\n", blas, threads, layers.ConvBackend(), runtime.GOMAXPROCS(0), cfg.ops)
+	fmt.Fprintf(os.Stderr, "towerbench: BLAS %s (%d threads a call), convolutions %s, GOMAXPROCS %d, ops %s, precision %v\n", blas, threads, layers.ConvBackend(), runtime.GOMAXPROCS(0), cfg.ops, cfg.precision)
+	if cfg.precision == towers.BFloat16 {
+		conv, matmul, whyConv, whyMatmul := layers.BF16Support()
+		fmt.Fprintf(os.Stderr, "towerbench: bfloat16 convolutions %t, matrix products %t%s\n", conv, matmul, strings.Join([]string{"", whyConv, whyMatmul}, "; "))
+	}
 	stopProfile, err := record(*cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "towerbench: -cpuprofile:", err)
