@@ -161,7 +161,9 @@ func denseDo[T float](op *denseOp, in []G.Value) (G.Value, error) {
 	out := op.out.get(in[0].Dtype(), s)
 	o := data[T](out)
 	rows, inner, units := s[0], in[0].Shape()[1], s[1]
-	gemmPrec(op.bf16, false, false, rows, units, inner, x, k, 0, o)
+	if err := gemmPrec(op.bf16, false, false, rows, units, inner, x, k, 0, o); err != nil {
+		return nil, fmt.Errorf("%v: %w", op, err)
+	}
 	switch {
 	case op.bias:
 		b, err := backing[T]("bias", in[2])
@@ -320,7 +322,9 @@ func matMulDo[T float](op *matMulOp, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	out := op.out.get(in[0].Dtype(), tensor.Shape{m, n})
-	gemmPrec(op.bf16, op.transA, op.transB, m, n, k, a, b, 0, data[T](out))
+	if err := gemmPrec(op.bf16, op.transA, op.transB, m, n, k, a, b, 0, data[T](out)); err != nil {
+		return nil, fmt.Errorf("%v: %w", op, err)
+	}
 	return out, nil
 }
 

@@ -13,8 +13,9 @@ import (
 
 // Mixed precision (towers.BFloat16): Conv2D's three passes run in oneDNN's
 // bfloat16 primitives and Dense's products (forward and gradients) in
-// OpenBLAS's cblas_sbgemm, each with float32 inputs rounded to bfloat16 on
-// the way in and float32 sums and results; the ops set it through
+// OpenBLAS's cblas_sbgemm, or where the BLAS lacks it in oneDNN's bfloat16
+// matrix product, each with float32 inputs rounded to bfloat16 on the way
+// in and float32 sums and results; the ops set it through
 // towers.MixedPrecision, which the engine calls. Where the CPU or the build
 // lacks what a kind of op needs, those ops stay in float32 and say why.
 
@@ -50,12 +51,12 @@ func bf16Plan(c bf16Caps) (conv, matmul bool, whyConv, whyMatmul string) {
 		conv = true
 	}
 	switch {
-	case !c.sbgemm:
-		whyMatmul = "matrix products need OpenBLAS's cblas_sbgemm, which this BLAS lacks (build with -tags openblas, against an OpenBLAS built with BUILD_BFLOAT16=1; Debian's 0.3.21 has none)"
 	case !c.cpu:
-		whyMatmul = "this CPU lacks AVX512_BF16 for OpenBLAS's bfloat16 matrix products"
+		whyMatmul = "this CPU lacks AVX512_BF16 for bfloat16 matrix products"
+	case c.sbgemm, conv:
+		matmul = true // cblas_sbgemm, else oneDNN's matrix product
 	default:
-		matmul = true
+		whyMatmul = "matrix products need OpenBLAS's cblas_sbgemm (-tags openblas, an OpenBLAS built with BUILD_BFLOAT16=1; Debian's 0.3.21 has none) or oneDNN with AVX512_BF16 (" + whyConv + ")"
 	}
 	return conv, matmul, whyConv, whyMatmul
 }
@@ -82,28 +83,53 @@ func setPrecision(p towers.Precision, conv bool) (on bool, got towers.Precision,
 // bf16Pool lends the bfloat16 copies of a product's operands.
 var bf16Pool = sync.Pool{New: func() any { return new([]uint16) }}
 
-// gemmPrec is gemm, in bfloat16 (cblas_sbgemm on operands rounded to
-// bfloat16, float32 sums and result) when bf16 is set and T is float32.
-func gemmPrec[T float](bf16On bool, transA, transB bool, m, n, k int, a, b []T, beta T, c []T) {
+// gemmPrec is gemm, in bfloat16 when bf16On is set, T is float32 and beta
+// is 0 (the layers' products): on operands rounded to bfloat16, with
+// float32 sums and result, in cblas_sbgemm where the BLAS has it, else in
+// oneDNN (the op's SetPrecision checked that one of them runs here).
+func gemmPrec[T float](bf16On bool, transA, transB bool, m, n, k int, a, b []T, beta T, c []T) error {
 	a32, ok := any(a).([]float32)
-	if !bf16On || !ok {
+	if !bf16On || !ok || m == 0 || n == 0 || beta != 0 {
 		gemm(transA, transB, m, n, k, a, b, beta, c)
-		return
+		return nil
 	}
-	lda, ldb := k, n
-	if transA {
-		lda = m
-	}
-	if transB {
-		ldb = k
-	}
+	b32, c32 := any(b).([]float32), any(c).([]float32)
 	pa, pb := bf16Pool.Get().(*[]uint16), bf16Pool.Get().(*[]uint16)
 	defer bf16Pool.Put(pa)
 	defer bf16Pool.Put(pb)
 	ab, bb := grow16(pa, len(a)), grow16(pb, len(b))
-	bf16.Convert(ab, a32)
-	bf16.Convert(bb, any(b).([]float32))
-	bf16.Gemm(transA, transB, m, n, k, ab, lda, bb, ldb, float32(beta), any(c).([]float32), n)
+	if bf16.HasGemm() {
+		lda, ldb := k, n
+		if transA {
+			lda = m
+		}
+		if transB {
+			ldb = k
+		}
+		bf16.Convert(ab, a32)
+		bf16.Convert(bb, b32)
+		bf16.Gemm(transA, transB, m, n, k, ab, lda, bb, ldb, float32(beta), c32, n)
+		return nil
+	}
+	// oneDNN's product takes plain row-major operands: a transposed one
+	// is transposed while it is rounded.
+	if transA {
+		bf16.ConvertTransposed(ab, a32, k, m)
+	} else {
+		bf16.Convert(ab, a32)
+	}
+	if transB {
+		bf16.ConvertTransposed(bb, b32, n, k)
+	} else {
+		bf16.Convert(bb, b32)
+	}
+	mm, err := dnnl.LookupMatMul(m, n, k)
+	if err != nil {
+		return err
+	}
+	ws := borrow[float32](mm.Workspace())
+	defer giveBack(ws)
+	return mm.Run(ab, bb, c32, ws)
 }
 
 // grow16 returns *p with n elements, growing it when short.

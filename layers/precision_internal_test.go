@@ -167,14 +167,24 @@ func TestBF16ConvAgainstFloat32(t *testing.T) {
 	}
 }
 
-// TestBF16MatMulAgainstFloat32 (where the BLAS has cblas_sbgemm): Dense's
+// TestBF16MatMulAgainstFloat32 (where the BLAS has cblas_sbgemm, or
+// oneDNN runs bfloat16: whichever gemmPrec takes): Dense's
 // product and its two gradient products, in bfloat16, equal the exact
 // products of the inputs rounded to bfloat16 to float32 summation's
 // precision, and the float32 inputs' products within the bfloat16
 // tolerance, for every transpose.
 func TestBF16MatMulAgainstFloat32(t *testing.T) {
-	if !bf16.HasGemm() {
-		t.Skip("the BLAS has no cblas_sbgemm (-tags openblas with an OpenBLAS built with BUILD_BFLOAT16=1)")
+	if _, ok, _, why := BF16Support(); !ok {
+		t.Skip(why)
+	}
+	if !bf16.HasGemm() { // oneDNN's own kernels, not its reference code
+		mm, err := dnnl.LookupMatMul(50, 10, 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if impl := mm.Impl(); !strings.Contains(impl, "bf16") || strings.HasPrefix(impl, "ref") {
+			t.Errorf("oneDNN's bfloat16 matrix product: implementation %q, want its bf16 kernels", impl)
+		}
 	}
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, tc := range []struct {
@@ -216,7 +226,9 @@ func TestBF16MatMulAgainstFloat32(t *testing.T) {
 			}
 		}
 		got := make([]float32, tc.m*tc.n)
-		gemmPrec(true, tc.transA, tc.transB, tc.m, tc.n, tc.k, float32s(a), float32s(b), 0, got)
+		if err := gemmPrec(true, tc.transA, tc.transB, tc.m, tc.n, tc.k, float32s(a), float32s(b), 0, got); err != nil {
+			t.Fatal(err)
+		}
 		sum := float64(tc.k) / (1 << 23)
 		if bad := withinBF16(got, wantR, abs, sum); bad != "" {
 			t.Errorf("%+v: not the products of the bfloat16-rounded inputs: %s", tc, bad)
@@ -249,14 +261,19 @@ func TestBF16Plan(t *testing.T) {
 			plan{MatMul: true, WhyConv: "oneDNN: false"}},
 		{"oneDNN turned off", func(c bf16Caps) bf16Caps { c.oneDNN = false; return c },
 			plan{MatMul: true, WhyConv: "UseOneDNN(false)"}},
-		{"no sbgemm", func(c bf16Caps) bf16Caps { c.sbgemm = false; return c },
-			plan{Conv: dnnl.Built, WhyMatMul: "cblas_sbgemm"}},
+		{"no sbgemm: oneDNN's products", func(c bf16Caps) bf16Caps { c.sbgemm = false; return c },
+			plan{Conv: dnnl.Built, MatMul: dnnl.Built}},
+		{"neither sbgemm nor oneDNN", func(c bf16Caps) bf16Caps { c.sbgemm, c.oneDNN = false, false; return c },
+			plan{WhyConv: "UseOneDNN(false)", WhyMatMul: "cblas_sbgemm"}},
 	}
 	defer func(f func() bf16Caps) { bf16Detect = f }(bf16Detect)
 	for _, tc := range tests {
 		caps := tc.caps(all)
 		if !dnnl.Built {
 			tc.want.WhyConv = "built without oneDNN"
+			if !tc.want.MatMul && tc.want.WhyMatMul == "" {
+				tc.want.WhyMatMul = "cblas_sbgemm"
+			}
 		}
 		conv, mm, wc, wm := bf16Plan(caps)
 		got := plan{conv, mm, tc.want.WhyConv, tc.want.WhyMatMul}

@@ -39,3 +39,15 @@ func Convert(dst []uint16, src []float32) {
 		dst[i] = FromFloat32(f)
 	}
 }
+
+// ConvertTransposed sets dst, a cols×rows row-major matrix, to the
+// transpose of src, a rows×cols one, rounded to bfloat16 (FromFloat32).
+func ConvertTransposed(dst []uint16, src []float32, rows, cols int) {
+	dst = dst[:rows*cols]
+	for i := range rows {
+		row := src[i*cols : (i+1)*cols]
+		for j, f := range row {
+			dst[j*rows+i] = FromFloat32(f)
+		}
+	}
+}

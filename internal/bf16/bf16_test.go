@@ -148,6 +148,11 @@ func TestRound(t *testing.T) {
 	if diff := cmp.Diff(want, dst); diff != "" {
 		t.Errorf("Convert (-FromFloat32 +Convert):\n%s", diff)
 	}
+	tr := make([]uint16, 6)
+	bf16.ConvertTransposed(tr, []float32{1, 2, 3, 4, 5, 1.00390625}, 2, 3) // [[1 2 3] [4 5 1.0039]]
+	if diff := cmp.Diff([]uint16{0x3f80, 0x4080, 0x4000, 0x40a0, 0x4040, 0x3f80}, tr); diff != "" {
+		t.Errorf("ConvertTransposed (-want +got):\n%s", diff)
+	}
 	if got := bf16.Round(1.00390625); got != 1 {
 		t.Errorf("Round(1.00390625) = %v, want 1 (a tie, to even)", got)
 	}

@@ -338,3 +338,89 @@ int tf_bf16(void) {
 	dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
 	return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
 }
+
+struct tf_matmul {
+	dnnl_primitive_desc_t pd;
+	dnnl_primitive_t prim;
+	dnnl_memory_desc_t a, b, c, scratch;
+};
+
+int tf_matmul_create(long m, long n, long k, tf_matmul **out, const char **step) {
+	one_thread();
+	*out = NULL;
+	if (!engine) TRY("engine", dnnl_engine_create(&engine, dnnl_cpu, 0));
+	if (m <= 0 || n <= 0 || k <= 0) { *step = "dimensions"; return dnnl_invalid_arguments; }
+	tf_matmul *mm = calloc(1, sizeof *mm);
+	if (!mm) { *step = "memory"; return dnnl_out_of_memory; }
+	dnnl_dims_t ad = {m, k}, bd = {k, n}, cd = {m, n};
+	dnnl_status_t s;
+	const char *what = "layouts";
+	if ((s = dnnl_memory_desc_init_by_tag(&mm->a, 2, ad, dnnl_bf16, dnnl_ab)) == dnnl_success &&
+	    (s = dnnl_memory_desc_init_by_tag(&mm->b, 2, bd, dnnl_bf16, dnnl_ab)) == dnnl_success &&
+	    (s = dnnl_memory_desc_init_by_tag(&mm->c, 2, cd, dnnl_f32, dnnl_ab)) == dnnl_success) {
+		dnnl_matmul_desc_t d;
+		what = "matmul";
+		if ((s = dnnl_matmul_desc_init(&d, &mm->a, &mm->b, NULL, &mm->c)) == dnnl_success) {
+			dnnl_primitive_attr_t a;
+			what = "matmul attributes";
+			if ((s = attr(&a, 0)) == dnnl_success) {
+				what = "matmul implementation";
+				s = dnnl_primitive_desc_create(&mm->pd, &d, a, engine, NULL);
+				dnnl_primitive_attr_destroy(a);
+			}
+		}
+	}
+	if (s == dnnl_success) {
+		size_t n = scratch_size(mm->pd);
+		dnnl_dims_t sd = {(dnnl_dim_t)(n ? n : 1)};
+		what = "scratchpad";
+		s = dnnl_memory_desc_init_by_tag(&mm->scratch, 1, sd, dnnl_u8, dnnl_a);
+	}
+	if (s == dnnl_success) {
+		what = "matmul primitive";
+		s = dnnl_primitive_create(&mm->prim, mm->pd);
+	}
+	if (s != dnnl_success) {
+		*step = what;
+		if (mm->pd) dnnl_primitive_desc_destroy(mm->pd);
+		free(mm);
+		return s;
+	}
+	*out = mm;
+	return dnnl_success;
+}
+
+size_t tf_matmul_workspace(const tf_matmul *mm) { return dnnl_memory_desc_get_size(&mm->scratch) + 64; }
+
+const char *tf_matmul_impl(const tf_matmul *mm) {
+	const char *impl = "";
+	dnnl_primitive_desc_query(mm->pd, dnnl_query_impl_info_str, 0, &impl);
+	return impl;
+}
+
+int tf_matmul_run(const tf_matmul *mm, const void *a, const void *b, float *c, void *ws, const char **step) {
+	one_thread();
+	char *base = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+	dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, scratch = NULL;
+	dnnl_stream_t st = NULL;
+	dnnl_status_t s;
+	*step = "memory";
+	if ((s = dnnl_memory_create(&ma, &mm->a, engine, (void *)a)) != dnnl_success) goto done;
+	if ((s = dnnl_memory_create(&mb, &mm->b, engine, (void *)b)) != dnnl_success) goto done;
+	if ((s = dnnl_memory_create(&mc, &mm->c, engine, c)) != dnnl_success) goto done;
+	if ((s = dnnl_memory_create(&scratch, &mm->scratch, engine, base)) != dnnl_success) goto done;
+	*step = "stream";
+	if ((s = dnnl_stream_create(&st, engine, dnnl_stream_default_flags)) != dnnl_success) goto done;
+	dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, scratch}};
+	*step = "matmul";
+	if ((s = dnnl_primitive_execute(mm->prim, st, 4, args)) != dnnl_success) goto done;
+	*step = "wait";
+	s = dnnl_stream_wait(st);
+done:
+	if (st) dnnl_stream_destroy(st);
+	if (ma) dnnl_memory_destroy(ma);
+	if (mb) dnnl_memory_destroy(mb);
+	if (mc) dnnl_memory_destroy(mc);
+	if (scratch) dnnl_memory_destroy(scratch);
+	return s;
+}

@@ -37,6 +37,15 @@ const char *tf_conv_impl(const tf_conv *c, int pass);
 int tf_conv_run(const tf_conv *c, int pass, const float *in0, const float *in1, const float *bias, float *out, void *ws, const char **step);
 // tf_version is oneDNN's version and CPU runtime.
 const char *tf_version(void);
+typedef struct tf_matmul tf_matmul;
+
+// tf_matmul_create makes c = a·b for row-major a (m×k) and b (k×n) in
+// bfloat16 and c (m×n) in float32, summed in float32.
+int tf_matmul_create(long m, long n, long k, tf_matmul **out, const char **step);
+// tf_matmul_workspace is the bytes a run needs for its scratchpad.
+size_t tf_matmul_workspace(const tf_matmul *mm);
+const char *tf_matmul_impl(const tf_matmul *mm);
+int tf_matmul_run(const tf_matmul *mm, const void *a, const void *b, float *c, void *ws, const char **step);
 // tf_bf16 is 1 where oneDNN runs bfloat16 convolutions natively: its
 // effective ISA has AVX512_BF16 (avx512_core_bf16 or above).
 int tf_bf16(void);
