@@ -39,3 +39,16 @@ func (p Precision) String() string {
 type MixedPrecision interface {
 	SetPrecision(p Precision) (got Precision, why string)
 }
+
+// ParsePrecision reads a precision's name, as a -precision flag gives it:
+// "float32" (or "fp32", or empty) for FullPrecision, "bf16" or "bfloat16"
+// for BFloat16.
+func ParsePrecision(s string) (Precision, error) {
+	switch s {
+	case "float32", "fp32", "":
+		return FullPrecision, nil
+	case "bf16", "bfloat16":
+		return BFloat16, nil
+	}
+	return 0, fmt.Errorf("precision %q: want float32 or bf16", s)
+}

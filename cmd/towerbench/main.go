@@ -109,17 +109,6 @@ type config struct {
 	log *slog.Logger
 }
 
-// parsePrecision reads -precision: float32 (or fp32) or bf16 (bfloat16).
-func parsePrecision(s string) (towers.Precision, error) {
-	switch s {
-	case "float32", "fp32", "":
-		return towers.FullPrecision, nil
-	case "bf16", "bfloat16":
-		return towers.BFloat16, nil
-	}
-	return 0, fmt.Errorf("%q: want float32 or bf16", s)
-}
-
 func main() {
 	var cfg config
 	var towersFlag, implFlag string
@@ -145,7 +134,7 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.impls = strings.Split(implFlag, ",")
-	if cfg.precision, err = parsePrecision(*precisionFlag); err != nil {
+	if cfg.precision, err = towers.ParsePrecision(*precisionFlag); err != nil {
 		fmt.Fprintln(os.Stderr, "towerbench: -precision:", err)
 		os.Exit(2)
 	}

@@ -11,25 +11,6 @@ import (
 	"github.com/towerflow/towerflow/towers"
 )
 
-func TestParsePrecision(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		want    towers.Precision
-		wantErr bool
-	}{
-		{"float32", towers.FullPrecision, false},
-		{"", towers.FullPrecision, false},
-		{"bf16", towers.BFloat16, false},
-		{"bfloat16", towers.BFloat16, false},
-		{"fp16", 0, true},
-	} {
-		got, err := parsePrecision(tc.in)
-		if got != tc.want || (err != nil) != tc.wantErr {
-			t.Errorf("parsePrecision(%q) = %v, %v; want %v, error %t", tc.in, got, err, tc.want, tc.wantErr)
-		}
-	}
-}
-
 // TestRunBF16: -precision bf16 trains the cnn in bfloat16: the engine
 // gets the precision, as its warning about what falls back to float32
 // shows wherever something does (layers.BF16Support).
