@@ -144,8 +144,8 @@ func grow16(p *[]uint16, n int) []uint16 {
 // matrix products run in bfloat16 when asked to (towers.BFloat16, through
 // replicate.Config.Precision), and why not where they do not: convolutions
 // need oneDNN (-tags dnnl, UseOneDNN on) and AVX512_BF16; matrix products
-// OpenBLAS's cblas_sbgemm (-tags openblas, an OpenBLAS built with it) and
-// AVX512_BF16.
+// AVX512_BF16 and OpenBLAS's cblas_sbgemm (-tags openblas, an OpenBLAS
+// built with it), or else oneDNN as convolutions do.
 func BF16Support() (conv, matmul bool, whyConv, whyMatmul string) {
 	return bf16Plan(bf16Detect())
 }

@@ -145,9 +145,9 @@ type Config struct {
 	// gradients, optimizer updates and slots, batch-norm statistics and
 	// losses stay float32. Where this CPU or build cannot run an op kind
 	// in bfloat16 (layers.BF16Support: convolutions need oneDNN, -tags
-	// dnnl, and AVX512_BF16; matrix products OpenBLAS's cblas_sbgemm),
-	// those ops run in float32, and the engine's logger says so once,
-	// with the reason, when it builds them.
+	// dnnl, and AVX512_BF16; matrix products OpenBLAS's cblas_sbgemm or
+	// else oneDNN, and AVX512_BF16), those ops run in float32, and the
+	// engine's logger says so once, with the reason, when it builds them.
 	Precision towers.Precision
 }
 

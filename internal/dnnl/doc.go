@@ -12,7 +12,8 @@
 // between runs. oneDNN runs each pass on the calling thread alone: towers
 // are what use the cores. A geometry with BF16 set runs in bfloat16 with
 // float32 sums (mixed precision), on CPUs where BF16 reports that oneDNN
-// has native kernels for it.
+// has native kernels for it; MatMul is a bfloat16 matrix product of the
+// same kind, for package layers' products where the BLAS has none.
 package dnnl
 
 import "errors"
