@@ -10,7 +10,6 @@ import (
 
 	"github.com/towerflow/towerflow/internal/dnnl"
 	"github.com/towerflow/towerflow/internal/vec"
-	"github.com/towerflow/towerflow/towers"
 )
 
 // Conv configures Conv2D: the stride and the zero padding along height and
@@ -175,6 +174,7 @@ func col2im[T float](g convGeom, cols, x []T) {
 // convOp is act(x ⋆ kernel + bias).
 type convOp struct {
 	layer
+	convPrecision
 	geo convGeom
 }
 
@@ -250,15 +250,6 @@ func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 	return out, nil
 }
 
-// SetPrecision (towers.MixedPrecision): the three passes in oneDNN's
-// bfloat16 primitives where oneDNN runs and the CPU has AVX512_BF16.
-func (op *convOp) SetPrecision(p towers.Precision) (towers.Precision, string) {
-	var got towers.Precision
-	var why string
-	op.bf16, got, why = setPrecision(p, true)
-	return got, why
-}
-
 func (op *convOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
 func (op *convOp) Hashcode() uint32      { return hashOf(op) }
 func (op *convOp) String() string {
@@ -285,7 +276,7 @@ type convGradOp struct {
 	geo   convGeom
 	input bool
 	out   buffer
-	bf16  bool // in bfloat16 (towers.MixedPrecision)
+	convPrecision
 }
 
 func (op *convGradOp) Arity() int { return 2 }
@@ -368,14 +359,6 @@ func convGradDo[T float](op *convGradOp, in []G.Value) (G.Value, error) {
 		gemm(false, true, g.f, g.ckk(), g.ohw(), dzn, cols, 1, o)
 	}
 	return out, nil
-}
-
-// SetPrecision (towers.MixedPrecision): as Conv2D's.
-func (op *convGradOp) SetPrecision(p towers.Precision) (towers.Precision, string) {
-	var got towers.Precision
-	var why string
-	op.bf16, got, why = setPrecision(p, true)
-	return got, why
 }
 
 func (op *convGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }

@@ -9,7 +9,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/vec"
-	"github.com/towerflow/towerflow/towers"
 )
 
 // Activation is the function a Dense layer applies to x·kernel + bias.
@@ -83,8 +82,6 @@ type layer struct {
 	act  Activation
 	bias bool
 	out  buffer
-	// bf16 runs the product in bfloat16 (towers.MixedPrecision).
-	bf16 bool
 }
 
 func (op *layer) Arity() int {
@@ -106,7 +103,10 @@ func (op *layer) layerType(dims int) hm.Type {
 }
 
 // denseOp is act(x·kernel + bias).
-type denseOp struct{ layer }
+type denseOp struct {
+	layer
+	matMulPrecision
+}
 
 func (op *denseOp) Type() hm.Type { return op.layerType(2) }
 
@@ -195,15 +195,6 @@ func biasShape(in []G.Value) G.DimSizer {
 	return in[2].Shape()
 }
 
-// SetPrecision (towers.MixedPrecision): the product in bfloat16 where
-// the BLAS has cblas_sbgemm and the CPU AVX512_BF16.
-func (op *denseOp) SetPrecision(p towers.Precision) (towers.Precision, string) {
-	var got towers.Precision
-	var why string
-	op.bf16, got, why = setPrecision(p, false)
-	return got, why
-}
-
 func (op *denseOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
 func (op *denseOp) Hashcode() uint32      { return hashOf(op) }
 func (op *denseOp) String() string {
@@ -258,7 +249,7 @@ type matMulOp struct {
 	gradOp
 	transA, transB bool
 	out            buffer
-	bf16           bool // in bfloat16 (towers.MixedPrecision)
+	matMulPrecision
 }
 
 func (op *matMulOp) Arity() int { return 2 }
@@ -326,14 +317,6 @@ func matMulDo[T float](op *matMulOp, in []G.Value) (G.Value, error) {
 		return nil, fmt.Errorf("%v: %w", op, err)
 	}
 	return out, nil
-}
-
-// SetPrecision (towers.MixedPrecision): as Dense's.
-func (op *matMulOp) SetPrecision(p towers.Precision) (towers.Precision, string) {
-	var got towers.Precision
-	var why string
-	op.bf16, got, why = setPrecision(p, false)
-	return got, why
 }
 
 func (op *matMulOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }

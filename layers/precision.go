@@ -61,6 +61,32 @@ func bf16Plan(c bf16Caps) (conv, matmul bool, whyConv, whyMatmul string) {
 	return conv, matmul, whyConv, whyMatmul
 }
 
+// convPrecision makes a convolution's op a towers.MixedPrecision: bf16
+// says it runs in oneDNN's bfloat16 primitives.
+type convPrecision struct{ bf16 bool }
+
+// SetPrecision (towers.MixedPrecision): bfloat16 where oneDNN runs and
+// the CPU has AVX512_BF16.
+func (o *convPrecision) SetPrecision(p towers.Precision) (towers.Precision, string) {
+	var got towers.Precision
+	var why string
+	o.bf16, got, why = setPrecision(p, true)
+	return got, why
+}
+
+// matMulPrecision makes a matrix product's op a towers.MixedPrecision:
+// bf16 says it runs in bfloat16 (gemmPrec).
+type matMulPrecision struct{ bf16 bool }
+
+// SetPrecision (towers.MixedPrecision): bfloat16 where the CPU has
+// AVX512_BF16 and the BLAS cblas_sbgemm, or oneDNN runs.
+func (o *matMulPrecision) SetPrecision(p towers.Precision) (towers.Precision, string) {
+	var got towers.Precision
+	var why string
+	o.bf16, got, why = setPrecision(p, false)
+	return got, why
+}
+
 // setPrecision is SetPrecision of an op of kind conv (else a matrix
 // product): whether it runs in bfloat16, the precision it will use, and
 // why not p.
