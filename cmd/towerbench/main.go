@@ -16,13 +16,6 @@
 //	cnn  batch 128, NCHW 3×32×32: conv 3×3×16 + ReLU + max-pool 2 →
 //	     conv 3×3×32 + ReLU + max-pool 2 → dense 10
 //
-// -precision bf16 trains towerflow's runs with bfloat16 mixed precision
-// (replicate.Config.Precision: convolutions in oneDNN's bfloat16
-// primitives, matrix products in cblas_sbgemm, float32 everything else);
-// the first line on stderr says which of them run in bfloat16 and why not,
-// and the engine's warning names what falls back to float32. The gorgonia
-// loop stays float32.
-//
 // and two of the examples' classifiers, on random class ids, with softmax
 // cross-entropy and SGD with momentum 0.9, on towerflow only:
 //
@@ -39,6 +32,13 @@
 //	       features); the 432 concatenated → 256 ReLU → 128 ReLU → 1
 //	       logit; sigmoid cross-entropy; Adagrad at 0.01 (-optimizer sgd:
 //	       SGD)
+//
+// -precision bf16 trains towerflow's runs with bfloat16 mixed precision
+// (replicate.Config.Precision: convolutions in oneDNN's bfloat16
+// primitives, matrix products in cblas_sbgemm or oneDNN, float32
+// everything else); stderr says which of them run in bfloat16 and why not,
+// and the engine's warning names what falls back to float32. The gorgonia
+// loop stays float32.
 //
 // For every towers count and implementation it trains -warmup steps, then
 // -steps timed steps, and prints one line
@@ -159,7 +159,12 @@ func main() {
 	fmt.Fprintf(os.Stderr, "towerbench: BLAS %s (%d threads a call), convolutions %s, GOMAXPROCS %d, ops %s, precision %v\n", blas, threads, layers.ConvBackend(), runtime.GOMAXPROCS(0), cfg.ops, cfg.precision)
 	if cfg.precision == towers.BFloat16 {
 		conv, matmul, whyConv, whyMatmul := layers.BF16Support()
-		fmt.Fprintf(os.Stderr, "towerbench: bfloat16 convolutions %t, matrix products %t%s\n", conv, matmul, strings.Join([]string{"", whyConv, whyMatmul}, "; "))
+		fmt.Fprintf(os.Stderr, "towerbench: bfloat16 convolutions %t, matrix products %t\n", conv, matmul)
+		for _, why := range []string{whyConv, whyMatmul} {
+			if why != "" {
+				fmt.Fprintln(os.Stderr, "towerbench: float32:", why)
+			}
+		}
 	}
 	stopProfile, err := record(*cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile)
 	if err != nil {
