@@ -115,7 +115,7 @@ var bf16Pool = sync.Pool{New: func() any { return new([]uint16) }}
 // oneDNN (the op's SetPrecision checked that one of them runs here).
 func gemmPrec[T float](bf16On bool, transA, transB bool, m, n, k int, a, b []T, beta T, c []T) error {
 	a32, ok := any(a).([]float32)
-	if !bf16On || !ok || m == 0 || n == 0 || beta != 0 {
+	if !bf16On || !ok || m == 0 || n == 0 || k == 0 || beta != 0 {
 		gemm(transA, transB, m, n, k, a, b, beta, c)
 		return nil
 	}
