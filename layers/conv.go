@@ -174,6 +174,7 @@ func col2im[T float](g convGeom, cols, x []T) {
 // convOp is act(x ⋆ kernel + bias).
 type convOp struct {
 	layer
+	convPrecision
 	geo convGeom
 }
 
@@ -219,7 +220,7 @@ func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 	if g.n == 0 {
 		return out, nil
 	}
-	if done, err := convOneDNN(g, dnnl.Forward, op.bias, op.act == ReLU, x, k, b, o); done {
+	if done, err := convOneDNN(g, dnnl.Forward, op.bias, op.act == ReLU, op.bf16, x, k, b, o); done {
 		if err != nil {
 			return nil, fmt.Errorf("%v: %w", op, err)
 		}
@@ -275,6 +276,7 @@ type convGradOp struct {
 	geo   convGeom
 	input bool
 	out   buffer
+	convPrecision
 }
 
 func (op *convGradOp) Arity() int { return 2 }
@@ -328,7 +330,7 @@ func convGradDo[T float](op *convGradOp, in []G.Value) (G.Value, error) {
 	if op.input {
 		pass, in0, in1 = dnnl.InputGrad, dz, a // (dz, kernel)
 	}
-	if done, err := convOneDNN(g, pass, false, false, in0, in1, nil, o); done {
+	if done, err := convOneDNN(g, pass, false, false, op.bf16, in0, in1, nil, o); done {
 		if err != nil {
 			return nil, fmt.Errorf("%v: %w", op, err)
 		}

@@ -57,7 +57,9 @@ func ConvBackend() string {
 // float32 convolution and oneDNN is on and implements g; done says it ran.
 // The backward passes ignore bias and relu (they act on the forward's
 // output only), so they share one geometry.
-func convOneDNN[T float](g convGeom, p dnnl.Pass, bias, relu bool, in0, in1, b, out []T) (done bool, err error) {
+//
+// With bf16, the pass runs in bfloat16 (dnnl.Geom's BF16).
+func convOneDNN[T float](g convGeom, p dnnl.Pass, bias, relu, bf16 bool, in0, in1, b, out []T) (done bool, err error) {
 	if !oneDNN.Load() {
 		return false, nil
 	}
@@ -68,7 +70,7 @@ func convOneDNN[T float](g convGeom, p dnnl.Pass, bias, relu bool, in0, in1, b, 
 	geo := dnnl.Geom{
 		N: g.n, C: g.c, H: g.h, W: g.w, F: g.f, KH: g.kh, KW: g.kw,
 		SH: g.sh, SW: g.sw, PH: g.ph, PW: g.pw, OH: g.oh, OW: g.ow,
-		Chunk: dnnlChunk(g),
+		Chunk: dnnlChunk(g), BF16: bf16,
 	}
 	if p == dnnl.Forward {
 		geo.Bias, geo.ReLU = bias, relu

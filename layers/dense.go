@@ -103,7 +103,10 @@ func (op *layer) layerType(dims int) hm.Type {
 }
 
 // denseOp is act(x·kernel + bias).
-type denseOp struct{ layer }
+type denseOp struct {
+	layer
+	matMulPrecision
+}
 
 func (op *denseOp) Type() hm.Type { return op.layerType(2) }
 
@@ -158,7 +161,9 @@ func denseDo[T float](op *denseOp, in []G.Value) (G.Value, error) {
 	out := op.out.get(in[0].Dtype(), s)
 	o := data[T](out)
 	rows, inner, units := s[0], in[0].Shape()[1], s[1]
-	gemm(false, false, rows, units, inner, x, k, 0, o)
+	if err := gemmPrec(op.bf16, false, false, rows, units, inner, x, k, 0, o); err != nil {
+		return nil, fmt.Errorf("%v: %w", op, err)
+	}
 	switch {
 	case op.bias:
 		b, err := backing[T]("bias", in[2])
@@ -244,6 +249,7 @@ type matMulOp struct {
 	gradOp
 	transA, transB bool
 	out            buffer
+	matMulPrecision
 }
 
 func (op *matMulOp) Arity() int { return 2 }
@@ -307,7 +313,9 @@ func matMulDo[T float](op *matMulOp, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	out := op.out.get(in[0].Dtype(), tensor.Shape{m, n})
-	gemm(op.transA, op.transB, m, n, k, a, b, 0, data[T](out))
+	if err := gemmPrec(op.bf16, op.transA, op.transB, m, n, k, a, b, 0, data[T](out)); err != nil {
+		return nil, fmt.Errorf("%v: %w", op, err)
+	}
 	return out, nil
 }
 

@@ -35,6 +35,9 @@
 //   - matrix products go to the BLAS gorgonia uses (gonum's, or OpenBLAS
 //     with the openblas build tag), with transposes as BLAS flags rather
 //     than copies;
+//   - with replicate.Config.Precision towers.BFloat16, Conv2D's and
+//     Dense's products and their gradients compute in bfloat16 with float32
+//     sums, where the CPU and build allow (BF16Support; precision.go);
 //   - with the dnnl build tag, float32 convolutions and their gradients
 //     run in oneDNN (internal/dnnl; UseOneDNN, ConvBackend); without it,
 //     PureGoConvolution finds the convolutions oneDNN would speed up.

@@ -198,6 +198,7 @@ func (e *Engine) buildTowers(mode model.Mode, shards []sharding.Batch) (*build, 
 		}
 		layOut(b)
 	}
+	e.setPrecision(b)
 	for i, t := range b.towers {
 		if err := watch(t, mode, b.specs[i], b.plans, b.updates, i); err != nil {
 			return nil, err

@@ -137,6 +137,18 @@ type Config struct {
 	// one step on the micro-batches together, the global step counting
 	// updates. 0 and 1 mean one batch per update.
 	AccumulateSteps int
+	// Precision is the arithmetic of the towers' convolutions and matrix
+	// products (package layers' Conv2D and Dense, their gradients): the
+	// default, towers.FullPrecision, computes them in their dtype;
+	// towers.BFloat16 computes float32 ones in bfloat16 with float32 sums
+	// and results (mixed precision), in every mode, while variables,
+	// gradients, optimizer updates and slots, batch-norm statistics and
+	// losses stay float32. Where this CPU or build cannot run an op kind
+	// in bfloat16 (layers.BF16Support: convolutions need oneDNN, -tags
+	// dnnl, and AVX512_BF16; matrix products OpenBLAS's cblas_sbgemm or
+	// else oneDNN, and AVX512_BF16), those ops run in float32, and the
+	// engine's logger says so once, with the reason, when it builds them.
+	Precision towers.Precision
 }
 
 // DefaultPeerTimeout is Config.PeerTimeout's default: 10 minutes.
@@ -214,6 +226,9 @@ func (m *Model) Validate() error {
 	}
 	if err := m.cfg.Clip.Validate(); err != nil {
 		return fmt.Errorf("replicate: Config.Clip: %w", err)
+	}
+	if p := m.cfg.Precision; p != towers.FullPrecision && p != towers.BFloat16 {
+		return fmt.Errorf("replicate: Config.Precision %v: want towers.FullPrecision or towers.BFloat16", p)
 	}
 	if m.cfg.AccumulateSteps < 0 {
 		return fmt.Errorf("replicate: Config.AccumulateSteps %d: want 0 or more (0 and 1: one batch per update)", m.cfg.AccumulateSteps)

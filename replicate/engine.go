@@ -53,6 +53,9 @@ type Engine struct {
 	// metrics holds each tower's eval metric states by name; it outlives
 	// builds, since one evaluation may run several input signatures.
 	metrics []map[string]metrics.Metric
+	// fallbacks holds the reasons for ops running in float32 under
+	// Config.Precision BFloat16 that the engine has logged.
+	fallbacks map[string]bool
 	// x trains across processes; nil for one.
 	x *across
 	// gradNorm is the last update's global gradient norm before clipping,

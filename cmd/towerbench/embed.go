@@ -188,8 +188,8 @@ func newEmbedTrainer(cfg config, nTowers int) (*towerflowTrainer, error) {
 	}
 	est, err := estimator.New(
 		replicate.ModelFn(embedModel(rows),
-			replicate.Config{Devices: devices, Optimizer: opt, Reduction: replicate.BatchMean}),
-		estimator.RunConfig{Seed: cfg.seed, LogEvery: -1})
+			replicate.Config{Devices: devices, Optimizer: opt, Reduction: replicate.BatchMean, Precision: cfg.precision}),
+		estimator.RunConfig{Seed: cfg.seed, LogEvery: -1, Logger: cfg.log})
 	if err != nil {
 		return nil, err
 	}

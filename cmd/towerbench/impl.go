@@ -46,7 +46,7 @@ func newTrainerConfig(impl string, m benchModel, k kit, cfg config, nTowers int)
 	data := newDataset(m, batch, dataBatches, seed)
 	switch impl {
 	case "towerflow":
-		return newTowerflowTrainer(m, k, data, nTowers, seed, procs)
+		return newTowerflowTrainer(m, k, data, nTowers, cfg)
 	case "gorgonia":
 		if procs != nil {
 			return nil, fmt.Errorf("impl gorgonia runs in one process")
@@ -69,7 +69,8 @@ type towerflowTrainer struct {
 	input estimator.InputFn
 }
 
-func newTowerflowTrainer(m benchModel, k kit, data *dataset, nTowers int, seed uint64, procs collective.Comm) (*towerflowTrainer, error) {
+func newTowerflowTrainer(m benchModel, k kit, data *dataset, nTowers int, cfg config) (*towerflowTrainer, error) {
+	seed, procs := cfg.seed, cfg.procs
 	fn := func(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
 		loss, err := m.loss(towerVariables{t}, k, features["x"], labels["y"])
 		if err != nil {
@@ -88,8 +89,8 @@ func newTowerflowTrainer(m benchModel, k kit, data *dataset, nTowers int, seed u
 	}
 	est, err := estimator.New(
 		replicate.ModelFn(fn,
-			replicate.Config{Devices: devices, Optimizer: opt, Reduction: replicate.BatchMean, Processes: procs}),
-		estimator.RunConfig{Seed: seed, LogEvery: -1})
+			replicate.Config{Devices: devices, Optimizer: opt, Reduction: replicate.BatchMean, Processes: procs, Precision: cfg.precision}),
+		estimator.RunConfig{Seed: seed, LogEvery: -1, Logger: cfg.log})
 	if err != nil {
 		return nil, err
 	}

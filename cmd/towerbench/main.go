@@ -5,6 +5,7 @@
 //	go run -tags openblas ./cmd/towerbench -model cnn   # OpenBLAS, see towers/blas_openblas.go
 //	go run -tags openblas ./cmd/towerbench -towers 1 -blas-threads 2
 //	go run -tags openblas,dnnl ./cmd/towerbench -model resnet20   # convolutions in oneDNN, see internal/dnnl
+//	go run -tags openblas,dnnl ./cmd/towerbench -model resnet20 -precision bf16   # bfloat16 mixed precision
 //
 // Models (float32, synthetic data from a seeded generator, SGD on the mean
 // squared error against random targets), written with towerflow's layers
@@ -31,6 +32,13 @@
 //	       features); the 432 concatenated → 256 ReLU → 128 ReLU → 1
 //	       logit; sigmoid cross-entropy; Adagrad at 0.01 (-optimizer sgd:
 //	       SGD)
+//
+// -precision bf16 trains towerflow's runs with bfloat16 mixed precision
+// (replicate.Config.Precision: convolutions in oneDNN's bfloat16
+// primitives, matrix products in cblas_sbgemm or oneDNN, float32
+// everything else); stderr says which of them run in bfloat16 and why not,
+// and the engine's warning names what falls back to float32. The gorgonia
+// loop stays float32.
 //
 // For every towers count and implementation it trains -warmup steps, then
 // -steps timed steps, and prints one line
@@ -63,6 +71,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -94,6 +103,10 @@ type config struct {
 	// procs is the group of processes mpirun started this one in; nil
 	// alone. The batch is then all of theirs, each training its part.
 	procs collective.Comm
+	// precision is towerflow's replicate.Config.Precision (-precision).
+	precision towers.Precision
+	// log receives the engines' warnings (nil: none).
+	log *slog.Logger
 }
 
 func main() {
@@ -110,6 +123,7 @@ func main() {
 	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the data and the initial variables")
 	flag.IntVar(&cfg.rows, "rows", 0, "rows of each embedding table (model embed; default 100000)")
 	flag.StringVar(&cfg.optimizer, "optimizer", "", "optimizer of model embed: adagrad (the default) or sgd")
+	precisionFlag := flag.String("precision", "float32", "arithmetic of towerflow's convolutions and matrix products: float32 or bf16 (bfloat16 mixed precision, replicate.Config.Precision)")
 	ownConv := flag.Bool("own-conv", false, "compute convolutions with layers' own code, also in a build with oneDNN (-tags dnnl)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file (go tool pprof)")
 	traceFile := flag.String("trace", "", "write a runtime execution trace of the runs to this file (go tool trace)")
@@ -120,6 +134,13 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.impls = strings.Split(implFlag, ",")
+	if cfg.precision, err = towers.ParsePrecision(*precisionFlag); err != nil {
+		fmt.Fprintln(os.Stderr, "towerbench: -precision:", err)
+		os.Exit(2)
+	}
+	if cfg.precision == towers.BFloat16 { // what falls back to float32
+		cfg.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if cfg.blasThreads > 0 {
@@ -135,7 +156,16 @@ func main() {
 		}
 	}
 	blas, threads := towers.BLAS()
-	fmt.Fprintf(os.Stderr, "towerbench: BLAS %s (%d threads a call), convolutions %s, GOMAXPROCS %d, ops %s\n", blas, threads, layers.ConvBackend(), runtime.GOMAXPROCS(0), cfg.ops)
+	fmt.Fprintf(os.Stderr, "towerbench: BLAS %s (%d threads a call), convolutions %s, GOMAXPROCS %d, ops %s, precision %v\n", blas, threads, layers.ConvBackend(), runtime.GOMAXPROCS(0), cfg.ops, cfg.precision)
+	if cfg.precision == towers.BFloat16 {
+		conv, matmul, whyConv, whyMatmul := layers.BF16Support()
+		fmt.Fprintf(os.Stderr, "towerbench: bfloat16 convolutions %t, matrix products %t\n", conv, matmul)
+		for _, why := range []string{whyConv, whyMatmul} {
+			if why != "" {
+				fmt.Fprintln(os.Stderr, "towerbench: float32:", why)
+			}
+		}
+	}
 	stopProfile, err := record(*cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "towerbench: -cpuprofile:", err)

@@ -48,6 +48,7 @@ import (
 	"github.com/towerflow/towerflow/examples/cifar10/cifar"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/runner"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // options are the command's flags.
@@ -67,6 +68,8 @@ type options struct {
 	// procs is the group of processes mpirun started this one in; nil
 	// alone.
 	procs collective.Comm
+	// precision is -precision (replicate.Config.Precision).
+	precision towers.Precision
 }
 
 // defaults are the flags' defaults: a short run.
@@ -87,7 +90,13 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", o.seed, "seed of the initial variables, the shuffling, the augmentation and the synthetic data")
 	flag.IntVar(&o.synthetic[0], "synthetic_train", o.synthetic[0], "training examples of the synthetic data set")
 	flag.IntVar(&o.synthetic[1], "synthetic_test", o.synthetic[1], "test examples of the synthetic data set")
+	prec := flag.String("precision", "float32", "arithmetic of the convolutions and matrix products: float32 or bf16 (bfloat16 mixed precision; replicate.Config.Precision)")
 	flag.Parse()
+	p, perr := towers.ParsePrecision(*prec)
+	if perr != nil {
+		runner.Usage("cifar10", fmt.Errorf("-precision: %w", perr))
+	}
+	o.precision = p
 	var err error
 	if o.boundaries, err = parseInts(bounds); err != nil {
 		runner.Usage("cifar10", fmt.Errorf("-boundaries: %w", err))
@@ -171,7 +180,7 @@ func newModel(o options) (*replicate.Model, error) {
 	if o.weightDecay == 0 {
 		net.WeightDecay = -1 // none
 	}
-	return replicate.ModelFn(net.Model, replicate.Config{Devices: devices, Optimizer: cifar.Optimizer(o.lr, o.boundaries...), Processes: o.procs}), nil
+	return replicate.ModelFn(net.Model, replicate.Config{Devices: devices, Optimizer: cifar.Optimizer(o.lr, o.boundaries...), Processes: o.procs, Precision: o.precision}), nil
 }
 
 // train trains and evaluates as the command's doc says, printing each

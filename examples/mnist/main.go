@@ -48,6 +48,7 @@ import (
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/runner"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // options are the command's flags.
@@ -71,6 +72,8 @@ type options struct {
 	// procs is the group of processes mpirun started this one in; nil
 	// alone.
 	procs collective.Comm
+	// precision is -precision (replicate.Config.Precision).
+	precision towers.Precision
 }
 
 // defaults are the flags' defaults.
@@ -91,7 +94,13 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", o.seed, "seed of the initial variables, the shuffling and the synthetic data")
 	flag.IntVar(&o.synthetic[0], "synthetic_train", o.synthetic[0], "training examples of the synthetic data set")
 	flag.IntVar(&o.synthetic[1], "synthetic_test", o.synthetic[1], "test examples of the synthetic data set")
+	prec := flag.String("precision", "float32", "arithmetic of the convolutions and matrix products: float32 or bf16 (bfloat16 mixed precision; replicate.Config.Precision)")
 	flag.Parse()
+	p, perr := towers.ParsePrecision(*prec)
+	if perr != nil {
+		runner.Usage("mnist", fmt.Errorf("-precision: %w", perr))
+	}
+	o.precision = p
 	runner.Usage("mnist", o.check())
 	net, _ := newNet(o) // check checked it
 	var leave func()
@@ -212,7 +221,7 @@ func newModel(o options) (*replicate.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return replicate.ModelFn(net.Model, replicate.Config{Devices: devices, Optimizer: opt, Processes: o.procs}), nil
+	return replicate.ModelFn(net.Model, replicate.Config{Devices: devices, Optimizer: opt, Processes: o.procs, Precision: o.precision}), nil
 }
 
 // train trains o's model for o.steps steps on the training split of o.data

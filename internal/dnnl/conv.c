@@ -149,13 +149,19 @@ static int make_pass(pass *p, const void *desc, dnnl_primitive_attr_t a, dnnl_pr
 static int make(const tf_geom *g, long n, dnnl_memory_desc_t *bias, pass *ps, const char **step) {
 	dnnl_dims_t sd = {n, g->c, g->h, g->w}, wd = {g->f, g->c, g->kh, g->kw}, dd = {n, g->f, g->oh, g->ow};
 	dnnl_dims_t strides = {g->sh, g->sw}, pad = {g->ph, g->pw};
-	dnnl_memory_desc_t src, wei, dst, any_src, any_wei, any_dst;
+	dnnl_memory_desc_t src, wei, dst, any_src, any_wei, any_dst, out_src, out_wei, out_dst;
 	TRY("input layout", dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_nchw));
 	TRY("kernel layout", dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_oihw));
 	TRY("output layout", dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_nchw));
-	TRY("input layout", dnnl_memory_desc_init_by_tag(&any_src, 4, sd, dnnl_f32, dnnl_format_tag_any));
-	TRY("kernel layout", dnnl_memory_desc_init_by_tag(&any_wei, 4, wd, dnnl_f32, dnnl_format_tag_any));
-	TRY("output layout", dnnl_memory_desc_init_by_tag(&any_dst, 4, dd, dnnl_f32, dnnl_format_tag_any));
+	// A pass's inputs (any_*) are bfloat16 in a bf16 convolution; its
+	// output (out_*) is float32 always.
+	dnnl_data_type_t in = g->bf16 ? dnnl_bf16 : dnnl_f32;
+	TRY("input layout", dnnl_memory_desc_init_by_tag(&any_src, 4, sd, in, dnnl_format_tag_any));
+	TRY("kernel layout", dnnl_memory_desc_init_by_tag(&any_wei, 4, wd, in, dnnl_format_tag_any));
+	TRY("output layout", dnnl_memory_desc_init_by_tag(&any_dst, 4, dd, in, dnnl_format_tag_any));
+	TRY("input layout", dnnl_memory_desc_init_by_tag(&out_src, 4, sd, dnnl_f32, dnnl_format_tag_any));
+	TRY("kernel layout", dnnl_memory_desc_init_by_tag(&out_wei, 4, wd, dnnl_f32, dnnl_format_tag_any));
+	TRY("output layout", dnnl_memory_desc_init_by_tag(&out_dst, 4, dd, dnnl_f32, dnnl_format_tag_any));
 
 	dnnl_primitive_attr_t a;
 	dnnl_status_t s;
@@ -164,7 +170,7 @@ static int make(const tf_geom *g, long n, dnnl_memory_desc_t *bias, pass *ps, co
 	// Forward.
 	dnnl_convolution_desc_t fd;
 	TRY("forward", dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
-		&any_src, &any_wei, g->bias ? bias : NULL, &any_dst, strides, pad, pad));
+		&any_src, &any_wei, g->bias ? bias : NULL, &out_dst, strides, pad, pad));
 	TRY("forward attributes", attr(&a, 0));
 	if (g->relu) {
 		dnnl_post_ops_t ops;
@@ -180,7 +186,7 @@ static int make(const tf_geom *g, long n, dnnl_memory_desc_t *bias, pass *ps, co
 	// The input's gradient.
 	dnnl_convolution_desc_t bd;
 	TRY("input gradient", dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct,
-		&any_src, &any_wei, &any_dst, strides, pad, pad));
+		&out_src, &any_wei, &any_dst, strides, pad, pad));
 	TRY("input gradient attributes", attr(&a, 0));
 	spec bs[3] = {{DNNL_ARG_DIFF_DST, 1, dnnl_query_diff_dst_md, &dst}, {DNNL_ARG_WEIGHTS, 0, dnnl_query_weights_md, &wei}, {DNNL_ARG_DIFF_SRC, 1, dnnl_query_diff_src_md, &src}};
 	if ((r = make_pass(&ps[TF_INPUT_GRAD], &bd, a, ps[TF_FORWARD].pd, "input gradient implementation", bs, step))) return r;
@@ -188,7 +194,7 @@ static int make(const tf_geom *g, long n, dnnl_memory_desc_t *bias, pass *ps, co
 	// The kernel's gradient.
 	dnnl_convolution_desc_t wd_;
 	TRY("kernel gradient", dnnl_convolution_backward_weights_desc_init(&wd_, dnnl_convolution_direct,
-		&any_src, &any_wei, NULL, &any_dst, strides, pad, pad));
+		&any_src, &out_wei, NULL, &any_dst, strides, pad, pad));
 	TRY("kernel gradient attributes", attr(&a, 0));
 	spec ws[3] = {{DNNL_ARG_SRC, 1, dnnl_query_src_md, &src}, {DNNL_ARG_DIFF_DST, 1, dnnl_query_diff_dst_md, &dst}, {DNNL_ARG_DIFF_WEIGHTS, 0, dnnl_query_diff_weights_md, &wei}};
 	return make_pass(&ps[TF_KERNEL_GRAD], &wd_, a, ps[TF_FORWARD].pd, "kernel gradient implementation", ws, step);
@@ -326,4 +332,95 @@ const char *tf_version(void) {
 	const char *rt = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : v->cpu_runtime == DNNL_RUNTIME_SEQ ? "sequential" : "other";
 	snprintf(buf, sizeof buf, "oneDNN %d.%d.%d (%s)", v->major, v->minor, v->patch, rt);
 	return buf;
+}
+
+int tf_bf16(void) {
+	dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+	return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+}
+
+struct tf_matmul {
+	dnnl_primitive_desc_t pd;
+	dnnl_primitive_t prim;
+	dnnl_memory_desc_t a, b, c, scratch;
+};
+
+int tf_matmul_create(long m, long n, long k, tf_matmul **out, const char **step) {
+	one_thread();
+	*out = NULL;
+	if (!engine) TRY("engine", dnnl_engine_create(&engine, dnnl_cpu, 0));
+	if (m <= 0 || n <= 0 || k <= 0) { *step = "dimensions"; return dnnl_invalid_arguments; }
+	tf_matmul *mm = calloc(1, sizeof *mm);
+	if (!mm) { *step = "memory"; return dnnl_out_of_memory; }
+	dnnl_dims_t ad = {m, k}, bd = {k, n}, cd = {m, n};
+	dnnl_status_t s;
+	const char *what = "layouts";
+	if ((s = dnnl_memory_desc_init_by_tag(&mm->a, 2, ad, dnnl_bf16, dnnl_ab)) == dnnl_success &&
+	    (s = dnnl_memory_desc_init_by_tag(&mm->b, 2, bd, dnnl_bf16, dnnl_ab)) == dnnl_success &&
+	    (s = dnnl_memory_desc_init_by_tag(&mm->c, 2, cd, dnnl_f32, dnnl_ab)) == dnnl_success) {
+		dnnl_matmul_desc_t d;
+		what = "matmul";
+		if ((s = dnnl_matmul_desc_init(&d, &mm->a, &mm->b, NULL, &mm->c)) == dnnl_success) {
+			dnnl_primitive_attr_t a;
+			what = "matmul attributes";
+			if ((s = attr(&a, 0)) == dnnl_success) {
+				what = "matmul implementation";
+				s = dnnl_primitive_desc_create(&mm->pd, &d, a, engine, NULL);
+				dnnl_primitive_attr_destroy(a);
+			}
+		}
+	}
+	if (s == dnnl_success) {
+		size_t n = scratch_size(mm->pd);
+		dnnl_dims_t sd = {(dnnl_dim_t)(n ? n : 1)};
+		what = "scratchpad";
+		s = dnnl_memory_desc_init_by_tag(&mm->scratch, 1, sd, dnnl_u8, dnnl_a);
+	}
+	if (s == dnnl_success) {
+		what = "matmul primitive";
+		s = dnnl_primitive_create(&mm->prim, mm->pd);
+	}
+	if (s != dnnl_success) {
+		*step = what;
+		if (mm->pd) dnnl_primitive_desc_destroy(mm->pd);
+		free(mm);
+		return s;
+	}
+	*out = mm;
+	return dnnl_success;
+}
+
+size_t tf_matmul_workspace(const tf_matmul *mm) { return dnnl_memory_desc_get_size(&mm->scratch) + 64; }
+
+const char *tf_matmul_impl(const tf_matmul *mm) {
+	const char *impl = "";
+	dnnl_primitive_desc_query(mm->pd, dnnl_query_impl_info_str, 0, &impl);
+	return impl;
+}
+
+int tf_matmul_run(const tf_matmul *mm, const void *a, const void *b, float *c, void *ws, const char **step) {
+	one_thread();
+	char *base = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+	dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, scratch = NULL;
+	dnnl_stream_t st = NULL;
+	dnnl_status_t s;
+	*step = "memory";
+	if ((s = dnnl_memory_create(&ma, &mm->a, engine, (void *)a)) != dnnl_success) goto done;
+	if ((s = dnnl_memory_create(&mb, &mm->b, engine, (void *)b)) != dnnl_success) goto done;
+	if ((s = dnnl_memory_create(&mc, &mm->c, engine, c)) != dnnl_success) goto done;
+	if ((s = dnnl_memory_create(&scratch, &mm->scratch, engine, base)) != dnnl_success) goto done;
+	*step = "stream";
+	if ((s = dnnl_stream_create(&st, engine, dnnl_stream_default_flags)) != dnnl_success) goto done;
+	dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, scratch}};
+	*step = "matmul";
+	if ((s = dnnl_primitive_execute(mm->prim, st, 4, args)) != dnnl_success) goto done;
+	*step = "wait";
+	s = dnnl_stream_wait(st);
+done:
+	if (st) dnnl_stream_destroy(st);
+	if (ma) dnnl_memory_destroy(ma);
+	if (mb) dnnl_memory_destroy(mb);
+	if (mc) dnnl_memory_destroy(mc);
+	if (scratch) dnnl_memory_destroy(scratch);
+	return s;
 }

@@ -22,6 +22,14 @@ var version = sync.OnceValue(func() string { return C.GoString(C.tf_version()) }
 // Version names the oneDNN library and its CPU runtime.
 func Version() string { return version() }
 
+var bf16 = sync.OnceValue(func() bool { return C.tf_bf16() != 0 })
+
+// BF16 says whether oneDNN has native bfloat16 convolutions on this CPU:
+// its effective instruction set (dnnl_get_effective_cpu_isa, which
+// ONEDNN_MAX_CPU_ISA can lower) includes AVX512_BF16. Elsewhere oneDNN
+// would run bfloat16 geometries in slow reference code.
+func BF16() bool { return bf16() }
+
 // Conv is a convolution's oneDNN primitives, made once per geometry and
 // kept for the life of the process (a model has a handful of geometries).
 type Conv struct {
@@ -68,6 +76,9 @@ func create(g Geom) (*Conv, error) {
 	}
 	if g.ReLU {
 		cg.relu = 1
+	}
+	if g.BF16 {
+		cg.bf16 = 1
 	}
 	var c *C.tf_conv
 	var step *C.char

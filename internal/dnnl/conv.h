@@ -9,11 +9,15 @@ typedef struct tf_conv tf_conv;
 // tf_geom is a convolution: the input's N, C, H, W; the kernel's F, KH, KW;
 // stride, padding, output height and width; a bias and a fused ReLU (0, 1);
 // and how many images each primitive run takes (the batch runs a chunk at
-// a time, so that a chunk's copies stay in cache).
+// a time, so that a chunk's copies stay in cache); and bf16: whether each
+// pass reads its two inputs in bfloat16 (converted, rounding to nearest
+// even, on the way into the layouts the primitive wants) and accumulates
+// and writes its output in float32.
 typedef struct {
 	long n, c, h, w, f, kh, kw, sh, sw, ph, pw, oh, ow;
 	int bias, relu;
 	long chunk;
+	int bf16;
 } tf_geom;
 
 enum { TF_FORWARD, TF_INPUT_GRAD, TF_KERNEL_GRAD, TF_PASSES };
@@ -33,3 +37,15 @@ const char *tf_conv_impl(const tf_conv *c, int pass);
 int tf_conv_run(const tf_conv *c, int pass, const float *in0, const float *in1, const float *bias, float *out, void *ws, const char **step);
 // tf_version is oneDNN's version and CPU runtime.
 const char *tf_version(void);
+typedef struct tf_matmul tf_matmul;
+
+// tf_matmul_create makes c = a·b for row-major a (m×k) and b (k×n) in
+// bfloat16 and c (m×n) in float32, summed in float32.
+int tf_matmul_create(long m, long n, long k, tf_matmul **out, const char **step);
+// tf_matmul_workspace is the bytes a run needs for its scratchpad.
+size_t tf_matmul_workspace(const tf_matmul *mm);
+const char *tf_matmul_impl(const tf_matmul *mm);
+int tf_matmul_run(const tf_matmul *mm, const void *a, const void *b, float *c, void *ws, const char **step);
+// tf_bf16 is 1 where oneDNN runs bfloat16 convolutions natively: its
+// effective ISA has AVX512_BF16 (avx512_core_bf16 or above).
+int tf_bf16(void);

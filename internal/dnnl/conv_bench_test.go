@@ -8,31 +8,43 @@ import (
 )
 
 // BenchmarkConv times the three passes on ResNet-20's stride-1 shapes (a
-// tower's 64 CIFAR-10 images), reorders included, in useful GFLOP/s; with
-// -cpu 2 two goroutines run them at once, as two towers do.
+// tower's 64 CIFAR-10 images), reorders included, in useful GFLOP/s, in
+// float32 and, where oneDNN has native kernels for it, bfloat16
+// (Geom.BF16); with -cpu 2 two goroutines run them at once, as two towers
+// do.
 func BenchmarkConv(b *testing.B) {
 	for _, s := range []struct{ c, hw int }{{16, 32}, {32, 16}, {64, 8}} {
-		g := Geom{N: 64, C: s.c, H: s.hw, W: s.hw, F: s.c, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, OH: s.hw, OW: s.hw, Chunk: 4}
-		c, err := Lookup(g)
-		if err != nil {
-			b.Fatal(err)
+		for _, bf16 := range []bool{false, true} {
+			if bf16 && !BF16() {
+				continue
+			}
+			benchConv(b, s.c, s.hw, bf16)
 		}
-		for _, p := range []Pass{Forward, InputGrad, KernelGrad} {
-			b.Run(fmt.Sprintf("%dx%dx%d/%v", s.c, s.hw, s.hw, p), func(b *testing.B) {
-				n := g.sizes(p)
-				b.RunParallel(func(pb *testing.PB) {
-					in0, in1, out := make([]float32, n[0]), make([]float32, n[1]), make([]float32, n[2])
-					ws := make([]float32, c.Workspace(p))
-					for pb.Next() {
-						if err := c.Run(p, in0, in1, nil, out, ws); err != nil {
-							b.Error(err)
-							return
-						}
+	}
+}
+
+func benchConv(b *testing.B, ch, hw int, bf16 bool) {
+	g := Geom{N: 64, C: ch, H: hw, W: hw, F: ch, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, OH: hw, OW: hw, Chunk: 4, BF16: bf16}
+	c, err := Lookup(g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	prec := map[bool]string{false: "f32", true: "bf16"}[bf16]
+	for _, p := range []Pass{Forward, InputGrad, KernelGrad} {
+		b.Run(fmt.Sprintf("%s/%dx%dx%d/%v", prec, ch, hw, hw, p), func(b *testing.B) {
+			n := g.sizes(p)
+			b.RunParallel(func(pb *testing.PB) {
+				in0, in1, out := make([]float32, n[0]), make([]float32, n[1]), make([]float32, n[2])
+				ws := make([]float32, c.Workspace(p))
+				for pb.Next() {
+					if err := c.Run(p, in0, in1, nil, out, ws); err != nil {
+						b.Error(err)
+						return
 					}
-				})
-				flops := 2.0 * float64(g.N*g.F*g.C*g.KH*g.KW*g.OH*g.OW)
-				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				}
 			})
-		}
+			flops := 2.0 * float64(g.N*g.F*g.C*g.KH*g.KW*g.OH*g.OW)
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
 	}
 }

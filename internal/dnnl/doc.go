@@ -10,7 +10,10 @@
 // on AVX-512) and its result back, in a workspace the caller lends, so
 // primitives are shared by every tower and hold no memory of their own
 // between runs. oneDNN runs each pass on the calling thread alone: towers
-// are what use the cores.
+// are what use the cores. A geometry with BF16 set runs in bfloat16 with
+// float32 sums (mixed precision), on CPUs where BF16 reports that oneDNN
+// has native kernels for it; MatMul is a bfloat16 matrix product of the
+// same kind, for package layers' products where the BLAS has none.
 package dnnl
 
 import "errors"
@@ -20,13 +23,20 @@ var ErrNotBuilt = errors.New("towerflow was built without oneDNN (build with -ta
 
 // Geom is one convolution: the input's N, C, H, W; the kernel's F, KH, KW;
 // stride and zero padding; the output's OH, OW; whether the forward pass
-// adds a bias (shape F) and applies a ReLU; and how many images oneDNN
-// takes at a time (Chunk, at least 1): the batch goes through a chunk at a
-// time, so that a chunk's reordered copies stay in cache.
+// adds a bias (shape F) and applies a ReLU; how many images oneDNN takes
+// at a time (Chunk, at least 1): the batch goes through a chunk at a time,
+// so that a chunk's reordered copies stay in cache; and BF16, whether
+// each pass computes in bfloat16 (see BF16).
 type Geom struct {
 	N, C, H, W, F, KH, KW, SH, SW, PH, PW, OH, OW int
 	Bias, ReLU                                    bool
 	Chunk                                         int
+	// BF16 makes each pass round its two inputs to bfloat16 (to nearest,
+	// ties to even: oneDNN's reorder into the primitive's layout does it,
+	// as bf16.FromFloat32 does) and multiply them in bfloat16, summing the
+	// products and writing its output in float32: the caller's arrays
+	// stay float32. The bias is added in float32.
+	BF16 bool
 }
 
 // Pass is one of a convolution's passes.

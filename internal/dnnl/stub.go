@@ -8,6 +8,9 @@ const Built = false
 // Version names the oneDNN library; here, none.
 func Version() string { return "" }
 
+// BF16 is false without oneDNN.
+func BF16() bool { return false }
+
 // Conv is a convolution's oneDNN primitives; without oneDNN there are none.
 type Conv struct{}
 
@@ -24,3 +27,18 @@ func (*Conv) Impl(Pass) string { return "" }
 func (*Conv) Run(Pass, []float32, []float32, []float32, []float32, []float32) error {
 	return ErrNotBuilt
 }
+
+// MatMul is oneDNN's bfloat16 matrix product; without oneDNN there is none.
+type MatMul struct{}
+
+// LookupMatMul says towerflow was built without oneDNN.
+func LookupMatMul(m, n, k int) (*MatMul, error) { return nil, ErrNotBuilt }
+
+// Workspace is zero without oneDNN.
+func (*MatMul) Workspace() int { return 0 }
+
+// Impl is empty without oneDNN.
+func (*MatMul) Impl() string { return "" }
+
+// Run says towerflow was built without oneDNN.
+func (*MatMul) Run(a, b []uint16, c, ws []float32) error { return ErrNotBuilt }
