@@ -299,7 +299,9 @@ func (c *BucketizedColumn) fitted() bool {
 // A value not in the vocabulary goes to one of NumOOVBuckets buckets
 // after the vocabulary (by Fingerprint64 of its string modulo the
 // buckets, as TensorFlow), or to DefaultID, or is dropped (TensorFlow's
-// default_value -1).
+// default_value -1). An empty string is a missing value and is dropped,
+// as TensorFlow drops its ignore value "" (an empty CSV field reads as a
+// record without the value, as a request that leaves the feature out).
 type VocabularyColumn struct {
 	key        string
 	vocab      []string
@@ -459,7 +461,8 @@ func (c *VocabularyColumn) fitted() bool { return !c.fromData || c.vocab != nil 
 // HashBucketColumn maps each value of a raw feature to
 // Fingerprint64(value) mod buckets,
 // tf.feature_column.categorical_column_with_hash_bucket (strings by their
-// bytes, integers by their decimal string).
+// bytes, integers by their decimal string). An empty string is a missing
+// value and is dropped, as in a VocabularyColumn.
 type HashBucketColumn struct {
 	key     string
 	buckets int

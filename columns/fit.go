@@ -210,6 +210,9 @@ func (f *fitter) add(ex dataset.Example, record int) error {
 	}
 	for _, v := range f.vocab {
 		err := stringValues(ex, record, v.c.key, v.c.describe, func(b []byte) error {
+			if len(b) == 0 { // a missing value, which Parse drops
+				return nil
+			}
 			v.counts[string(b)]++
 			return nil
 		})

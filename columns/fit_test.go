@@ -127,6 +127,7 @@ func TestFitVocabulary(t *testing.T) {
 		{"min count", VocabularyFromData("c", MinCount(2)), exs, []string{"b", "a"}},
 		{"max size", VocabularyFromData("c", MaxSize(3), OOVBuckets(1)), exs, []string{"b", "a", "c"}},
 		{"integers", VocabularyFromData("c"), []dataset.Example{{"c": in(7, 10)}, {"c": in(10)}}, []string{"10", "7"}},
+		{"empty strings are missing values", VocabularyFromData("c"), []dataset.Example{{"c": by("", "a")}, {"c": by("")}, {"c": by("", "b")}}, []string{"a", "b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := mustFit(t, Config{Columns: []Column{Embedding(tc.col, 2)}}, tc.exs...)

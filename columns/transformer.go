@@ -531,6 +531,10 @@ func stringValues(ex dataset.Example, row int, key string, column func() string,
 
 func (c *VocabularyColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64, error) {
 	err := stringValues(ex, row, c.key, c.describe, func(v []byte) error {
+		if len(v) == 0 { // missing: dropped
+			ids = append(ids, -1)
+			return nil
+		}
 		ids = append(ids, c.id(v))
 		return nil
 	})
@@ -553,6 +557,10 @@ func (c *VocabularyColumn) id(v []byte) int64 {
 
 func (c *HashBucketColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64, error) {
 	err := stringValues(ex, row, c.key, func() string { return fmt.Sprintf("hash bucket column %q", c.key) }, func(v []byte) error {
+		if len(v) == 0 { // missing: dropped
+			ids = append(ids, -1)
+			return nil
+		}
 		ids = append(ids, HashBucketID(v, c.buckets))
 		return nil
 	})
@@ -633,7 +641,9 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, sc *scratc
 			switch f.Kind() {
 			case dataset.KindBytes:
 				for _, v := range f.Bytes {
-					hashes[k] = append(hashes[k], Fingerprint64(v))
+					if len(v) > 0 { // "" is a missing value
+						hashes[k] = append(hashes[k], Fingerprint64(v))
+					}
 				}
 			case dataset.KindInt64:
 				var buf [20]byte

@@ -198,6 +198,15 @@ func TestParseCategorical(t *testing.T) {
 		{"missing feature is an empty bag", VocabularyList("k", vocab),
 			[]dataset.Example{{}, {"k": by("a")}, {"k": by()}},
 			sparse{[][]int{{1, 0}}, []int64{0}, []int{3, 1}}},
+		{"vocabulary: an empty string is missing, not out of vocabulary", VocabularyList("k", vocab, OOVBuckets(3)),
+			[]dataset.Example{{"k": by("")}, {"k": by("", "a")}},
+			sparse{[][]int{{1, 0}}, []int64{0}, []int{2, 1}}},
+		{"vocabulary: an empty string does not take the default", VocabularyList("k", vocab, DefaultID(1)),
+			[]dataset.Example{{"k": by("b", "")}},
+			sparse{[][]int{{0, 0}}, []int64{1}, []int{1, 1}}},
+		{"hash buckets: an empty string is missing", HashBucket("k", 3),
+			[]dataset.Example{{"k": by("", "Hello")}, {"k": by("")}},
+			sparse{[][]int{{0, 0}}, []int64{0}, []int{2, 1}}},
 		{"no ids in the batch", VocabularyList("k", vocab),
 			[]dataset.Example{{}, {}},
 			sparse{nil, nil, []int{2, 1}}},
@@ -280,6 +289,10 @@ func TestParseCrossed(t *testing.T) {
 			sparse{[][]int{{0, 0}, {1, 0}}, []int64{crossOf("1", "batch1-FC2-F1", "batch1-FC3-F1"), crossOf("1", "batch1-FC2-F1", "batch1-FC3-F1")}, []int{2, 1}}},
 		{"a key missing: no crosses", Crossed(keys, 100), []dataset.Example{{"a": by("x"), "b": by("y")}, one},
 			sparse{[][]int{{1, 0}}, []int64{83}, []int{2, 1}}},
+		{"an empty string is missing: no crosses", Crossed(keys, 100), []dataset.Example{{"a": by("x"), "b": by("y"), "c": by("")}, one},
+			sparse{[][]int{{1, 0}}, []int64{83}, []int{2, 1}}},
+		{"a key's empty string left out", Crossed(keys, 100), []dataset.Example{{"a": by("", "batch1-FC1-F1"), "b": by("batch1-FC2-F1"), "c": by("batch1-FC3-F1")}},
+			sparse{[][]int{{0, 0}}, []int64{83}, []int{1, 1}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := mustTransformer(t, Config{Columns: []Column{tc.col}}).Parse(tc.exs)

@@ -606,8 +606,8 @@ func sampleCSV(files []string, rows int) (dataset.Schema, []dataset.Example, err
 // column but the label is Optional, so that an empty value the sample did
 // not show is no error; a number feature is float and takes the plan's
 // sample mean when empty, as a record without the feature does; an empty
-// string is the empty string, which a vocabulary column maps to its
-// out-of-vocabulary bucket unless the training data has it.
+// string is a missing value to the plan's categorical columns, as a
+// record without the feature.
 func (p *Plan) CSVSchema(schema dataset.Schema) dataset.Schema {
 	out := slices.Clone(schema)
 	for i, c := range out {
