@@ -108,6 +108,18 @@ func (b Batch) Split(n int) ([]Batch, []int, error) {
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(b.Sparse)) {
+		if n == 1 {
+			// The one shard is the batch: SplitSparse would copy every
+			// index and value to rebase no row.
+			if err := b.Sparse[k].Validate(); err != nil {
+				return nil, nil, fmt.Errorf("sparse feature %q: %w", k, err)
+			}
+			if out[0].Sparse == nil {
+				out[0].Sparse = map[string]SparseCOO{}
+			}
+			out[0].Sparse[k] = b.Sparse[k]
+			continue
+		}
 		parts, err := SplitSparse(b.Sparse[k], n)
 		if err != nil {
 			return nil, nil, fmt.Errorf("sparse feature %q: %w", k, err)
