@@ -1,6 +1,8 @@
 package sharding_test
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,6 +54,55 @@ func TestBatchSplitOneShardSparse(t *testing.T) {
 	for _, n := range []int{1, 2} {
 		if _, _, err := b.Split(n); err == nil || !strings.Contains(err.Error(), `sparse feature "ids"`) || !strings.Contains(err.Error(), "out of range") {
 			t.Errorf("Split(%d) of a sparse feature with row 4 of 4: error %v, want one naming the feature and the index out of range", n, err)
+		}
+	}
+}
+
+// TestBatchSplitManyFeatures: a batch of enough sparse entries to be
+// split on several goroutines gives each shard what SplitSparse gives
+// feature by feature, and of several bad features the error names the
+// first in order of name, whatever goroutine met it.
+func TestBatchSplitManyFeatures(t *testing.T) {
+	const rows, feats, nnz = 1000, 9, 7300 // 65,700 entries in all: parallel.MinWork
+	b := sharding.Batch{Sparse: map[string]sharding.SparseCOO{}}
+	for f := range feats {
+		idx := make([][]int, nnz)
+		vals := make([]int32, nnz)
+		for i := range idx {
+			idx[i] = []int{(i*(f+3) + f) % rows, i % 2}
+			vals[i] = int32(i * f)
+		}
+		b.Sparse[fmt.Sprintf("f%d", f)] = sharding.SparseCOO{Indices: idx, Values: tensor.New(tensor.WithShape(nnz), tensor.WithBacking(vals)), DenseShape: []int{rows, 2}}
+	}
+	same := func(a, b sharding.SparseCOO) bool {
+		return slices.Equal(a.DenseShape, b.DenseShape) && slices.EqualFunc(a.Indices, b.Indices, slices.Equal) &&
+			slices.Equal(a.Values.Data().([]int32), b.Values.Data().([]int32))
+	}
+	for _, n := range []int{1, 2, 3} {
+		shards, _, err := b.Split(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, s := range b.Sparse {
+			want, err := sharding.SplitSparse(s, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for sh := range n {
+				if got := shards[sh].Sparse[k]; !same(want[sh], got) {
+					t.Errorf("Split(%d) shard %d feature %q: %d entries, not SplitSparse's %d", n, sh, k, len(got.Indices), len(want[sh].Indices))
+				}
+			}
+		}
+	}
+	for _, k := range []string{"f8", "f3", "f5"} {
+		bad := b.Sparse[k]
+		bad.Indices = append(slices.Clone(bad.Indices[:nnz-1]), []int{rows, 0})
+		b.Sparse[k] = bad
+	}
+	for _, n := range []int{1, 2} {
+		if _, _, err := b.Split(n); err == nil || !strings.HasPrefix(err.Error(), `sparse feature "f3"`) {
+			t.Errorf("Split(%d) with features f3, f5 and f8 bad: error %v, want f3's", n, err)
 		}
 	}
 }
