@@ -239,10 +239,10 @@ type lookupBase struct {
 	gradScale []float64 // nil: every scale is 1
 	// The gradient's rows, one per distinct id: uniq are the distinct
 	// gradIDs in ascending order, order the positions in gradIDs sorted
-	// by id (stable), uniq[u]'s at order[start[u]:start[u+1]]; keys the
-	// sort's buffer.
+	// by id (stable), uniq[u]'s at order[start[u]:start[u+1]] (order is
+	// sorter's buffer).
 	uniq, order, start []int
-	keys               []uint64
+	sorter             idsort.Sorter
 	// parts are each partition's gradient of the last run: which of
 	// uniq fall in it (sel), their ids in the partition and the rows'
 	// buffers. A table not partitioned has one, whose sel is unused.
@@ -297,7 +297,7 @@ func (l *lookupBase) partOf(id int) (part, row int) {
 // distinct id, in ascending order) and deals the distinct ids out to the
 // partitions.
 func (l *lookupBase) route() {
-	l.order, l.keys = idsort.Positions(l.gradIDs, l.order, l.keys)
+	l.order = l.sorter.Positions(l.gradIDs)
 	l.uniq, l.start = l.uniq[:0], l.start[:0]
 	for k, i := range l.order {
 		if id := l.gradIDs[i]; len(l.uniq) == 0 || l.uniq[len(l.uniq)-1] != id {

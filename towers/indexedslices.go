@@ -119,7 +119,8 @@ func deduplicate[T numeric.Float](s IndexedSlices, vals []T) IndexedSlices {
 		return IndexedSlices{Indices: slices.Clone(s.Indices), Values: slices.Clone(vals), DenseShape: slices.Clone(s.DenseShape)}
 	}
 	rs := s.RowSize()
-	order, _ := idsort.Positions(s.Indices, nil, nil)
+	var sorter idsort.Sorter
+	order := sorter.Positions(s.Indices)
 	ids := make([]int, 0, len(order))
 	out := make([]T, 0, len(vals))
 	for _, i := range order {
