@@ -698,13 +698,19 @@ func (l *sparseLookupOp) read() error {
 		}
 	}
 	l.gradIDs, l.gradRow, l.gradScale = l.gradIDs[:0], l.gradRow[:0], l.gradScale[:0]
+	scaled := l.combiner != CombineSum || len(l.weights) > 0 // else every scale is 1
 	for e, id := range l.lookupBase.ids {
 		if l.cfg.hasPadding && id == l.cfg.padding {
 			continue
 		}
 		l.gradIDs = append(l.gradIDs, id)
 		l.gradRow = append(l.gradRow, l.rows[e])
-		l.gradScale = append(l.gradScale, weight(e)/l.den[l.rows[e]])
+		if scaled {
+			l.gradScale = append(l.gradScale, weight(e)/l.den[l.rows[e]])
+		}
+	}
+	if !scaled {
+		l.gradScale = nil
 	}
 	l.route()
 	return nil
