@@ -138,6 +138,11 @@ func deduplicate[T numeric.Float](s IndexedSlices, vals []T) IndexedSlices {
 	return IndexedSlices{Indices: ids, Values: out, DenseShape: slices.Clone(s.DenseShape)}
 }
 
+// IsDeduplicated reports whether every index of s is there once, in
+// ascending order, as Deduplicate returns it (and a lookup's gradient
+// is): Deduplicate would give an equal copy.
+func (s IndexedSlices) IsDeduplicated() bool { return ascending(s.Indices) }
+
 // ascending reports whether ids are in strictly ascending order.
 func ascending(ids []int) bool {
 	for i := 1; i < len(ids); i++ {
