@@ -19,13 +19,17 @@ import (
 // its errors are ConcatSlices'.
 func TestSumSlices(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	part := func(n, vocab int, sorted, f32 bool) towers.IndexedSlices {
+	part := func(n, vocab int, sorted, distinct, f32 bool) towers.IndexedSlices {
 		ids := make([]int, n)
 		for i := range ids {
 			ids[i] = rng.IntN(vocab)
 		}
 		if sorted {
 			slices.Sort(ids)
+		}
+		if distinct {
+			ids = slices.Compact(ids)
+			n = len(ids)
 		}
 		s := towers.IndexedSlices{Indices: ids, DenseShape: []int{vocab, 2}}
 		if n == 0 {
@@ -47,22 +51,27 @@ func TestSumSlices(t *testing.T) {
 		return s
 	}
 	for _, tc := range []struct {
-		name    string
-		sizes   []int
-		weights []float64
-		sorted  bool
+		name     string
+		sizes    []int
+		weights  []float64
+		sorted   bool
+		distinct bool // ids once each (sorted)
 	}{
-		{"one part", []int{50}, []float64{1}, true},
-		{"two towers", []int{40, 60}, []float64{1, 1}, true},
-		{"weighted", []int{40, 60, 0, 7}, []float64{0.3, 1, 2, 1.0 / 3}, true},
-		{"no rows", []int{0, 0}, []float64{1, 1}, true},
-		{"out of order", []int{30, 30}, []float64{0.5, 0.7}, false},
+		{"one part", []int{50}, []float64{1}, true, false},
+		{"one part weighted", []int{50}, []float64{0.3}, true, false},
+		{"one part distinct", []int{50}, []float64{1}, true, true},
+		{"one part distinct weighted", []int{50}, []float64{0.7}, true, true},
+		{"two parts distinct", []int{50, 50}, []float64{0.5, 0.5}, true, true},
+		{"two towers", []int{40, 60}, []float64{1, 1}, true, false},
+		{"weighted", []int{40, 60, 0, 7}, []float64{0.3, 1, 2, 1.0 / 3}, true, false},
+		{"no rows", []int{0, 0}, []float64{1, 1}, true, false},
+		{"out of order", []int{30, 30}, []float64{0.5, 0.7}, false, false},
 	} {
 		for _, f32 := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/f32=%v", tc.name, f32), func(t *testing.T) {
 				var parts []towers.IndexedSlices
 				for _, n := range tc.sizes {
-					parts = append(parts, part(n, 20, tc.sorted, f32))
+					parts = append(parts, part(n, 20, tc.sorted, tc.distinct, f32))
 				}
 				cat, err := towers.ConcatSlices(parts, tc.weights)
 				if err != nil {
