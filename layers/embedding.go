@@ -14,6 +14,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/internal/idsort"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/scopes"
 	"github.com/towerflow/towerflow/towers"
@@ -236,8 +237,14 @@ type lookupBase struct {
 	gradIDs   []int
 	gradRow   []int
 	gradScale []float64 // nil: every scale is 1
+	// The gradient's rows, one per distinct id: uniq are the distinct
+	// gradIDs in ascending order, order the positions in gradIDs sorted
+	// by id (stable), uniq[u]'s at order[start[u]:start[u+1]] (order is
+	// sorter's buffer).
+	uniq, order, start []int
+	sorter             idsort.Sorter
 	// parts are each partition's gradient of the last run: which of
-	// gradIDs fall in it (sel), their ids in the partition and the rows'
+	// uniq fall in it (sel), their ids in the partition and the rows'
 	// buffers. A table not partitioned has one, whose sel is unused.
 	parts []partGrad
 }
@@ -286,15 +293,26 @@ func (l *lookupBase) partOf(id int) (part, row int) {
 	return part, id - l.bounds[part]
 }
 
-// route deals the run's gradient ids out to the partitions.
+// route groups the run's gradient ids by id (one gradient row per
+// distinct id, in ascending order) and deals the distinct ids out to the
+// partitions.
 func (l *lookupBase) route() {
+	l.order = l.sorter.Positions(l.gradIDs)
+	l.uniq, l.start = l.uniq[:0], l.start[:0]
+	for k, i := range l.order {
+		if id := l.gradIDs[i]; len(l.uniq) == 0 || l.uniq[len(l.uniq)-1] != id {
+			l.uniq = append(l.uniq, id)
+			l.start = append(l.start, k)
+		}
+	}
+	l.start = append(l.start, len(l.order))
 	if len(l.parts) == 1 {
 		return
 	}
 	for p := range l.parts {
 		l.parts[p].sel, l.parts[p].ids = l.parts[p].sel[:0], l.parts[p].ids[:0]
 	}
-	for i, id := range l.gradIDs {
+	for i, id := range l.uniq {
 		p, row := l.partOf(id)
 		l.parts[p].sel = append(l.parts[p].sel, i)
 		l.parts[p].ids = append(l.parts[p].ids, row)
@@ -369,12 +387,14 @@ func (l *lookupBase) checkID(id, row int) error {
 // slicesOf returns the gradient of partition p of the table through the
 // lookup in the last run given the gradient of its output: for each id
 // read in the partition (padding left out), its output row of outGrad
-// times its scale, at its row of the partition. The partitions' gradients
-// have their own buffers: the engine may take them at the same time.
+// times its scale, at its row of the partition, the rows of an id read
+// more than once summed in the order it was read (Deduplicate's sum), in
+// ascending order of row. The partitions' gradients have their own
+// buffers: the engine may take them at the same time.
 func (l *lookupBase) slicesOf(p int) func(outGrad G.Value) (towers.IndexedSlices, error) {
 	return func(outGrad G.Value) (towers.IndexedSlices, error) {
 		pg := &l.parts[p]
-		ids := l.gradIDs
+		ids := l.uniq
 		if len(l.parts) > 1 {
 			ids = pg.ids
 		}
@@ -398,11 +418,12 @@ func (l *lookupBase) slicesOf(p int) func(outGrad G.Value) (towers.IndexedSlices
 	}
 }
 
-// gradRows fills buf with the gradient rows of pg's ids (every id of the
-// run for a table not partitioned).
+// gradRows fills buf with the gradient rows of pg's distinct ids (every
+// distinct id of the run for a table not partitioned): each the first of
+// its entries' scaled output rows, the others added in their order.
 func gradRows[T float](l *lookupBase, pg *partGrad, g []T, buf []T) ([]T, error) {
 	all := len(l.parts) == 1
-	count := len(l.gradIDs)
+	count := len(l.uniq)
 	if !all {
 		count = len(pg.sel)
 	}
@@ -412,22 +433,35 @@ func gradRows[T float](l *lookupBase, pg *partGrad, g []T, buf []T) ([]T, error)
 	}
 	buf = buf[:n]
 	for k := range count {
-		i := k
+		u := k
 		if !all {
-			i = pg.sel[k]
+			u = pg.sel[k]
 		}
-		r := l.gradRow[i]
-		if (r+1)*l.dim > len(g) {
-			return buf, fmt.Errorf("embedding lookup gradient: %d elements, row %d wanted", len(g), r)
-		}
-		src, dst := g[r*l.dim:(r+1)*l.dim], buf[k*l.dim:(k+1)*l.dim]
-		if l.gradScale == nil {
-			copy(dst, src)
-			continue
-		}
-		s := T(l.gradScale[i])
-		for j, x := range src {
-			dst[j] = s * x
+		dst := buf[k*l.dim : (k+1)*l.dim]
+		for e, i := range l.order[l.start[u]:l.start[u+1]] {
+			r := l.gradRow[i]
+			if (r+1)*l.dim > len(g) {
+				return buf, fmt.Errorf("embedding lookup gradient: %d elements, row %d wanted", len(g), r)
+			}
+			src := g[r*l.dim : (r+1)*l.dim]
+			switch {
+			case l.gradScale == nil && e == 0:
+				copy(dst, src)
+			case l.gradScale == nil:
+				for j, x := range src {
+					dst[j] += x
+				}
+			case e == 0:
+				s := T(l.gradScale[i])
+				for j, x := range src {
+					dst[j] = s * x
+				}
+			default:
+				s := T(l.gradScale[i])
+				for j, x := range src {
+					dst[j] += T(s * x) // rounded as a row of its own
+				}
+			}
 		}
 	}
 	return buf, nil
@@ -664,13 +698,19 @@ func (l *sparseLookupOp) read() error {
 		}
 	}
 	l.gradIDs, l.gradRow, l.gradScale = l.gradIDs[:0], l.gradRow[:0], l.gradScale[:0]
+	scaled := l.combiner != CombineSum || len(l.weights) > 0 // else every scale is 1
 	for e, id := range l.lookupBase.ids {
 		if l.cfg.hasPadding && id == l.cfg.padding {
 			continue
 		}
 		l.gradIDs = append(l.gradIDs, id)
 		l.gradRow = append(l.gradRow, l.rows[e])
-		l.gradScale = append(l.gradScale, weight(e)/l.den[l.rows[e]])
+		if scaled {
+			l.gradScale = append(l.gradScale, weight(e)/l.den[l.rows[e]])
+		}
+	}
+	if !scaled {
+		l.gradScale = nil
 	}
 	l.route()
 	return nil

@@ -366,8 +366,10 @@ func (o *optimizer) apply(store *towers.Store, vars []*towers.Variable, grads []
 			return err
 		}
 		if s, ok := grads[i].(towers.IndexedSlices); ok {
-			d := s.Deduplicate()
-			sparse[i] = &d
+			if !s.IsDeduplicated() { // the update only reads it: no copy
+				s = s.Deduplicate()
+			}
+			sparse[i] = &s
 		}
 	}
 	lr, err := o.rate(store)

@@ -15,10 +15,11 @@ import (
 // EmbeddingLookupSparse) is left out of symbolic differentiation, which
 // would make a dense gradient of its size; each tower's gradient of it is
 // instead the gradient of each lookup's output (as large as the output)
-// mapped back to one row per id the lookup read, a towers.IndexedSlices.
-// The towers' slices are concatenated, each tower's rows times its loss
-// weight as the dense sum weights its gradient (towers.ConcatSlices), and
-// the repeated ids summed (Deduplicate, ascending ids): the optimizer gets
+// mapped back to one row per distinct id the lookup read, in ascending
+// order of id, a towers.IndexedSlices. The towers' slices are summed,
+// each tower's rows times its loss weight as the dense sum weights its
+// gradient, the repeated ids summed (towers.SumSlices: ConcatSlices then
+// Deduplicate, a merge of the towers' ascending ids): the optimizer gets
 // that towers.IndexedSlices as the variable's gradient. No buffer of the
 // table's size is made on this path. A variable the loss also reaches
 // other than through lookups (a table also read densely) has its dense
@@ -161,11 +162,10 @@ func sumSparseVar(b *build, p *trainPlan, weights []float64, j int) error {
 			sp.weights = append(sp.weights, weights[i])
 		}
 	}
-	sum, err := towers.ConcatSlices(sp.parts, sp.weights)
+	sum, err := towers.SumSlices(sp.parts, sp.weights)
 	if err != nil {
 		return fmt.Errorf("gradient of %q: %w", v.Name(), err)
 	}
-	sum = sum.Deduplicate()
 	if err := sum.CheckFor(v); err != nil {
 		return fmt.Errorf("gradient of %q: %w", v.Name(), err)
 	}
@@ -197,11 +197,11 @@ func accumulateSparse(b *build, p *trainPlan, carried []any) error {
 		if !ok {
 			return fmt.Errorf("gradient of %q: the micro-batches before left a %T", p.vars[j].Name(), carried[j])
 		}
-		sum, err := towers.ConcatSlices([]towers.IndexedSlices{was, p.apply[j].(towers.IndexedSlices)}, []float64{1, 1})
+		sum, err := towers.SumSlices([]towers.IndexedSlices{was, p.apply[j].(towers.IndexedSlices)}, []float64{1, 1})
 		if err != nil {
 			return fmt.Errorf("gradient of %q: %w", p.vars[j].Name(), err)
 		}
-		p.apply[j] = sum.Deduplicate()
+		p.apply[j] = sum
 	}
 	return nil
 }

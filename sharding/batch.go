@@ -3,9 +3,12 @@ package sharding
 import (
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 
 	"gorgonia.org/tensor"
+
+	"github.com/towerflow/towerflow/internal/parallel"
 )
 
 // Batch is one step's input: features and labels keyed by name, each with
@@ -22,6 +25,19 @@ type Batch struct {
 	// batches are copied into a few buffers in turn rather than into new
 	// memory every step.
 	Release func()
+}
+
+// splitSparse is SplitSparse, except that one shard is s itself, checked
+// (the shard is the batch: SplitSparse would copy every index and value
+// to rebase no row).
+func splitSparse(s SparseCOO, n int) ([]SparseCOO, error) {
+	if n != 1 {
+		return SplitSparse(s, n)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return []SparseCOO{s}, nil
 }
 
 // Rows returns the batch's row count, checking that every feature, label and
@@ -107,16 +123,37 @@ func (b Batch) Split(n int) ([]Batch, []int, error) {
 			out[i].Labels = labels[i]
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(b.Sparse)) {
-		parts, err := SplitSparse(b.Sparse[k], n)
-		if err != nil {
-			return nil, nil, fmt.Errorf("sparse feature %q: %w", k, err)
+	keys := slices.Sorted(maps.Keys(b.Sparse))
+	parts := make([][]SparseCOO, len(keys))
+	errs := make([]error, len(keys))
+	// The features are split at once on the cores (each a pass over its
+	// entries) when there are enough entries to pay for the hand-off; an
+	// error is the first feature's, as one after another.
+	nnz := 0
+	for _, s := range b.Sparse {
+		nnz += len(s.Indices)
+	}
+	g := min(runtime.GOMAXPROCS(0), len(keys))
+	split := func(w int) {
+		for i := w; i < len(keys); i += g {
+			parts[i], errs[i] = splitSparse(b.Sparse[keys[i]], n)
 		}
-		for i, p := range parts {
-			if out[i].Sparse == nil {
-				out[i].Sparse = map[string]SparseCOO{}
+	}
+	if g > 1 && nnz >= parallel.MinWork {
+		parallel.Gang(g, split)
+	} else {
+		g = 1
+		split(0)
+	}
+	for i, k := range keys {
+		if errs[i] != nil {
+			return nil, nil, fmt.Errorf("sparse feature %q: %w", k, errs[i])
+		}
+		for sh, p := range parts[i] {
+			if out[sh].Sparse == nil {
+				out[sh].Sparse = make(map[string]SparseCOO, len(keys))
 			}
-			out[i].Sparse[k] = p
+			out[sh].Sparse[k] = p
 		}
 	}
 	return out, sizes, nil

@@ -1,12 +1,12 @@
 package towers
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/internal/idsort"
 	"github.com/towerflow/towerflow/internal/numeric"
 )
 
@@ -113,8 +113,14 @@ func (s IndexedSlices) Deduplicate() IndexedSlices {
 }
 
 func deduplicate[T numeric.Float](s IndexedSlices, vals []T) IndexedSlices {
+	if ascending(s.Indices) {
+		// Already every index once (a lookup's gradient, a sum of them):
+		// a copy, no sort.
+		return IndexedSlices{Indices: slices.Clone(s.Indices), Values: slices.Clone(vals), DenseShape: slices.Clone(s.DenseShape)}
+	}
 	rs := s.RowSize()
-	order := sortedPositions(s.Indices)
+	var sorter idsort.Sorter
+	order := sorter.Positions(s.Indices)
 	ids := make([]int, 0, len(order))
 	out := make([]T, 0, len(vals))
 	for _, i := range order {
@@ -132,40 +138,19 @@ func deduplicate[T numeric.Float](s IndexedSlices, vals []T) IndexedSlices {
 	return IndexedSlices{Indices: ids, Values: out, DenseShape: slices.Clone(s.DenseShape)}
 }
 
-// sortedPositions returns the positions of ids ordered by id, and by
-// position among equal ids (the order a stable sort gives, so that a
-// repeated index's rows are summed in their order). Ids and positions that
-// fit are packed into one integer, id in the high bits, and sorted as
-// integers; others are sorted as pairs.
-func sortedPositions(ids []int) []int {
-	order := make([]int, len(ids))
-	const posBits = 24
-	if uint64(len(ids)) <= 1<<posBits && !slices.ContainsFunc(ids, func(id int) bool { return uint64(id) >= 1<<(62-posBits) }) {
-		keys := make([]uint64, len(ids))
-		for i, id := range ids {
-			keys[i] = uint64(id)<<posBits | uint64(i)
+// IsDeduplicated reports whether every index of s is there once, in
+// ascending order, as Deduplicate returns it (and a lookup's gradient
+// is): Deduplicate would give an equal copy.
+func (s IndexedSlices) IsDeduplicated() bool { return ascending(s.Indices) }
+
+// ascending reports whether ids are in strictly ascending order.
+func ascending(ids []int) bool {
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			return false
 		}
-		slices.Sort(keys)
-		for i, k := range keys {
-			order[i] = int(k & (1<<posBits - 1))
-		}
-		return order
 	}
-	type entry struct{ id, pos int }
-	pairs := make([]entry, len(ids))
-	for i, id := range ids {
-		pairs[i] = entry{id, i}
-	}
-	slices.SortFunc(pairs, func(a, b entry) int {
-		if c := cmp.Compare(a.id, b.id); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.pos, b.pos)
-	})
-	for i, p := range pairs {
-		order[i] = p.pos
-	}
-	return order
+	return true
 }
 
 // AddTo adds s into dst, a dense []float32 or []float64 of the variable's
@@ -212,30 +197,9 @@ func addTo[T numeric.Float](dst, vals []T, ids []int, rs, size int) error {
 // element type; a part with no rows contributes nothing. The result shares
 // no memory with the parts; an error names the part.
 func ConcatSlices(parts []IndexedSlices, weights []float64) (IndexedSlices, error) {
-	if len(parts) != len(weights) {
-		return IndexedSlices{}, fmt.Errorf("concat indexed slices: %d parts, %d weights", len(parts), len(weights))
-	}
-	if len(parts) == 0 {
-		return IndexedSlices{}, fmt.Errorf("concat indexed slices: no parts")
-	}
-	var kind any
-	rows := 0
-	for i, p := range parts {
-		if err := p.Validate(); err != nil {
-			return IndexedSlices{}, fmt.Errorf("concat indexed slices: part %d: %w", i, err)
-		}
-		if !slices.Equal(p.DenseShape, parts[0].DenseShape) {
-			return IndexedSlices{}, fmt.Errorf("concat indexed slices: part %d has dense shape %v, part 0 %v", i, p.DenseShape, parts[0].DenseShape)
-		}
-		if p.Values == nil {
-			continue
-		}
-		if kind == nil {
-			kind = p.Values
-		} else if !sameType(kind, p.Values) {
-			return IndexedSlices{}, fmt.Errorf("concat indexed slices: part %d has %T values, an earlier part %T", i, p.Values, kind)
-		}
-		rows += p.Rows()
+	kind, rows, err := checkParts(parts, weights)
+	if err != nil {
+		return IndexedSlices{}, err
 	}
 	out := IndexedSlices{DenseShape: slices.Clone(parts[0].DenseShape), Indices: make([]int, 0, rows)}
 	switch kind.(type) {
@@ -250,6 +214,35 @@ func ConcatSlices(parts []IndexedSlices, weights []float64) (IndexedSlices, erro
 	return out, nil
 }
 
+// checkParts checks ConcatSlices' parts and weights, returning the parts'
+// values of one of them (nil: no part has rows) and their rows.
+func checkParts(parts []IndexedSlices, weights []float64) (kind any, rows int, err error) {
+	if len(parts) != len(weights) {
+		return nil, 0, fmt.Errorf("concat indexed slices: %d parts, %d weights", len(parts), len(weights))
+	}
+	if len(parts) == 0 {
+		return nil, 0, fmt.Errorf("concat indexed slices: no parts")
+	}
+	for i, p := range parts {
+		if err := p.Validate(); err != nil {
+			return nil, 0, fmt.Errorf("concat indexed slices: part %d: %w", i, err)
+		}
+		if !slices.Equal(p.DenseShape, parts[0].DenseShape) {
+			return nil, 0, fmt.Errorf("concat indexed slices: part %d has dense shape %v, part 0 %v", i, p.DenseShape, parts[0].DenseShape)
+		}
+		if p.Values == nil {
+			continue
+		}
+		if kind == nil {
+			kind = p.Values
+		} else if !sameType(kind, p.Values) {
+			return nil, 0, fmt.Errorf("concat indexed slices: part %d has %T values, an earlier part %T", i, p.Values, kind)
+		}
+		rows += p.Rows()
+	}
+	return kind, rows, nil
+}
+
 func concatValues[T numeric.Float](parts []IndexedSlices, weights []float64, n int) []T {
 	out := make([]T, 0, n)
 	for i, p := range parts {
@@ -262,6 +255,97 @@ func concatValues[T numeric.Float](parts []IndexedSlices, weights []float64, n i
 			}
 		}
 	}
+	return out
+}
+
+// SumSlices is ConcatSlices(parts, weights).Deduplicate(), the same rows
+// to the bit, in one pass when every part's indices are in ascending
+// order (as a lookup's gradient and Deduplicate's result are): the parts
+// are merged, a repeated index's rows taken in part order, then in their
+// order within the part, without concatenating or sorting them. Parts out
+// of order are concatenated and deduplicated. The result shares no memory
+// with the parts; an error is ConcatSlices'.
+func SumSlices(parts []IndexedSlices, weights []float64) (IndexedSlices, error) {
+	kind, rows, err := checkParts(parts, weights)
+	if err != nil {
+		return IndexedSlices{}, err
+	}
+	for _, p := range parts {
+		if !slices.IsSorted(p.Indices) {
+			s, err := ConcatSlices(parts, weights)
+			if err != nil {
+				return IndexedSlices{}, err
+			}
+			return s.Deduplicate(), nil
+		}
+	}
+	switch kind.(type) {
+	case []float32:
+		return mergeSlices[float32](parts, weights, rows), nil
+	case []float64:
+		return mergeSlices[float64](parts, weights, rows), nil
+	}
+	return IndexedSlices{DenseShape: slices.Clone(parts[0].DenseShape)}, nil
+}
+
+// mergeSlices is SumSlices of parts whose indices are in ascending order,
+// rows of them in all.
+func mergeSlices[T numeric.Float](parts []IndexedSlices, weights []float64, rows int) IndexedSlices {
+	out := IndexedSlices{DenseShape: slices.Clone(parts[0].DenseShape)}
+	rs := out.RowSize()
+	if len(parts) == 1 && ascending(parts[0].Indices) {
+		// One tower's lookup: already every index once, a copy.
+		v, _ := parts[0].Values.([]T)
+		out.Indices, out.Values = slices.Clone(parts[0].Indices), concatValues[T](parts, weights, len(v))
+		return out
+	}
+	ids := make([]int, 0, rows)
+	vals := make([]T, 0, rows*rs)
+	next := make([]int, len(parts)) // each part's next row
+	for {
+		// The smallest next index, from the first part that has it.
+		p := -1
+		for i, q := range parts {
+			if next[i] < len(q.Indices) && (p < 0 || q.Indices[next[i]] < parts[p].Indices[next[p]]) {
+				p = i
+			}
+		}
+		if p < 0 {
+			break
+		}
+		id := parts[p].Indices[next[p]]
+		k := len(ids)
+		ids = append(ids, id)
+		vals = vals[:(k+1)*rs]
+		dst := vals[k*rs:]
+		first := true
+		for i := p; i < len(parts); i++ {
+			q := parts[i]
+			v, _ := q.Values.([]T)
+			w := T(weights[i])
+			for ; next[i] < len(q.Indices) && q.Indices[next[i]] == id; next[i]++ {
+				src := v[next[i]*rs : (next[i]+1)*rs]
+				switch {
+				case first && weights[i] == 1:
+					copy(dst, src)
+				case first:
+					for j, x := range src {
+						dst[j] = x * w
+					}
+				case weights[i] == 1:
+					for j, x := range src {
+						dst[j] += x
+					}
+				default:
+					for j, x := range src {
+						dst[j] += T(x * w) // rounded as ConcatSlices' row
+					}
+				}
+				first = false
+			}
+		}
+	}
+	out.Indices, out.Values = ids, vals
 	return out
 }
 
