@@ -22,39 +22,45 @@ import (
 	"github.com/towerflow/towerflow/towers"
 )
 
-// cnnModel is a small convolutional network written with package layers:
-// conv 3×3×3 (same padding, bias, ReLU) → max-pool 2 → dense 1, mean
-// squared error, SGD.
-func cnnModel(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
-	x := features["x"]
-	k := t.MustVariable("conv/kernel", tensor.Float64, tensor.Shape{3, 1, 3, 3}, towers.GlorotUniform())
-	b := t.MustVariable("conv/bias", tensor.Float64, tensor.Shape{3}, towers.RandomUniform(-0.1, 0.1))
-	w := t.MustVariable("out/kernel", tensor.Float64, tensor.Shape{3 * 3 * 3, 1}, towers.GlorotUniform())
-	c, err := layers.Conv2D(x, k, b, layers.Conv{Padding: [2]int{1, 1}, Activation: layers.ReLU})
-	if err != nil {
-		return nil, err
-	}
-	p, err := layers.MaxPool2D(c, [2]int{2, 2}, [2]int{})
-	if err != nil {
-		return nil, err
-	}
-	flat, err := G.Reshape(p, tensor.Shape{x.Shape()[0], 3 * 3 * 3})
-	if err != nil {
-		return nil, err
-	}
-	y, err := layers.Dense(flat, w, nil, layers.Linear)
-	if err != nil {
-		return nil, err
-	}
-	spec := &model.Spec{Predictions: map[string]*G.Node{"y": y}}
-	if mode == model.Predict {
+// convNet is a small convolutional network written with package layers,
+// of dtype dt: conv 3×3×filters (same padding, bias, ReLU) on 1-channel
+// images → max-pool 2 → dense 1, mean squared error; with a train op of
+// opt when opt is not nil (else the Config's optimizer trains it).
+func convNet(dt tensor.Dtype, filters int, opt optimizers.Optimizer) model.Fn {
+	return func(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
+		x := features["x"]
+		flatDim := filters * (x.Shape()[2] / 2) * (x.Shape()[3] / 2)
+		k := t.MustVariable("conv/kernel", dt, tensor.Shape{filters, 1, 3, 3}, towers.GlorotUniform())
+		b := t.MustVariable("conv/bias", dt, tensor.Shape{filters}, towers.RandomUniform(-0.1, 0.1))
+		w := t.MustVariable("out/kernel", dt, tensor.Shape{flatDim, 1}, towers.GlorotUniform())
+		c, err := layers.Conv2D(x, k, b, layers.Conv{Padding: [2]int{1, 1}, Activation: layers.ReLU})
+		if err != nil {
+			return nil, err
+		}
+		p, err := layers.MaxPool2D(c, [2]int{2, 2}, [2]int{})
+		if err != nil {
+			return nil, err
+		}
+		flat, err := G.Reshape(p, tensor.Shape{x.Shape()[0], flatDim})
+		if err != nil {
+			return nil, err
+		}
+		y, err := layers.Dense(flat, w, nil, layers.Linear)
+		if err != nil {
+			return nil, err
+		}
+		spec := &model.Spec{Predictions: map[string]*G.Node{"y": y}}
+		if mode == model.Predict {
+			return spec, nil
+		}
+		if spec.Loss, err = layers.MeanSquaredError(y, labels["y"]); err != nil {
+			return nil, err
+		}
+		if opt != nil {
+			spec.TrainOps = []model.TrainOp{{Optimizer: opt}}
+		}
 		return spec, nil
 	}
-	if spec.Loss, err = layers.MeanSquaredError(y, labels["y"]); err != nil {
-		return nil, err
-	}
-	spec.TrainOps = []model.TrainOp{{Optimizer: optimizers.SGD(0.05)}}
-	return spec, nil
 }
 
 // TestCNNTowersEqualOneDevice: the layers' convolution and pooling ops
@@ -87,10 +93,10 @@ func TestCNNTowersEqualOneDevice(t *testing.T) {
 		}
 		return vartest.Variables(t, est)
 	}
-	want := train(replicate.ModelFn(cnnModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
+	want := train(replicate.ModelFn(convNet(tensor.Float64, 3, optimizers.SGD(0.05)), replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("towers%d", n), func(t *testing.T) {
-			got := train(replicate.ModelFn(cnnModel, replicate.Config{Devices: cpus(n), Reduction: replicate.BatchMean}))
+			got := train(replicate.ModelFn(convNet(tensor.Float64, 3, optimizers.SGD(0.05)), replicate.Config{Devices: cpus(n), Reduction: replicate.BatchMean}))
 			if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-12, 1e-12)); diff != "" {
 				t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
 			}

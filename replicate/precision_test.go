@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
@@ -23,39 +22,7 @@ import (
 	"github.com/towerflow/towerflow/towers"
 )
 
-// cnn32Model is a float32 convolutional network written with package
-// layers: conv 3×3×8 (same padding, bias, ReLU) on 1×8×8 images → max-pool
-// 2 → dense 1, mean squared error.
-func cnn32Model(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
-	x := features["x"]
-	k := t.MustVariable("conv/kernel", tensor.Float32, tensor.Shape{8, 1, 3, 3}, towers.GlorotUniform())
-	b := t.MustVariable("conv/bias", tensor.Float32, tensor.Shape{8}, towers.RandomUniform(-0.1, 0.1))
-	w := t.MustVariable("out/kernel", tensor.Float32, tensor.Shape{8 * 4 * 4, 1}, towers.GlorotUniform())
-	c, err := layers.Conv2D(x, k, b, layers.Conv{Padding: [2]int{1, 1}, Activation: layers.ReLU})
-	if err != nil {
-		return nil, err
-	}
-	p, err := layers.MaxPool2D(c, [2]int{2, 2}, [2]int{})
-	if err != nil {
-		return nil, err
-	}
-	flat, err := G.Reshape(p, tensor.Shape{x.Shape()[0], 8 * 4 * 4})
-	if err != nil {
-		return nil, err
-	}
-	y, err := layers.Dense(flat, w, nil, layers.Linear)
-	if err != nil {
-		return nil, err
-	}
-	spec := &model.Spec{Predictions: map[string]*G.Node{"y": y}}
-	if mode == model.Predict {
-		return spec, nil
-	}
-	spec.Loss, err = layers.MeanSquaredError(y, labels["y"])
-	return spec, err
-}
-
-// cnn32Data is 24 random images and labels for cnn32Model.
+// cnn32Data is 24 random 8×8 images and labels for a float32 convNet.
 func cnn32Data() (feats, labels map[string]*tensor.Dense) {
 	const rows = 24
 	r := rand.New(rand.NewPCG(3, 4))
@@ -70,7 +37,7 @@ func cnn32Data() (feats, labels map[string]*tensor.Dense) {
 		map[string]*tensor.Dense{"y": tensor.New(tensor.WithShape(rows, 1), tensor.WithBacking(ys))}
 }
 
-// trainCNN32 trains cnn32Model for steps batches of batch rows on
+// trainCNN32 trains a float32 convNet of 8 filters for steps batches of batch rows on
 // devices in precision p with Momentum, logging into log (may be nil),
 // and returns the estimator.
 func trainCNN32(t *testing.T, devices []towers.Device, p towers.Precision, batch int, steps int64, log *bytes.Buffer) *estimator.Estimator {
@@ -80,7 +47,7 @@ func trainCNN32(t *testing.T, devices []towers.Device, p towers.Precision, batch
 	if log != nil {
 		rc.Logger = slog.New(slog.NewTextHandler(log, nil))
 	}
-	est, err := estimator.New(replicate.ModelFn(cnn32Model, replicate.Config{
+	est, err := estimator.New(replicate.ModelFn(convNet(tensor.Float32, 8, nil), replicate.Config{
 		Devices: devices, Optimizer: optimizers.Momentum(0.05, 0.9), Precision: p}), rc)
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +171,7 @@ func TestBFloat16FallbackLogged(t *testing.T) {
 			}
 		}
 	}
-	_, err = estimator.New(replicate.ModelFn(cnn32Model, replicate.Config{Devices: cpus(1), Precision: towers.Precision(7)}), estimator.RunConfig{})
+	_, err = estimator.New(replicate.ModelFn(convNet(tensor.Float32, 8, nil), replicate.Config{Devices: cpus(1), Precision: towers.Precision(7)}), estimator.RunConfig{})
 	if err == nil || !strings.Contains(err.Error(), "Config.Precision Precision(7)") {
 		t.Errorf("Precision(7): error %v, want one naming Config.Precision", err)
 	}
