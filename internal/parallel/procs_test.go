@@ -92,3 +92,41 @@ func TestHoldSpareProcessorChangedMeanwhile(t *testing.T) {
 		t.Errorf("GOMAXPROCS and Cores after the hold (-want +got):\n%s", diff)
 	}
 }
+
+// Holds taken and released by several goroutines at once (Estimators
+// training at the same time) keep GOMAXPROCS raised while any is held and
+// leave it as it was after the last.
+func TestHoldSpareProcessorConcurrent(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	setProcs(t, 2)
+	const runs = 8
+	held := make(chan procsState)
+	release := make(chan struct{})
+	for range runs {
+		go func() {
+			done := HoldSpareProcessor(log, 2, true)
+			held <- readProcs()
+			<-release
+			done()
+			held <- procsState{}
+		}()
+	}
+	var during []procsState
+	for range runs {
+		during = append(during, <-held)
+	}
+	close(release)
+	for range runs {
+		<-held
+	}
+	want := make([]procsState, runs)
+	for i := range want {
+		want[i] = procsState{3, 2}
+	}
+	if diff := cmp.Diff(want, during); diff != "" {
+		t.Errorf("GOMAXPROCS and Cores while all runs hold (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(procsState{2, 2}, readProcs()); diff != "" {
+		t.Errorf("GOMAXPROCS and Cores after every release (-want +got):\n%s", diff)
+	}
+}
