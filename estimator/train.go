@@ -57,7 +57,9 @@ func OnStep(fn func(step int64, loss float64)) TrainOption {
 // the towers, begin the hooks), steps, end (the hooks' End). With a model
 // directory, Train holds its TrainLockFile throughout: a model directory
 // another run is training into is an error wrapping ErrModelDirLocked at
-// once, and nothing in it is touched.
+// once, and nothing in it is touched. While it runs, towers on every core
+// in the openblas build keep one Go processor spare: GOMAXPROCS is one more
+// than before until Train returns (replicate.Engine.HoldProcessors).
 func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOption) (err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -81,6 +83,7 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	defer cancel()
 	e.eng.Open()
 	defer func() { err = e.leave(ctx, "train", err) }()
+	defer e.eng.HoldProcessors()()
 	if e.cfg.ModelDir != "" {
 		lock, err := lockModelDir(e.cfg.ModelDir)
 		if err != nil {

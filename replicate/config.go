@@ -3,11 +3,11 @@ package replicate
 import (
 	"fmt"
 	"log/slog"
-	"runtime"
 	"slices"
 	"time"
 
 	"github.com/towerflow/towerflow/collective"
+	"github.com/towerflow/towerflow/internal/parallel"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/towers"
@@ -272,7 +272,7 @@ func logOversubscribed(log *slog.Logger, devices []towers.Device) {
 			cpus++
 		}
 	}
-	if cores := runtime.GOMAXPROCS(0); cpus > cores {
+	if cores := parallel.Cores(); cpus > cores {
 		log.Info("replicate: more CPU towers than cores; towers will share cores", "cpu_towers", cpus, "cores", cores)
 	}
 }

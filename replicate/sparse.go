@@ -3,7 +3,6 @@ package replicate
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/towerflow/towerflow/internal/parallel"
 	"github.com/towerflow/towerflow/internal/tower"
@@ -112,7 +111,7 @@ func (e *Engine) reduceSparseAcross(ctx context.Context, b *build) error {
 //
 // The variables' sums are independent: with several variables and
 // processors they run at once, the variables dealt out in turn over up
-// to GOMAXPROCS goroutines (a Gang), each sum computed as alone.
+// to parallel.Cores goroutines (a Gang), each sum computed as alone.
 func sumSparse(b *build, p *trainPlan, weights []float64) error {
 	var tables []int
 	for j, sp := range p.sparse {
@@ -120,7 +119,7 @@ func sumSparse(b *build, p *trainPlan, weights []float64) error {
 			tables = append(tables, j)
 		}
 	}
-	n := min(runtime.GOMAXPROCS(0), len(tables))
+	n := min(parallel.Cores(), len(tables))
 	if n <= 1 {
 		for _, j := range tables {
 			if err := sumSparseVar(b, p, weights, j); err != nil {

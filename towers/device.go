@@ -2,9 +2,10 @@ package towers
 
 import (
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/towerflow/towerflow/internal/parallel"
 )
 
 // Kind is the kind of a device.
@@ -118,7 +119,8 @@ var numGPUs = func() int { return 0 }
 func NumGPUs() int { return numGPUs() }
 
 // LocalDevices returns the devices towers run on by default: one CPU device
-// per usable core (runtime.GOMAXPROCS(0)).
+// per usable core (runtime.GOMAXPROCS(0), less the processor a training
+// run holds spare: replicate.Engine.HoldProcessors).
 //
 // One CPU tower per core is the default because each tower runs its graph on
 // one goroutine: most of gorgonia's kernels run on that goroutine alone, so
@@ -135,7 +137,7 @@ func LocalDevices() []Device {
 		}
 		return out
 	}
-	n := runtime.GOMAXPROCS(0)
+	n := parallel.Cores()
 	out := make([]Device, n)
 	for i := range out {
 		out[i] = CPU(i)

@@ -11,7 +11,6 @@
 package parallel
 
 import (
-	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -66,9 +65,9 @@ const Chunk = 1 << 14
 // ForChunks calls fn(i, lo, hi) for ranges [lo, hi) that together cover
 // every item i of sizes[i] elements; an empty range gets no call. When the
 // items hold MinWork elements or more in all, each item is cut into one
-// share per processor (GOMAXPROCS, the goroutines of a Gang) at multiples
+// share per processor (Cores, the goroutines of a Gang) at multiples
 // of Align, or, when it holds fewer than Chunk elements a processor, is
-// one share, item i going to goroutine i mod GOMAXPROCS. Each goroutine
+// one share, item i going to goroutine i mod Cores. Each goroutine
 // runs its shares in item order, in ranges of Chunk (see Chunk). On the
 // shared team (see Gang) the same sizes give the same goroutine the same
 // shares on every call, so passes over the same items one after another
@@ -86,7 +85,7 @@ func ForChunks(sizes []int, fn func(i, lo, hi int) error) error {
 	for _, n := range sizes {
 		total += n
 	}
-	workers := runtime.GOMAXPROCS(0)
+	workers := Cores()
 	if workers <= 1 || total < MinWork {
 		for i, n := range sizes {
 			if n == 0 {
