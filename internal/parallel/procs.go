@@ -80,7 +80,14 @@ func releaseSpare(log *slog.Logger) {
 	if now := runtime.GOMAXPROCS(0); now != raisedTo {
 		log.Info("training: GOMAXPROCS was changed during training; leaving it", "gomaxprocs", now)
 	} else {
-		runtime.GOMAXPROCS(base)
+		// The runtime's default, when that is what it was, keeps the
+		// runtime's own updates of GOMAXPROCS to the CPU limit, which a
+		// runtime.GOMAXPROCS call turns off; a value set by a call before
+		// training is set again.
+		runtime.SetDefaultGOMAXPROCS()
+		if runtime.GOMAXPROCS(0) != base {
+			runtime.GOMAXPROCS(base)
+		}
 		log.Debug("training: GOMAXPROCS restored", "gomaxprocs", base)
 	}
 	baseProcs.Store(0)
