@@ -3,7 +3,6 @@ package serving
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,18 +123,8 @@ func TestServeColumnsTransformer(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, hs := newTestServer(t, []ModelConfig{{Name: "census", BaseDir: base, Model: mdl}}, Config{})
-	post := func(method, body string, into any) {
-		t.Helper()
-		res := do(t, hs, "POST", "/v1/models/census:"+method, body)
-		if res.code != http.StatusOK {
-			t.Fatalf("%s: status %d: %s", method, res.code, res.body)
-		}
-		if err := json.Unmarshal([]byte(res.body), into); err != nil {
-			t.Fatalf("%s: %v: %s", method, err, res.body)
-		}
-	}
 	var pred struct{ Predictions [][]float32 }
-	post("predict", instances, &pred)
+	postOK(t, hs, "census", "predict", instances, &pred)
 	var got []float32
 	for _, r := range pred.Predictions {
 		got = append(got, r...)
@@ -146,7 +135,7 @@ func TestServeColumnsTransformer(t *testing.T) {
 		t.Errorf("predict (-Estimator.Predict +served):\n%s", diff)
 	}
 	var reg struct{ Results []float32 }
-	post("regress", `{"signature_name": "regress", "examples": `+examples+`}`, &reg)
+	postOK(t, hs, "census", "regress", `{"signature_name": "regress", "examples": `+examples+`}`, &reg)
 	if diff := cmp.Diff(want, reg.Results); diff != "" {
 		t.Errorf("regress (-Estimator.Predict +served):\n%s", diff)
 	}

@@ -497,3 +497,58 @@ func rawPost(t *testing.T, addr, path, body string) net.Conn {
 	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
 	return c
 }
+
+// postOK posts body to model's method (predict, regress, classify) on hs
+// and decodes the answer into into; an answer other than 200 OK fails the
+// test.
+func postOK(t *testing.T, hs *httptest.Server, model, method, body string, into any) {
+	t.Helper()
+	res := do(t, hs, "POST", "/v1/models/"+model+":"+method, body)
+	if res.code != http.StatusOK {
+		t.Fatalf("%s: status %d: %s", method, res.code, res.body)
+	}
+	if err := json.Unmarshal([]byte(res.body), into); err != nil {
+		t.Fatalf("%s: %v: %s", method, err, res.body)
+	}
+}
+
+// checkServedAsPredict asks model on hs predict with the rows of
+// instances and the columns of columnar, and regress and classify (the
+// signatures "regress" and "classify") with examples, a JSON list of
+// tf.Examples: every answer must be want, Estimator.Predict's answer on
+// the same rows (classify's: the scores 1-p and p of two unnamed
+// classes).
+func checkServedAsPredict(t *testing.T, hs *httptest.Server, model, instances, columnar, examples string, want []float64) {
+	t.Helper()
+	flat := func(rows [][]float64) []float64 {
+		var out []float64
+		for _, r := range rows {
+			out = append(out, r...)
+		}
+		return out
+	}
+	var rows struct{ Predictions [][]float64 }
+	postOK(t, hs, model, "predict", instances, &rows)
+	if diff := cmp.Diff(want, flat(rows.Predictions)); diff != "" {
+		t.Errorf("predict, instances (-Estimator.Predict +served):\n%s", diff)
+	}
+	var cols struct{ Outputs [][]float64 }
+	postOK(t, hs, model, "predict", columnar, &cols)
+	if diff := cmp.Diff(want, flat(cols.Outputs)); diff != "" {
+		t.Errorf("predict, inputs (-Estimator.Predict +served):\n%s", diff)
+	}
+	var reg struct{ Results []float64 }
+	postOK(t, hs, model, "regress", `{"signature_name": "regress", "examples": `+examples+`}`, &reg)
+	if diff := cmp.Diff(want, reg.Results); diff != "" {
+		t.Errorf("regress (-Estimator.Predict +served):\n%s", diff)
+	}
+	var wantScores [][][]any
+	for _, p := range want {
+		wantScores = append(wantScores, [][]any{{"", 1 - p}, {"", p}})
+	}
+	var cls struct{ Results [][][]any }
+	postOK(t, hs, model, "classify", `{"signature_name": "classify", "examples": `+examples+`}`, &cls)
+	if diff := cmp.Diff(wantScores, cls.Results); diff != "" {
+		t.Errorf("classify (-Estimator.Predict +served):\n%s", diff)
+	}
+}

@@ -123,51 +123,12 @@ func TestServeRawValues(t *testing.T) {
 	}
 	rows := rawRows(t)
 	instances, columnar, examples := rawBodies(rows)
-	var wantScores [][][]any
-	for _, p := range want {
-		wantScores = append(wantScores, [][]any{{"", 1 - p}, {"", p}})
-	}
-	flat := func(rows [][]float64) []float64 {
-		var out []float64
-		for _, r := range rows {
-			out = append(out, r...)
-		}
-		return out
-	}
 	t.Run("formats", func(t *testing.T) {
 		_, hs := newTestServer(t, []ModelConfig{{Name: "words", BaseDir: base, Model: mdl}}, Config{})
-		post := func(method, body string, into any) {
-			t.Helper()
-			res := do(t, hs, "POST", "/v1/models/words:"+method, body)
-			if res.code != http.StatusOK {
-				t.Fatalf("%s: status %d: %s", method, res.code, res.body)
-			}
-			if err := json.Unmarshal([]byte(res.body), into); err != nil {
-				t.Fatalf("%s: %v: %s", method, err, res.body)
-			}
-		}
-		var pred struct{ Predictions [][]float64 }
-		post("predict", instances, &pred)
-		if diff := cmp.Diff(want, flat(pred.Predictions)); diff != "" {
-			t.Errorf("predict, instances (-Estimator.Predict +served):\n%s", diff)
-		}
-		var cols struct{ Outputs [][]float64 }
-		post("predict", columnar, &cols)
-		if diff := cmp.Diff(want, flat(cols.Outputs)); diff != "" {
-			t.Errorf("predict, inputs (-Estimator.Predict +served):\n%s", diff)
-		}
+		checkServedAsPredict(t, hs, "words", instances, columnar, examples, want)
 		var reg struct{ Results []float64 }
-		post("regress", `{"signature_name": "regress", "examples": `+examples+`}`, &reg)
-		if diff := cmp.Diff(want, reg.Results); diff != "" {
-			t.Errorf("regress (-Estimator.Predict +served):\n%s", diff)
-		}
-		var cls struct{ Results [][][]any }
-		post("classify", `{"signature_name": "classify", "examples": `+examples+`}`, &cls)
-		if diff := cmp.Diff(wantScores, cls.Results); diff != "" {
-			t.Errorf("classify (-Estimator.Predict +served):\n%s", diff)
-		}
 		// A context gives every example its features.
-		post("regress", `{"signature_name": "regress", "context": {"num": 2}, "examples": [{"word": "mauve"}]}`, &reg)
+		postOK(t, hs, "words", "regress", `{"signature_name": "regress", "context": {"num": 2}, "examples": [{"word": "mauve"}]}`, &reg)
 		if diff := cmp.Diff(want[3:4], reg.Results); diff != "" {
 			t.Errorf("regress with a context (-Estimator.Predict +served):\n%s", diff)
 		}

@@ -3,12 +3,9 @@ package serving
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/internal/embedtest"
@@ -85,50 +82,9 @@ func TestServeSparseInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	instances, columnar, examples := sparseBodies(t, embedtest.Rows)
-	var wantScores [][][]any
-	for _, p := range want {
-		wantScores = append(wantScores, [][]any{{"", 1 - p}, {"", p}})
-	}
 	t.Run("formats", func(t *testing.T) {
 		_, hs := newTestServer(t, []ModelConfig{{Name: "embed", BaseDir: base, Model: mdl}}, Config{})
-		post := func(method, body string, into any) {
-			t.Helper()
-			res := do(t, hs, "POST", "/v1/models/embed:"+method, body)
-			if res.code != http.StatusOK {
-				t.Fatalf("%s: status %d: %s", method, res.code, res.body)
-			}
-			if err := json.Unmarshal([]byte(res.body), into); err != nil {
-				t.Fatalf("%s: %v: %s", method, err, res.body)
-			}
-		}
-		flat := func(rows [][]float64) []float64 {
-			var out []float64
-			for _, r := range rows {
-				out = append(out, r...)
-			}
-			return out
-		}
-		var rows struct{ Predictions [][]float64 }
-		post("predict", instances, &rows)
-		if diff := cmp.Diff(want, flat(rows.Predictions)); diff != "" {
-			t.Errorf("predict, instances (-Estimator.Predict +served):\n%s", diff)
-		}
-
-		var cols struct{ Outputs [][]float64 }
-		post("predict", columnar, &cols)
-		if diff := cmp.Diff(want, flat(cols.Outputs)); diff != "" {
-			t.Errorf("predict, inputs (-Estimator.Predict +served):\n%s", diff)
-		}
-		var reg struct{ Results []float64 }
-		post("regress", `{"signature_name": "regress", "examples": `+examples+`}`, &reg)
-		if diff := cmp.Diff(want, reg.Results); diff != "" {
-			t.Errorf("regress (-Estimator.Predict +served):\n%s", diff)
-		}
-		var cls struct{ Results [][][]any }
-		post("classify", `{"signature_name": "classify", "examples": `+examples+`}`, &cls)
-		if diff := cmp.Diff(wantScores, cls.Results); diff != "" {
-			t.Errorf("classify (-Estimator.Predict +served):\n%s", diff)
-		}
+		checkServedAsPredict(t, hs, "embed", instances, columnar, examples, want)
 	})
 
 	// Batching: a request of one row waits in a batch of 6 rows (only
