@@ -1,7 +1,6 @@
 package dataset
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/sharding"
 )
 
@@ -190,22 +190,7 @@ func TestPipelineParserErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			in, err := tc.p.Input()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var last error
-			for _, err := range in(context.Background()) {
-				last = err
-			}
-			if last == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(last.Error(), w) {
-					t.Errorf("error %q does not say %q", last, w)
-				}
-			}
+			wanterr.Mentions(t, lastInputError(t, tc.p), tc.want...)
 		})
 	}
 	if _, err := (Pipeline{Files: files, Spec: idSpec, Parser: &sumParser{}, BatchSize: 1}).Input(); err == nil || !strings.Contains(err.Error(), "both a Spec and a Parser") {

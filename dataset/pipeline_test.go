@@ -15,6 +15,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/sharding"
 )
 
@@ -344,22 +345,7 @@ func TestPipelineErrorsNameFileAndRecord(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			in, err := tc.p.Input()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var last error
-			for _, err := range in(context.Background()) {
-				last = err
-			}
-			if last == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(last.Error(), w) {
-					t.Errorf("error %q does not say %q", last, w)
-				}
-			}
+			wanterr.Mentions(t, lastInputError(t, tc.p), tc.want...)
 		})
 	}
 }
@@ -447,4 +433,19 @@ func TestRecordReaderExamples(t *testing.T) {
 	if diff := cmp.Diff(ids, got); diff != "" {
 		t.Errorf("ids (-want +got):\n%s", diff)
 	}
+}
+
+// lastInputError reads p's input to its end and returns the last error it
+// gave (nil if none).
+func lastInputError(t *testing.T, p Pipeline) error {
+	t.Helper()
+	in, err := p.Input()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last error
+	for _, err := range in(context.Background()) {
+		last = err
+	}
+	return last
 }
