@@ -68,6 +68,14 @@ type Pipeline struct {
 	// CycleLength is how many files are read at once, interleaved record
 	// by record; 0 means 1.
 	CycleLength int
+	// Cache keeps in memory the records of every file read to its end
+	// (tf.data's cache): later reads of the file, in later epochs or
+	// later calls of the input function, take its records from memory
+	// instead of reading and decoding it again. The batches are the
+	// same with or without; the memory grows with the files' records,
+	// and a file changed since it was cached is not read again. The
+	// Parser must not modify the Examples it is given.
+	Cache bool
 	// Workers is how many goroutines parse batches; 0 means 1. Prefetch
 	// is how many batches may wait, parsed or being parsed, ahead of the
 	// consumer; 0 means 2.
@@ -229,8 +237,24 @@ func (p Pipeline) Input() (estimator.InputFn, error) {
 	}, nil
 }
 
-// open opens one file.
+// open opens one file: with Cache, its records in memory once a read
+// has reached its end.
 func (p *Pipeline) open(file string) (fileSource, error) {
+	if !p.Cache {
+		return p.openSource(file)
+	}
+	if recs, ok := p.state.cache.get(file); ok {
+		return &cachedFile{recs: recs}, nil
+	}
+	s, err := p.openSource(file)
+	if err != nil {
+		return nil, err
+	}
+	return &caching{fileSource: s, file: file, cache: &p.state.cache}, nil
+}
+
+// openSource opens one file to read it.
+func (p *Pipeline) openSource(file string) (fileSource, error) {
 	if p.CSV != nil {
 		r, err := newCSVReader([]string{file}, *p.CSV, openFile)
 		if err != nil {
