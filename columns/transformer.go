@@ -267,8 +267,9 @@ func (t *Transformer) Parse(examples []dataset.Example) (sharding.Batch, error) 
 		return sharding.Batch{}, errors.New("columns: no examples to parse")
 	}
 	b := sharding.Batch{Features: map[string]*tensor.Dense{}}
+	ps := &parseState{examples: examples}
 	for _, d := range t.dense {
-		v, err := d.parse(examples)
+		v, err := d.parse(examples, ps)
 		if err != nil {
 			return sharding.Batch{}, err
 		}
@@ -278,7 +279,7 @@ func (t *Transformer) Parse(examples []dataset.Example) (sharding.Batch, error) 
 		b.Sparse = map[string]sharding.SparseCOO{}
 	}
 	for _, s := range t.sparse {
-		ids, weights, err := parseSparse(s.cat, examples)
+		ids, weights, err := parseSparse(s.cat, examples, ps)
 		if err != nil {
 			return sharding.Batch{}, err
 		}
@@ -366,7 +367,7 @@ func (c *NumericColumn) normalize(vals []float32) {
 	}
 }
 
-func (d denseOut) parse(examples []dataset.Example) (*tensor.Dense, error) {
+func (d denseOut) parse(examples []dataset.Example, ps *parseState) (*tensor.Dense, error) {
 	rows := len(examples)
 	if c := d.numeric; c != nil {
 		dim := c.Dimension()
@@ -384,10 +385,9 @@ func (d denseOut) parse(examples []dataset.Example) (*tensor.Dense, error) {
 	data := make([]float32, rows*dim)
 	var ids []int64
 	var ws []float32
-	var sc scratch
 	for r, ex := range examples {
 		var err error
-		if ids, ws, err = bag(d.cat, ex, r, ids[:0], ws[:0], &sc); err != nil {
+		if ids, ws, err = bag(d.cat, ex, r, ids[:0], ws[:0], ps); err != nil {
 			return nil, err
 		}
 		row := data[r*dim : (r+1)*dim]
@@ -404,39 +404,128 @@ func (d denseOut) parse(examples []dataset.Example) (*tensor.Dense, error) {
 
 // ---- categorical ----
 
-// scratch is the buffers one Parse reuses from record to record.
-type scratch struct {
-	vals   []float32  // a bucketized column's source values
-	ids    []int64    // a crossed column's key's ids
-	hashes [][]uint64 // a crossed column's values' hashes, by key
-	pos    []int      // a crossed column's combination
-	combo  []uint64
+// parseState is what one Parse computes once and reuses: each
+// categorical column's ids and each raw key's crossing hashes, of every
+// record of the batch, made the first time a column needs them (an
+// indicator, a sparse feature and crosses read the same ones), and the
+// buffers it reuses from record to record.
+type parseState struct {
+	examples []dataset.Example
+	ids      map[CategoricalColumn]*perRecord[int64] // rawIDs
+	hashes   map[string]*perRecord[uint64]           // a crossed column's raw key's values' hashes
+
+	vals  []float32  // a bucketized column's source values
+	keys  [][]uint64 // a crossed column's ids of its categorical keys, by key
+	views [][]uint64 // a crossed column's values' hashes or ids, by key
+	pos   []int      // a crossed column's combination
+	combo []uint64
 }
 
-func (sc *scratch) floats(n int) []float32 {
-	if cap(sc.vals) < n {
-		sc.vals = make([]float32, n)
+// perRecord is values of each record of a batch, record r's
+// vals[ends[r-1]:ends[r]].
+type perRecord[T any] struct {
+	vals []T
+	ends []int
+}
+
+// of is record r's values.
+func (p *perRecord[T]) of(r int) []T {
+	start := 0
+	if r > 0 {
+		start = p.ends[r-1]
 	}
-	return sc.vals[:n]
+	return p.vals[start:p.ends[r]:p.ends[r]]
+}
+
+// idsOf is c's raw ids (rawIDs) of each record; c is not weighted.
+func (ps *parseState) idsOf(c CategoricalColumn) (*perRecord[int64], error) {
+	if p, ok := ps.ids[c]; ok {
+		return p, nil
+	}
+	p := &perRecord[int64]{ends: make([]int, len(ps.examples))}
+	for r, ex := range ps.examples {
+		var err error
+		if p.vals, err = rawIDs(c, ex, r, p.vals, ps); err != nil {
+			return nil, err
+		}
+		p.ends[r] = len(p.vals)
+	}
+	if ps.ids == nil {
+		ps.ids = map[CategoricalColumn]*perRecord[int64]{}
+	}
+	ps.ids[c] = p
+	return p, nil
+}
+
+// hashesOf is the Fingerprint64 of each value of the raw feature key of
+// each record, as crosses hash them (integers by their decimal string;
+// "" is a missing value and has none); c is the crossed column that
+// asks, for errors.
+func (ps *parseState) hashesOf(key string, c *CrossedColumn) (*perRecord[uint64], error) {
+	if p, ok := ps.hashes[key]; ok {
+		return p, nil
+	}
+	p := &perRecord[uint64]{ends: make([]int, len(ps.examples))}
+	for r, ex := range ps.examples {
+		f := ex[key]
+		if err := f.Validate(); err != nil {
+			return nil, recordErrorf(r, key, "%v", err)
+		}
+		switch f.Kind() {
+		case dataset.KindBytes:
+			for _, v := range f.Bytes {
+				if len(v) > 0 {
+					p.vals = append(p.vals, Fingerprint64(v))
+				}
+			}
+		case dataset.KindInt64:
+			var buf [20]byte
+			for _, v := range f.Int64s {
+				p.vals = append(p.vals, Fingerprint64(intString(buf[:], v)))
+			}
+		case dataset.KindFloat:
+			if len(f.Floats) > 0 {
+				return nil, recordErrorf(r, key, "value %v is a float; crossed column %q wants strings or int64s", f.Floats[0], c.Name())
+			}
+		}
+		p.ends[r] = len(p.vals)
+	}
+	if ps.hashes == nil {
+		ps.hashes = map[string]*perRecord[uint64]{}
+	}
+	ps.hashes[key] = p
+	return p, nil
+}
+
+func (ps *parseState) floats(n int) []float32 {
+	if cap(ps.vals) < n {
+		ps.vals = make([]float32, n)
+	}
+	return ps.vals[:n]
 }
 
 // bag appends record ex's ids of c to ids (the dropped ones left out),
 // and for a weighted column their weights to ws (ws is nil otherwise).
-func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []float32, sc *scratch) ([]int64, []float32, error) {
+func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []float32, ps *parseState) ([]int64, []float32, error) {
 	w, weighted := c.(*WeightedColumn)
 	if !weighted {
-		start := len(ids)
-		ids, err := rawIDs(c, ex, row, ids, sc)
+		all, err := ps.idsOf(c)
 		if err != nil {
 			return nil, nil, err
 		}
-		return dropped(ids, start), nil, nil
+		for _, id := range all.of(row) {
+			if id >= 0 {
+				ids = append(ids, id)
+			}
+		}
+		return ids, nil, nil
 	}
 	start := len(ids)
-	ids, err := rawIDs(w.cat, ex, row, ids, sc)
+	all, err := ps.idsOf(w.cat)
 	if err != nil {
 		return nil, nil, err
 	}
+	ids = append(ids, all.of(row)...)
 	f := ex[w.weightKey]
 	n := len(ids) - start
 	switch {
@@ -483,7 +572,7 @@ func dropped(ids []int64, start int) []int64 {
 
 // rawIDs appends record ex's ids of c to ids, one per value (-1 for a
 // value dropped); c is not weighted.
-func rawIDs(c CategoricalColumn, ex dataset.Example, row int, ids []int64, sc *scratch) ([]int64, error) {
+func rawIDs(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ps *parseState) ([]int64, error) {
 	switch c := c.(type) {
 	case *VocabularyColumn:
 		return c.ids(ex, row, ids)
@@ -492,9 +581,9 @@ func rawIDs(c CategoricalColumn, ex dataset.Example, row int, ids []int64, sc *s
 	case *IdentityColumn:
 		return c.ids(ex, row, ids)
 	case *BucketizedColumn:
-		return c.ids(ex, row, ids, sc)
+		return c.ids(ex, row, ids, ps)
 	case *CrossedColumn:
-		return c.ids(ex, row, ids, sc)
+		return c.ids(ex, row, ids, ps)
 	}
 	return nil, fmt.Errorf("columns: %q is a %T, which gives no ids", c.Name(), c)
 }
@@ -595,9 +684,9 @@ func (c *IdentityColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64,
 	return ids, nil
 }
 
-func (c *BucketizedColumn) ids(ex dataset.Example, row int, ids []int64, sc *scratch) ([]int64, error) {
+func (c *BucketizedColumn) ids(ex dataset.Example, row int, ids []int64, ps *parseState) ([]int64, error) {
 	src := c.source
-	vals := sc.floats(src.Dimension())
+	vals := ps.floats(src.Dimension())
 	if err := src.values(ex, row, vals); err != nil {
 		return nil, err
 	}
@@ -620,49 +709,34 @@ func (c *BucketizedColumn) bucket(x float64) int {
 	return i
 }
 
-func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, sc *scratch) ([]int64, error) {
+func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, ps *parseState) ([]int64, error) {
 	n := len(c.keys)
-	if cap(sc.hashes) < n {
-		sc.hashes = make([][]uint64, n)
-		sc.pos, sc.combo = make([]int, n), make([]uint64, n)
+	if cap(ps.keys) < n {
+		ps.keys, ps.views = make([][]uint64, n), make([][]uint64, n)
+		ps.pos, ps.combo = make([]int, n), make([]uint64, n)
 	}
-	hashes, pos, combo := sc.hashes[:n], sc.pos[:n], sc.combo[:n]
-	for k := range hashes {
-		hashes[k] = hashes[k][:0]
-	}
+	hashes, pos, combo := ps.views[:n], ps.pos[:n], ps.combo[:n]
 	clear(pos)
 	for k, key := range c.keys {
 		switch key := key.(type) {
 		case RawKey:
-			f := ex[string(key)]
-			if err := f.Validate(); err != nil {
-				return nil, recordErrorf(row, string(key), "%v", err)
-			}
-			switch f.Kind() {
-			case dataset.KindBytes:
-				for _, v := range f.Bytes {
-					if len(v) > 0 { // "" is a missing value
-						hashes[k] = append(hashes[k], Fingerprint64(v))
-					}
-				}
-			case dataset.KindInt64:
-				var buf [20]byte
-				for _, v := range f.Int64s {
-					hashes[k] = append(hashes[k], Fingerprint64(intString(buf[:], v)))
-				}
-			case dataset.KindFloat:
-				if len(f.Floats) > 0 {
-					return nil, recordErrorf(row, string(key), "value %v is a float; crossed column %q wants strings or int64s", f.Floats[0], c.Name())
-				}
-			}
-		case CategoricalColumn:
-			var err error
-			if sc.ids, err = rawIDs(key, ex, row, sc.ids[:0], sc); err != nil {
+			all, err := ps.hashesOf(string(key), c)
+			if err != nil {
 				return nil, err
 			}
-			for _, id := range dropped(sc.ids, 0) {
-				hashes[k] = append(hashes[k], uint64(id))
+			hashes[k] = all.of(row)
+		case CategoricalColumn:
+			all, err := ps.idsOf(key)
+			if err != nil {
+				return nil, err
 			}
+			own := ps.keys[k][:0]
+			for _, id := range all.of(row) {
+				if id >= 0 {
+					own = append(own, uint64(id))
+				}
+			}
+			ps.keys[k], hashes[k] = own, own
 		}
 		if len(hashes[k]) == 0 {
 			return ids, nil // an empty key: no crosses
@@ -689,13 +763,12 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, sc *scratc
 
 // parseSparse makes c's sparse feature of examples: int64 ids and, for a
 // weighted column, float32 weights at the same indices.
-func parseSparse(c CategoricalColumn, examples []dataset.Example) (ids, weights sharding.SparseCOO, err error) {
+func parseSparse(c CategoricalColumn, examples []dataset.Example, ps *parseState) (ids, weights sharding.SparseCOO, err error) {
 	var (
 		flat  []int // row, position: the entries' indices
 		vals  []int64
 		ws    []float32
 		width = 1
-		sc    scratch
 	)
 	_, weighted := c.(*WeightedColumn)
 	if weighted {
@@ -703,7 +776,7 @@ func parseSparse(c CategoricalColumn, examples []dataset.Example) (ids, weights 
 	}
 	for r, ex := range examples {
 		start := len(vals)
-		if vals, ws, err = bag(c, ex, r, vals, ws, &sc); err != nil {
+		if vals, ws, err = bag(c, ex, r, vals, ws, ps); err != nil {
 			return ids, weights, err
 		}
 		n := len(vals) - start
