@@ -3,6 +3,7 @@ package dataset
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // recordCache keeps the records of the files a Pipeline with Cache has
@@ -46,6 +47,10 @@ func (s *cachedFile) next() (record, error) {
 
 func (s *cachedFile) Close() error { return nil }
 
+// preparedRow is a cached record's row, once a RowParser has prepared
+// it.
+type preparedRow struct{ row atomic.Pointer[any] }
+
 // caching reads a file and, once the read reaches the file's end, puts
 // every record it read into the cache; a read that stops early, or
 // fails, keeps nothing.
@@ -54,6 +59,7 @@ type caching struct {
 	file  string
 	cache *recordCache
 	recs  []record
+	rows  bool // each record gets a place for its prepared row
 }
 
 func (s *caching) next() (record, error) {
@@ -63,6 +69,9 @@ func (s *caching) next() (record, error) {
 		s.cache.put(s.file, s.recs)
 		s.recs = nil
 	case err == nil:
+		if s.rows {
+			r.prep = new(preparedRow)
+		}
 		s.recs = append(s.recs, r)
 	}
 	return r, err

@@ -2,16 +2,20 @@ package dataset
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/estimator"
+	"github.com/towerflow/towerflow/internal/wanterr"
+	"github.com/towerflow/towerflow/sharding"
 )
 
 // writeIDCSVs writes one CSV file per count, file f holding counts[f]
@@ -149,5 +153,84 @@ func TestPipelineCacheKeepsOnlyWholeFiles(t *testing.T) {
 	}
 	if _, err := readBatches(in); err == nil || !strings.Contains(err.Error(), files[0]) {
 		t.Errorf("second call, files removed after a partial read: error %v, want one naming %s", err, files[0])
+	}
+}
+
+// rowParser is a RowParser over a SpecParser: a row is the batch of one
+// record; it counts the rows it prepares, fails on the record of id
+// fail and panics on the record of id panicAt (-1: none).
+type rowParser struct {
+	spec          SpecParser
+	prepared      *atomic.Int64
+	fail, panicAt int64
+}
+
+func (p rowParser) Parse(examples []Example) (sharding.Batch, error) { return p.spec.Parse(examples) }
+
+func (p rowParser) PrepareRow(ex Example) (any, error) {
+	p.prepared.Add(1)
+	switch ex["id"].Int64s[0] {
+	case p.fail:
+		return nil, &ParseError{Example: 0, Feature: "id", Err: errors.New("an id this parser refuses")}
+	case p.panicAt:
+		panic("a row this parser cannot take")
+	}
+	return p.spec.Parse([]Example{ex})
+}
+
+func (p rowParser) ParseRows(rows []any) (sharding.Batch, error) {
+	var features, labels []map[string]*tensor.Dense
+	for _, r := range rows {
+		b := r.(sharding.Batch)
+		features, labels = append(features, b.Features), append(labels, b.Labels)
+	}
+	f, err := sharding.ConcatMap(features)
+	if err != nil {
+		return sharding.Batch{}, err
+	}
+	l, err := sharding.ConcatMap(labels)
+	return sharding.Batch{Features: f, Labels: l}, err
+}
+
+// With Cache, a RowParser prepares each record once, however many
+// epochs read it, and the batches are Parse's; its errors and panics
+// name the record and the parser.
+func TestPipelineCacheRowParser(t *testing.T) {
+	files, ids := writeIDFiles(t, []int{9, 14, 5})
+	base := Pipeline{Files: files, Spec: idSpec, BatchSize: 6, Epochs: 4, ShuffleBuffer: 7, Seed: 11, CycleLength: 2, Workers: 2}
+	want, err := readBatches(inputOf(t, base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name          string
+		fail, panicAt int64
+		wantErr       []string
+	}{
+		{"rows", -1, -1, nil},
+		{"a refused record", 103, -1, []string{files[1] + ": record 3", `feature "id"`, "refuses"}},
+		{"a panic", -1, 204, []string{"PrepareRow", "rowParser", "cannot take"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var prepared atomic.Int64
+			p := base
+			p.Spec, p.Cache = nil, true
+			p.Parser = rowParser{spec: SpecParser(idSpec), prepared: &prepared, fail: tc.fail, panicAt: tc.panicAt}
+			got, err := readBatches(inputOf(t, p))
+			if tc.wantErr != nil {
+				wanterr.Mentions(t, err, tc.wantErr...)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("batches (-Parse +rows):\n%s", diff)
+			}
+			if n := prepared.Load(); n != int64(len(ids)) {
+				t.Errorf("%d rows prepared over 4 epochs of %d records, want each once", n, len(ids))
+			}
+		})
 	}
 }
