@@ -40,6 +40,17 @@ func (p *preparedRow) lens() rowLens {
 	return rowLens{len(p.floats), len(p.ids), len(p.ws), len(p.ends), len(p.labelF), len(p.labelI)}
 }
 
+// reserve grows p's slices for n more rows the size of those it holds
+// (an arena of one row, about to take the batch's others).
+func (p *preparedRow) reserve(n int) {
+	p.floats = slices.Grow(p.floats, n*len(p.floats))
+	p.ids = slices.Grow(p.ids, n*len(p.ids)+n)
+	p.ws = slices.Grow(p.ws, n*len(p.ws))
+	p.ends = slices.Grow(p.ends, n*len(p.ends))
+	p.labelF = slices.Grow(p.labelF, n*len(p.labelF))
+	p.labelI = slices.Grow(p.labelI, n*len(p.labelI))
+}
+
 // since is the row p's slices hold past at (sharing p's memory; ends
 // relative to the row's ids).
 func (p *preparedRow) since(at rowLens) preparedRow {

@@ -284,6 +284,9 @@ func (t *Transformer) Parse(examples []dataset.Example) (sharding.Batch, error) 
 		}
 		all[r] = arena.since(at)
 		rows[r] = &all[r]
+		if r == 0 {
+			arena.reserve(len(examples) - 1)
+		}
 	}
 	return t.assemble(rows)
 }
@@ -367,11 +370,14 @@ func (c *NumericColumn) normalize(vals []float32) {
 type rowState struct {
 	ex  dataset.Example
 	row int // ex's index in the batch, for errors
-	// ids[c] is c's raw ids, idArena[ids[c][0]:ids[c][1]]; hashes[key]
-	// the hashes of the raw feature key, hashArena[...].
-	ids       map[CategoricalColumn][2]int
+	// The raw ids of column idCols[i] are idArena[idAt[i][0]:idAt[i][1]];
+	// the hashes of raw feature hashKeys[i] hashArena[hashAt[i][0]:...].
+	// (A record's columns are few: a search beats a map.)
+	idCols    []CategoricalColumn
+	idAt      [][2]int
 	idArena   []int64
-	hashes    map[string][2]int
+	hashKeys  []string
+	hashAt    [][2]int
 	hashArena []uint64
 
 	vals  []float32  // a bucketized column's source values
@@ -384,15 +390,17 @@ type rowState struct {
 // reset makes ps the state of record ex, the row-th of its batch.
 func (ps *rowState) reset(ex dataset.Example, row int) {
 	ps.ex, ps.row = ex, row
-	clear(ps.ids)
-	clear(ps.hashes)
-	ps.idArena, ps.hashArena = ps.idArena[:0], ps.hashArena[:0]
+	ps.idCols, ps.idAt, ps.idArena = ps.idCols[:0], ps.idAt[:0], ps.idArena[:0]
+	ps.hashKeys, ps.hashAt, ps.hashArena = ps.hashKeys[:0], ps.hashAt[:0], ps.hashArena[:0]
 }
 
 // idsOf is c's raw ids (rawIDs) of the record; c is not weighted.
 func (ps *rowState) idsOf(c CategoricalColumn) ([]int64, error) {
-	if at, ok := ps.ids[c]; ok {
-		return ps.idArena[at[0]:at[1]:at[1]], nil
+	for i, made := range ps.idCols {
+		if made == c {
+			at := ps.idAt[i]
+			return ps.idArena[at[0]:at[1]:at[1]], nil
+		}
 	}
 	if x, ok := c.(*CrossedColumn); ok {
 		// Its keys' ids first, so that c's own are appended in one run.
@@ -409,11 +417,8 @@ func (ps *rowState) idsOf(c CategoricalColumn) ([]int64, error) {
 	if ps.idArena, err = rawIDs(c, ps.ex, ps.row, ps.idArena, ps); err != nil {
 		return nil, err
 	}
-	if ps.ids == nil {
-		ps.ids = map[CategoricalColumn][2]int{}
-	}
 	end := len(ps.idArena)
-	ps.ids[c] = [2]int{start, end}
+	ps.idCols, ps.idAt = append(ps.idCols, c), append(ps.idAt, [2]int{start, end})
 	return ps.idArena[start:end:end], nil
 }
 
@@ -422,8 +427,11 @@ func (ps *rowState) idsOf(c CategoricalColumn) ([]int64, error) {
 // "" is a missing value and has none); c is the crossed column that
 // asks, for errors.
 func (ps *rowState) hashesOf(key string, c *CrossedColumn) ([]uint64, error) {
-	if at, ok := ps.hashes[key]; ok {
-		return ps.hashArena[at[0]:at[1]:at[1]], nil
+	for i, made := range ps.hashKeys {
+		if made == key {
+			at := ps.hashAt[i]
+			return ps.hashArena[at[0]:at[1]:at[1]], nil
+		}
 	}
 	start := len(ps.hashArena)
 	f := ps.ex[key]
@@ -447,11 +455,8 @@ func (ps *rowState) hashesOf(key string, c *CrossedColumn) ([]uint64, error) {
 			return nil, recordErrorf(ps.row, key, "value %v is a float; crossed column %q wants strings or int64s", f.Floats[0], c.Name())
 		}
 	}
-	if ps.hashes == nil {
-		ps.hashes = map[string][2]int{}
-	}
 	end := len(ps.hashArena)
-	ps.hashes[key] = [2]int{start, end}
+	ps.hashKeys, ps.hashAt = append(ps.hashKeys, key), append(ps.hashAt, [2]int{start, end})
 	return ps.hashArena[start:end:end], nil
 }
 
