@@ -521,18 +521,6 @@ func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []flo
 	return ids[:out], ws, nil
 }
 
-// dropped removes the negative ids (values dropped) of ids[start:].
-func dropped(ids []int64, start int) []int64 {
-	out := start
-	for i := start; i < len(ids); i++ {
-		if ids[i] >= 0 {
-			ids[out] = ids[i]
-			out++
-		}
-	}
-	return ids[:out]
-}
-
 // rawIDs appends record ex's ids of c to ids, one per value (-1 for a
 // value dropped); c is not weighted.
 func rawIDs(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ps *rowState) ([]int64, error) {
