@@ -2,6 +2,7 @@ package columns
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/towerflow/towerflow/dataset"
+	"github.com/towerflow/towerflow/sharding"
 )
 
 // TestPipelineParser runs a Transformer as a dataset.Pipeline's Parser
@@ -83,5 +85,69 @@ func TestPipelineParser(t *testing.T) {
 			t.Errorf("a float in a vocabulary column: error %v, want one naming the file, the feature and the value", err)
 		}
 		break
+	}
+}
+
+// plainBatch is a batch's features, sparse features and labels in plain
+// values, by name.
+func plainBatch(b sharding.Batch) map[string]any {
+	out := map[string]any{}
+	for k, v := range b.Features {
+		out["feature "+k] = plainDense(v)
+	}
+	for k, v := range b.Sparse {
+		out["sparse "+k] = plain(v)
+	}
+	for k, v := range b.Labels {
+		out["label "+k] = plainDense(v)
+	}
+	return out
+}
+
+// A Transformer in a Pipeline with Cache prepares each record once
+// (dataset.RowParser) and makes, epoch after epoch, the batches it makes
+// without.
+func TestPipelineCacheRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rows.csv")
+	var csv strings.Builder
+	csv.WriteString("age,city,day,w,y\n")
+	cities := []string{"Oslo", "Lima", "Rome", ""}
+	for i := range 37 {
+		fmt.Fprintf(&csv, "%d,%s,%d,%g,%d\n", 18+i%50, cities[i%4], i%7, 0.5+float64(i%3), i%3)
+	}
+	if err := os.WriteFile(path, []byte(csv.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	schema := dataset.Schema{
+		{Name: "age", Kind: dataset.KindFloat}, {Name: "city", Kind: dataset.KindBytes, Optional: true}, {Name: "day", Kind: dataset.KindInt64},
+		{Name: "w", Kind: dataset.KindFloat}, {Name: "y", Kind: dataset.KindInt64},
+	}
+	city := VocabularyList("city", []string{"Oslo", "Lima"}, OOVBuckets(1))
+	age := Numeric("age")
+	tr := mustTransformer(t, Config{
+		Columns: []Column{age, Bucketized(age, []float64{30, 50}), Indicator(city), city, Embedding(Identity("day", 7), 2),
+			Crossed([]Crossable{city, RawKey("day")}, 50), Weighted(HashBucket("city", 10), "w")},
+		Label:  &Label{Key: "y", Int64: true},
+		Weight: &ExampleWeight{Key: "w"},
+	})
+	read := func(cache bool) []map[string]any {
+		t.Helper()
+		in, err := dataset.Pipeline{Files: []string{path}, CSV: &dataset.CSVOptions{Schema: schema}, Parser: tr, BatchSize: 8,
+			Epochs: 3, ShuffleBuffer: 10, Seed: 5, Workers: 2, Cache: cache}.Input()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []map[string]any
+		for b, err := range in(context.Background()) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, plainBatch(b))
+		}
+		return out
+	}
+	want := read(false)
+	if diff := cmp.Diff(want, read(true)); diff != "" {
+		t.Errorf("with Cache (-without +with):\n%s", diff)
 	}
 }

@@ -62,6 +62,8 @@ type Transformer struct {
 	dense  []denseOut
 	sparse []sparseOut
 	label  *labelParser
+	// weighted is whether a weighted column makes a feature.
+	weighted bool
 	// makes is the column that makes each feature of the batch.
 	makes map[string]Column
 }
@@ -151,8 +153,14 @@ func newTransformer(cfg Config) (*Transformer, error) {
 			return nil, err
 		}
 	}
+	for _, d := range t.dense {
+		if _, ok := d.cat.(*WeightedColumn); ok {
+			t.weighted = true
+		}
+	}
 	for _, s := range t.sparse {
 		if w, ok := s.cat.(*WeightedColumn); ok {
+			t.weighted = true
 			if prev, dup := t.makes[w.WeightsName()]; dup {
 				return nil, fmt.Errorf("feature %q of weighted column %q's weights is also made by %T", w.WeightsName(), w.Name(), prev)
 			}
@@ -262,39 +270,25 @@ func quote(b []byte) string {
 // An error about the data is a *dataset.ParseError naming the record
 // (its index in examples) and the feature, its message the value.
 func (t *Transformer) Parse(examples []dataset.Example) (sharding.Batch, error) {
-	rows := len(examples)
-	if rows == 0 {
-		return sharding.Batch{}, errors.New("columns: no examples to parse")
+	if len(examples) == 0 {
+		return sharding.Batch{}, errNoExamples
 	}
-	b := sharding.Batch{Features: map[string]*tensor.Dense{}}
-	for _, d := range t.dense {
-		v, err := d.parse(examples)
-		if err != nil {
+	var arena preparedRow
+	rows := make([]*preparedRow, len(examples))
+	all := make([]preparedRow, len(examples))
+	var ps rowState
+	for r, ex := range examples {
+		at := arena.lens()
+		if err := t.prepare(ex, r, &ps, &arena); err != nil {
 			return sharding.Batch{}, err
 		}
-		b.Features[d.name] = v
-	}
-	if len(t.sparse) > 0 {
-		b.Sparse = map[string]sharding.SparseCOO{}
-	}
-	for _, s := range t.sparse {
-		ids, weights, err := parseSparse(s.cat, examples)
-		if err != nil {
-			return sharding.Batch{}, err
-		}
-		b.Sparse[s.cat.Name()] = ids
-		if w, ok := s.cat.(*WeightedColumn); ok {
-			b.Sparse[w.WeightsName()] = weights
+		all[r] = arena.since(at)
+		rows[r] = &all[r]
+		if r == 0 {
+			arena.reserve(len(examples) - 1)
 		}
 	}
-	if t.label != nil {
-		labels, err := t.label.parse(examples)
-		if err != nil {
-			return sharding.Batch{}, err
-		}
-		b.Labels = labels
-	}
-	return b, nil
+	return t.assemble(rows)
 }
 
 // ---- numeric ----
@@ -366,77 +360,135 @@ func (c *NumericColumn) normalize(vals []float32) {
 	}
 }
 
-func (d denseOut) parse(examples []dataset.Example) (*tensor.Dense, error) {
-	rows := len(examples)
-	if c := d.numeric; c != nil {
-		dim := c.Dimension()
-		data := make([]float32, rows*dim)
-		for r, ex := range examples {
-			vals := data[r*dim : (r+1)*dim]
-			if err := c.values(ex, r, vals); err != nil {
-				return nil, err
-			}
-			c.normalize(vals)
-		}
-		return tensor.New(tensor.WithShape(append([]int{rows}, c.shape...)...), tensor.WithBacking(data)), nil
-	}
-	dim := d.cat.NumBuckets()
-	data := make([]float32, rows*dim)
-	var ids []int64
-	var ws []float32
-	var sc scratch
-	for r, ex := range examples {
-		var err error
-		if ids, ws, err = bag(d.cat, ex, r, ids[:0], ws[:0], &sc); err != nil {
-			return nil, err
-		}
-		row := data[r*dim : (r+1)*dim]
-		for i, id := range ids {
-			if ws != nil {
-				row[id] += ws[i]
-			} else {
-				row[id]++
-			}
-		}
-	}
-	return tensor.New(tensor.WithShape(rows, dim), tensor.WithBacking(data)), nil
-}
-
 // ---- categorical ----
 
-// scratch is the buffers one Parse reuses from record to record.
-type scratch struct {
-	vals   []float32  // a bucketized column's source values
-	ids    []int64    // a crossed column's key's ids
-	hashes [][]uint64 // a crossed column's values' hashes, by key
-	pos    []int      // a crossed column's combination
-	combo  []uint64
+// rowState is what the parse of one record computes once and reuses:
+// each categorical column's ids (rawIDs) and each crossed raw key's
+// values' hashes, made the first time a column needs them (an
+// indicator, a sparse feature and crosses read the same ones), and the
+// buffers reused from record to record.
+type rowState struct {
+	ex  dataset.Example
+	row int // ex's index in the batch, for errors
+	// The raw ids of column idCols[i] are idArena[idAt[i][0]:idAt[i][1]];
+	// the hashes of raw feature hashKeys[i] hashArena[hashAt[i][0]:...].
+	// (A record's columns are few: a search beats a map.)
+	idCols    []CategoricalColumn
+	idAt      [][2]int
+	idArena   []int64
+	hashKeys  []string
+	hashAt    [][2]int
+	hashArena []uint64
+
+	vals  []float32  // a bucketized column's source values
+	keys  [][]uint64 // a crossed column's ids of its categorical keys, by key
+	views [][]uint64 // a crossed column's values' hashes or ids, by key
+	pos   []int      // a crossed column's combination
+	combo []uint64
 }
 
-func (sc *scratch) floats(n int) []float32 {
-	if cap(sc.vals) < n {
-		sc.vals = make([]float32, n)
+// reset makes ps the state of record ex, the row-th of its batch.
+func (ps *rowState) reset(ex dataset.Example, row int) {
+	ps.ex, ps.row = ex, row
+	ps.idCols, ps.idAt, ps.idArena = ps.idCols[:0], ps.idAt[:0], ps.idArena[:0]
+	ps.hashKeys, ps.hashAt, ps.hashArena = ps.hashKeys[:0], ps.hashAt[:0], ps.hashArena[:0]
+}
+
+// idsOf is c's raw ids (rawIDs) of the record; c is not weighted.
+func (ps *rowState) idsOf(c CategoricalColumn) ([]int64, error) {
+	for i, made := range ps.idCols {
+		if made == c {
+			at := ps.idAt[i]
+			return ps.idArena[at[0]:at[1]:at[1]], nil
+		}
 	}
-	return sc.vals[:n]
+	if x, ok := c.(*CrossedColumn); ok {
+		// Its keys' ids first, so that c's own are appended in one run.
+		for _, key := range x.keys {
+			if key, ok := key.(CategoricalColumn); ok {
+				if _, err := ps.idsOf(key); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	start := len(ps.idArena)
+	var err error
+	if ps.idArena, err = rawIDs(c, ps.ex, ps.row, ps.idArena, ps); err != nil {
+		return nil, err
+	}
+	end := len(ps.idArena)
+	ps.idCols, ps.idAt = append(ps.idCols, c), append(ps.idAt, [2]int{start, end})
+	return ps.idArena[start:end:end], nil
+}
+
+// hashesOf is the Fingerprint64 of each value of the record's raw
+// feature key, as crosses hash them (integers by their decimal string;
+// "" is a missing value and has none); c is the crossed column that
+// asks, for errors.
+func (ps *rowState) hashesOf(key string, c *CrossedColumn) ([]uint64, error) {
+	for i, made := range ps.hashKeys {
+		if made == key {
+			at := ps.hashAt[i]
+			return ps.hashArena[at[0]:at[1]:at[1]], nil
+		}
+	}
+	start := len(ps.hashArena)
+	f := ps.ex[key]
+	if err := f.Validate(); err != nil {
+		return nil, recordErrorf(ps.row, key, "%v", err)
+	}
+	switch f.Kind() {
+	case dataset.KindBytes:
+		for _, v := range f.Bytes {
+			if len(v) > 0 {
+				ps.hashArena = append(ps.hashArena, Fingerprint64(v))
+			}
+		}
+	case dataset.KindInt64:
+		var buf [20]byte
+		for _, v := range f.Int64s {
+			ps.hashArena = append(ps.hashArena, Fingerprint64(intString(buf[:], v)))
+		}
+	case dataset.KindFloat:
+		if len(f.Floats) > 0 {
+			return nil, recordErrorf(ps.row, key, "value %v is a float; crossed column %q wants strings or int64s", f.Floats[0], c.Name())
+		}
+	}
+	end := len(ps.hashArena)
+	ps.hashKeys, ps.hashAt = append(ps.hashKeys, key), append(ps.hashAt, [2]int{start, end})
+	return ps.hashArena[start:end:end], nil
+}
+
+func (ps *rowState) floats(n int) []float32 {
+	if cap(ps.vals) < n {
+		ps.vals = make([]float32, n)
+	}
+	return ps.vals[:n]
 }
 
 // bag appends record ex's ids of c to ids (the dropped ones left out),
 // and for a weighted column their weights to ws (ws is nil otherwise).
-func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []float32, sc *scratch) ([]int64, []float32, error) {
+func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []float32, ps *rowState) ([]int64, []float32, error) {
 	w, weighted := c.(*WeightedColumn)
 	if !weighted {
-		start := len(ids)
-		ids, err := rawIDs(c, ex, row, ids, sc)
+		all, err := ps.idsOf(c)
 		if err != nil {
 			return nil, nil, err
 		}
-		return dropped(ids, start), nil, nil
+		for _, id := range all {
+			if id >= 0 {
+				ids = append(ids, id)
+			}
+		}
+		return ids, nil, nil
 	}
 	start := len(ids)
-	ids, err := rawIDs(w.cat, ex, row, ids, sc)
+	all, err := ps.idsOf(w.cat)
 	if err != nil {
 		return nil, nil, err
 	}
+	ids = append(ids, all...)
 	f := ex[w.weightKey]
 	n := len(ids) - start
 	switch {
@@ -469,21 +521,9 @@ func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []flo
 	return ids[:out], ws, nil
 }
 
-// dropped removes the negative ids (values dropped) of ids[start:].
-func dropped(ids []int64, start int) []int64 {
-	out := start
-	for i := start; i < len(ids); i++ {
-		if ids[i] >= 0 {
-			ids[out] = ids[i]
-			out++
-		}
-	}
-	return ids[:out]
-}
-
 // rawIDs appends record ex's ids of c to ids, one per value (-1 for a
 // value dropped); c is not weighted.
-func rawIDs(c CategoricalColumn, ex dataset.Example, row int, ids []int64, sc *scratch) ([]int64, error) {
+func rawIDs(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ps *rowState) ([]int64, error) {
 	switch c := c.(type) {
 	case *VocabularyColumn:
 		return c.ids(ex, row, ids)
@@ -492,9 +532,9 @@ func rawIDs(c CategoricalColumn, ex dataset.Example, row int, ids []int64, sc *s
 	case *IdentityColumn:
 		return c.ids(ex, row, ids)
 	case *BucketizedColumn:
-		return c.ids(ex, row, ids, sc)
+		return c.ids(ex, row, ids, ps)
 	case *CrossedColumn:
-		return c.ids(ex, row, ids, sc)
+		return c.ids(ex, row, ids, ps)
 	}
 	return nil, fmt.Errorf("columns: %q is a %T, which gives no ids", c.Name(), c)
 }
@@ -595,9 +635,9 @@ func (c *IdentityColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64,
 	return ids, nil
 }
 
-func (c *BucketizedColumn) ids(ex dataset.Example, row int, ids []int64, sc *scratch) ([]int64, error) {
+func (c *BucketizedColumn) ids(ex dataset.Example, row int, ids []int64, ps *rowState) ([]int64, error) {
 	src := c.source
-	vals := sc.floats(src.Dimension())
+	vals := ps.floats(src.Dimension())
 	if err := src.values(ex, row, vals); err != nil {
 		return nil, err
 	}
@@ -620,49 +660,34 @@ func (c *BucketizedColumn) bucket(x float64) int {
 	return i
 }
 
-func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, sc *scratch) ([]int64, error) {
+func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, ps *rowState) ([]int64, error) {
 	n := len(c.keys)
-	if cap(sc.hashes) < n {
-		sc.hashes = make([][]uint64, n)
-		sc.pos, sc.combo = make([]int, n), make([]uint64, n)
+	if cap(ps.keys) < n {
+		ps.keys, ps.views = make([][]uint64, n), make([][]uint64, n)
+		ps.pos, ps.combo = make([]int, n), make([]uint64, n)
 	}
-	hashes, pos, combo := sc.hashes[:n], sc.pos[:n], sc.combo[:n]
-	for k := range hashes {
-		hashes[k] = hashes[k][:0]
-	}
+	hashes, pos, combo := ps.views[:n], ps.pos[:n], ps.combo[:n]
 	clear(pos)
 	for k, key := range c.keys {
 		switch key := key.(type) {
 		case RawKey:
-			f := ex[string(key)]
-			if err := f.Validate(); err != nil {
-				return nil, recordErrorf(row, string(key), "%v", err)
-			}
-			switch f.Kind() {
-			case dataset.KindBytes:
-				for _, v := range f.Bytes {
-					if len(v) > 0 { // "" is a missing value
-						hashes[k] = append(hashes[k], Fingerprint64(v))
-					}
-				}
-			case dataset.KindInt64:
-				var buf [20]byte
-				for _, v := range f.Int64s {
-					hashes[k] = append(hashes[k], Fingerprint64(intString(buf[:], v)))
-				}
-			case dataset.KindFloat:
-				if len(f.Floats) > 0 {
-					return nil, recordErrorf(row, string(key), "value %v is a float; crossed column %q wants strings or int64s", f.Floats[0], c.Name())
-				}
-			}
-		case CategoricalColumn:
-			var err error
-			if sc.ids, err = rawIDs(key, ex, row, sc.ids[:0], sc); err != nil {
+			all, err := ps.hashesOf(string(key), c)
+			if err != nil {
 				return nil, err
 			}
-			for _, id := range dropped(sc.ids, 0) {
-				hashes[k] = append(hashes[k], uint64(id))
+			hashes[k] = all
+		case CategoricalColumn:
+			all, err := ps.idsOf(key)
+			if err != nil {
+				return nil, err
 			}
+			own := ps.keys[k][:0]
+			for _, id := range all {
+				if id >= 0 {
+					own = append(own, uint64(id))
+				}
+			}
+			ps.keys[k], hashes[k] = own, own
 		}
 		if len(hashes[k]) == 0 {
 			return ids, nil // an empty key: no crosses
@@ -685,46 +710,6 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, sc *scratc
 			return ids, nil
 		}
 	}
-}
-
-// parseSparse makes c's sparse feature of examples: int64 ids and, for a
-// weighted column, float32 weights at the same indices.
-func parseSparse(c CategoricalColumn, examples []dataset.Example) (ids, weights sharding.SparseCOO, err error) {
-	var (
-		flat  []int // row, position: the entries' indices
-		vals  []int64
-		ws    []float32
-		width = 1
-		sc    scratch
-	)
-	_, weighted := c.(*WeightedColumn)
-	if weighted {
-		ws = []float32{}
-	}
-	for r, ex := range examples {
-		start := len(vals)
-		if vals, ws, err = bag(c, ex, r, vals, ws, &sc); err != nil {
-			return ids, weights, err
-		}
-		n := len(vals) - start
-		width = max(width, n)
-		for j := range n {
-			flat = append(flat, r, j)
-		}
-	}
-	indices := make([][]int, len(vals))
-	for e := range indices {
-		indices[e] = flat[2*e : 2*e+2 : 2*e+2]
-	}
-	if vals == nil {
-		vals = []int64{}
-	}
-	shape := []int{len(examples), width}
-	ids = sharding.SparseCOO{Indices: indices, Values: tensor.New(tensor.WithShape(len(vals)), tensor.WithBacking(vals)), DenseShape: shape}
-	if weighted {
-		weights = sharding.SparseCOO{Indices: indices, Values: tensor.New(tensor.WithShape(len(ws)), tensor.WithBacking(ws)), DenseShape: slices.Clone(shape)}
-	}
-	return ids, weights, nil
 }
 
 // ---- labels ----
@@ -769,111 +754,126 @@ func newLabelParser(l Label, w *ExampleWeight) (*labelParser, error) {
 
 // parse returns the batch's labels (and example weights); nil when no
 // record has the label.
-func (p *labelParser) parse(examples []dataset.Example) (map[string]*tensor.Dense, error) {
+// prepare sets into's label and example weight to record ex's (the
+// row-th of its batch), when it has the label.
+func (p *labelParser) prepare(ex dataset.Example, row int, into *preparedRow) error {
+	key := p.l.Key
+	f := ex[key]
+	into.hasLabel, into.weight = false, 0
+	if f.Len() == 0 {
+		return nil
+	}
+	if err := f.Validate(); err != nil {
+		return recordErrorf(row, key, "%v", err)
+	}
+	if f.Len() != p.dim {
+		return recordErrorf(row, key, "%d label values, want %d", f.Len(), p.dim)
+	}
+	asInt := p.l.Int64 || p.index != nil
+	switch {
+	case p.index != nil:
+		err := stringValues(ex, row, key, func() string { return fmt.Sprintf("label %q", key) }, func(v []byte) error {
+			i, ok := p.index[string(v)]
+			if !ok {
+				return recordErrorf(row, key, "label %s is not in the label vocabulary %q", quote(v), p.l.Vocabulary)
+			}
+			into.labelI = append(into.labelI, int64(i))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	case f.Kind() == dataset.KindBytes:
+		return recordErrorf(row, key, "label %s is a string and the label has no vocabulary", quote(f.Bytes[0]))
+	case f.Kind() == dataset.KindInt64:
+		for _, v := range f.Int64s {
+			if asInt {
+				into.labelI = append(into.labelI, v)
+			} else {
+				into.labelF = append(into.labelF, float32(v))
+			}
+		}
+	default:
+		for _, v := range f.Floats {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return recordErrorf(row, key, "label %v is not a finite number", v)
+			}
+			if !asInt {
+				into.labelF = append(into.labelF, v)
+				continue
+			}
+			if v != float32(math.Trunc(float64(v))) {
+				return recordErrorf(row, key, "label %v is not an integer class id", v)
+			}
+			into.labelI = append(into.labelI, int64(v))
+		}
+	}
+	if w := p.weight; w != nil {
+		f := ex[w.Key]
+		switch {
+		case f.Len() == 0 && w.Default != nil:
+			into.weight = *w.Default
+		case f.Len() == 0:
+			return recordErrorf(row, w.Key, "no example weight, and it has no default")
+		case f.Len() != 1:
+			return recordErrorf(row, w.Key, "%d example weights, want 1", f.Len())
+		case f.Kind() == dataset.KindFloat:
+			into.weight = f.Floats[0]
+		case f.Kind() == dataset.KindInt64:
+			into.weight = float32(f.Int64s[0])
+		default:
+			return recordErrorf(row, w.Key, "example weight %s is a string; want a number", quote(f.Bytes[0]))
+		}
+		if x := float64(into.weight); math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+			return recordErrorf(row, w.Key, "example weight %v, want a finite non-negative number", into.weight)
+		}
+	}
+	into.hasLabel = true
+	return nil
+}
+
+// assemble is the batch's labels (and example weights) from its rows:
+// none when no record has the label; an error when some have it and
+// others not.
+func (p *labelParser) assemble(rows []*preparedRow) (map[string]*tensor.Dense, error) {
 	key := p.l.Key
 	have := 0
-	for _, ex := range examples {
-		if ex[key].Len() > 0 {
+	for _, r := range rows {
+		if r.hasLabel {
 			have++
 		}
 	}
 	if have == 0 {
 		return nil, nil
 	}
-	if have < len(examples) {
-		for r, ex := range examples {
-			if ex[key].Len() == 0 {
-				return nil, recordErrorf(r, key, "no label, which other records of the batch have")
+	if have < len(rows) {
+		for i, r := range rows {
+			if !r.hasLabel {
+				return nil, recordErrorf(i, key, "no label, which other records of the batch have")
 			}
 		}
 	}
-	rows := len(examples)
+	n := len(rows)
 	out := map[string]*tensor.Dense{}
-	var f32 []float32
-	var i64 []int64
-	asInt := p.l.Int64 || p.index != nil
-	if asInt {
-		i64 = make([]int64, 0, rows*p.dim)
+	if p.l.Int64 || p.index != nil {
+		i64 := make([]int64, 0, n*p.dim)
+		for _, r := range rows {
+			i64 = append(i64, r.labelI...)
+		}
+		out[key] = tensor.New(tensor.WithShape(n, p.dim), tensor.WithBacking(i64))
 	} else {
-		f32 = make([]float32, 0, rows*p.dim)
-	}
-	for r, ex := range examples {
-		f := ex[key]
-		if err := f.Validate(); err != nil {
-			return nil, recordErrorf(r, key, "%v", err)
+		f32 := make([]float32, 0, n*p.dim)
+		for _, r := range rows {
+			f32 = append(f32, r.labelF...)
 		}
-		if f.Len() != p.dim {
-			return nil, recordErrorf(r, key, "%d label values, want %d", f.Len(), p.dim)
-		}
-		if p.index != nil {
-			err := stringValues(ex, r, key, func() string { return fmt.Sprintf("label %q", key) }, func(v []byte) error {
-				i, ok := p.index[string(v)]
-				if !ok {
-					return recordErrorf(r, key, "label %s is not in the label vocabulary %q", quote(v), p.l.Vocabulary)
-				}
-				i64 = append(i64, int64(i))
-				return nil
-			})
-			if err != nil {
-				return nil, err
-			}
-			continue
-		}
-		switch f.Kind() {
-		case dataset.KindBytes:
-			return nil, recordErrorf(r, key, "label %s is a string and the label has no vocabulary", quote(f.Bytes[0]))
-		case dataset.KindInt64:
-			for _, v := range f.Int64s {
-				if asInt {
-					i64 = append(i64, v)
-				} else {
-					f32 = append(f32, float32(v))
-				}
-			}
-		case dataset.KindFloat:
-			for _, v := range f.Floats {
-				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-					return nil, recordErrorf(r, key, "label %v is not a finite number", v)
-				}
-				if !asInt {
-					f32 = append(f32, v)
-					continue
-				}
-				if v != float32(math.Trunc(float64(v))) {
-					return nil, recordErrorf(r, key, "label %v is not an integer class id", v)
-				}
-				i64 = append(i64, int64(v))
-			}
-		}
-	}
-	if asInt {
-		out[key] = tensor.New(tensor.WithShape(rows, p.dim), tensor.WithBacking(i64))
-	} else {
-		out[key] = tensor.New(tensor.WithShape(rows, p.dim), tensor.WithBacking(f32))
+		out[key] = tensor.New(tensor.WithShape(n, p.dim), tensor.WithBacking(f32))
 	}
 	if w := p.weight; w != nil {
-		ws := make([]float32, rows)
-		for r, ex := range examples {
-			f := ex[w.Key]
-			switch {
-			case f.Len() == 0 && w.Default != nil:
-				ws[r] = *w.Default
-			case f.Len() == 0:
-				return nil, recordErrorf(r, w.Key, "no example weight, and it has no default")
-			case f.Len() != 1:
-				return nil, recordErrorf(r, w.Key, "%d example weights, want 1", f.Len())
-			case f.Kind() == dataset.KindFloat:
-				ws[r] = f.Floats[0]
-			case f.Kind() == dataset.KindInt64:
-				ws[r] = float32(f.Int64s[0])
-			default:
-				return nil, recordErrorf(r, w.Key, "example weight %s is a string; want a number", quote(f.Bytes[0]))
-			}
-			if x := float64(ws[r]); math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
-				return nil, recordErrorf(r, w.Key, "example weight %v, want a finite non-negative number", ws[r])
-			}
+		ws := make([]float32, n)
+		for i, r := range rows {
+			ws[i] = r.weight
 		}
-		out[w.Key] = tensor.New(tensor.WithShape(rows, 1), tensor.WithBacking(ws))
+		out[w.Key] = tensor.New(tensor.WithShape(n, 1), tensor.WithBacking(ws))
 	}
 	return out, nil
 }

@@ -661,3 +661,50 @@ func TestTransformerColumn(t *testing.T) {
 		}
 	}
 }
+
+// A column parsed with others that share its sources (an indicator, a
+// sparse feature and crosses reading one vocabulary; crosses with a raw
+// key and a column at the same place) gives what it gives alone.
+func TestParseTogetherAsAlone(t *testing.T) {
+	city := VocabularyList("city", []string{"a", "b", "c"}, OOVBuckets(2))
+	occ := HashBucket("occ", 50)
+	age := Numeric("age", Default(30))
+	ageB := Bucketized(age, []float64{18, 30, 50})
+	id := Identity("id", 10, IdentityDefault(0))
+	cols := []Column{
+		Crossed([]Crossable{RawKey("city"), RawKey("occ"), RawKey("id")}, 100),
+		Crossed([]Crossable{city, RawKey("occ"), ageB}, 100),
+		Crossed([]Crossable{RawKey("city"), RawKey("occ")}, 100),
+		Crossed([]Crossable{ageB, RawKey("city")}, 100),
+		Crossed([]Crossable{id, RawKey("occ")}, 100),
+		city, occ, age, ageB, id,
+		Weighted(city, "w"), Indicator(city), Indicator(occ), Embedding(occ, 4), Indicator(id),
+	}
+	examples := []dataset.Example{
+		{"city": by("a", "zz"), "occ": by("x"), "age": fl(17), "id": in(3), "w": fl(1, 2)},
+		{"city": by("c"), "occ": by("y", "z"), "age": fl(51), "id": in(12), "w": fl(0.5)},
+		{"city": by(""), "occ": by(""), "id": in(), "w": fl(3)},
+		{},
+		{"city": by("b", "b", "q"), "occ": in(7), "age": in(30), "id": in(9), "w": fl(1, 1, 1)},
+	}
+	together, err := mustTransformer(t, Config{Columns: cols}).Parse(examples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cols {
+		alone, err := mustTransformer(t, Config{Columns: []Column{c}}).Parse(examples)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range alone.Features {
+			if diff := cmp.Diff(plainDense(want), plainDense(together.Features[name])); diff != "" {
+				t.Errorf("%s (-alone +together):\n%s", name, diff)
+			}
+		}
+		for name, want := range alone.Sparse {
+			if diff := cmp.Diff(plain(want), plain(together.Sparse[name])); diff != "" {
+				t.Errorf("%s (-alone +together):\n%s", name, diff)
+			}
+		}
+	}
+}

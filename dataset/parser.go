@@ -64,6 +64,22 @@ func (s SpecParser) Check() error {
 	return nil
 }
 
+// RowParser is a Parser that transforms each record on its own before it
+// puts the batch together: PrepareRow(ex) is one record's part, and
+// ParseRows, given the parts of examples, makes the batch
+// Parse(examples) makes. A Pipeline with Cache keeps each record's part
+// with the record, so that its later epochs neither decode nor
+// transform it again, and only put batches together (tf.data's map
+// before cache). Both are called from several goroutines
+// at once; a row PrepareRow returned is read, never changed, and may be
+// given to ParseRows many times. An error of PrepareRow about the data
+// is a *ParseError of example 0.
+type RowParser interface {
+	Parser
+	PrepareRow(ex Example) (any, error)
+	ParseRows(rows []any) (sharding.Batch, error)
+}
+
 // ErrParser is wrapped by ParseGuarded's errors that are the parser's
 // own failures, not its errors about the examples: a panic, a batch
 // without a row for each example.
@@ -74,8 +90,49 @@ var ErrParser = errors.New("parser failed")
 // Parse, or a batch with a tensor that has not one row for each example,
 // is an error wrapping ErrParser that names the parser's type.
 func ParseGuarded(p Parser, examples []Example) (b sharding.Batch, err error) {
-	err = guard.Call(fmt.Sprintf("parser %T", p), "Parse", func() error {
-		b, err = p.Parse(examples)
+	return guardParse(p, "Parse", len(examples), func() (sharding.Batch, error) { return p.Parse(examples) })
+}
+
+// parseRowsGuarded is ParseGuarded for a RowParser, with each record's
+// row from rows, PrepareRow making (and setting) the nil ones from
+// example(i), record i's Example. An error of PrepareRow about the data
+// is a *ParseError of its record's index.
+func parseRowsGuarded(p RowParser, rows []any, example func(i int) (Example, error)) (sharding.Batch, error) {
+	for i, row := range rows {
+		if row != nil {
+			continue
+		}
+		ex, err := example(i)
+		if err != nil {
+			return sharding.Batch{}, err
+		}
+		err = guard.Call(fmt.Sprintf("parser %T", p), "PrepareRow", func() error {
+			var err error
+			row, err = p.PrepareRow(ex)
+			return err
+		})
+		var pe *guard.PanicError
+		if errors.As(err, &pe) {
+			return sharding.Batch{}, fmt.Errorf("%w: %w", ErrParser, err)
+		}
+		var parse *ParseError
+		if errors.As(err, &parse) && parse.Example == 0 {
+			e := *parse
+			e.Example = i
+			err = &e
+		}
+		if err != nil {
+			return sharding.Batch{}, err
+		}
+		rows[i] = row
+	}
+	return guardParse(p, "ParseRows", len(rows), func() (sharding.Batch, error) { return p.ParseRows(rows) })
+}
+
+// guardParse runs parse, the method method of p, for ParseGuarded.
+func guardParse(p Parser, method string, rows int, parse func() (sharding.Batch, error)) (b sharding.Batch, err error) {
+	err = guard.Call(fmt.Sprintf("parser %T", p), method, func() error {
+		b, err = parse()
 		return err
 	})
 	var pe *guard.PanicError
@@ -85,7 +142,7 @@ func ParseGuarded(p Parser, examples []Example) (b sharding.Batch, err error) {
 	if err != nil {
 		return sharding.Batch{}, err
 	}
-	if err := checkRows(b, len(examples)); err != nil {
+	if err := checkRows(b, rows); err != nil {
 		return sharding.Batch{}, fmt.Errorf("%w: parser %T: %w", ErrParser, p, err)
 	}
 	return b, nil

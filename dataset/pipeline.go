@@ -68,6 +68,16 @@ type Pipeline struct {
 	// CycleLength is how many files are read at once, interleaved record
 	// by record; 0 means 1.
 	CycleLength int
+	// Cache keeps in memory the records of every file read to its end
+	// (tf.data's cache): later reads of the file, in later epochs or
+	// later calls of the input function, take its records from memory
+	// instead of reading and decoding it again. The batches are the
+	// same with or without; the memory grows with the files' records,
+	// and a file changed since it was cached is not read again. The
+	// Parser must not modify the Examples it is given. With a RowParser
+	// (such as a feature-column transformation), each record's prepared
+	// row is kept too, so that later epochs only put batches together.
+	Cache bool
 	// Workers is how many goroutines parse batches; 0 means 1. Prefetch
 	// is how many batches may wait, parsed or being parsed, ahead of the
 	// consumer; 0 means 2.
@@ -131,9 +141,10 @@ func (o origin) String() string {
 // record is a record read, and where it came from: a CSV row's Example,
 // or a TFRecord record's bytes, which a parse worker decodes.
 type record struct {
-	ex  Example
-	raw []byte
-	src origin
+	ex   Example
+	raw  []byte
+	src  origin
+	prep *preparedRow // a cached record's prepared row (RowParser), once made
 }
 
 // fileSource reads the records of one file.
@@ -229,8 +240,25 @@ func (p Pipeline) Input() (estimator.InputFn, error) {
 	}, nil
 }
 
-// open opens one file.
+// open opens one file: with Cache, its records in memory once a read
+// has reached its end.
 func (p *Pipeline) open(file string) (fileSource, error) {
+	if !p.Cache {
+		return p.openSource(file)
+	}
+	if recs, ok := p.state.cache.get(file); ok {
+		return &cachedFile{recs: recs}, nil
+	}
+	s, err := p.openSource(file)
+	if err != nil {
+		return nil, err
+	}
+	_, rows := p.Parser.(RowParser)
+	return &caching{fileSource: s, file: file, cache: &p.state.cache, rows: rows}, nil
+}
+
+// openSource opens one file to read it.
+func (p *Pipeline) openSource(file string) (fileSource, error) {
 	if p.CSV != nil {
 		r, err := newCSVReader([]string{file}, *p.CSV, openFile)
 		if err != nil {
@@ -482,18 +510,35 @@ func (p *Pipeline) parse(jobs <-chan job) {
 
 // parseBatch decodes j's records, if TFRecord ones, and parses them.
 func (p *Pipeline) parseBatch(dec *exampleDecoder, j job) result {
-	examples := make([]Example, len(j.recs))
-	for i, r := range j.recs {
-		examples[i] = r.ex
-		if r.raw != nil {
-			ex, err := dec.decode(r.raw)
-			if err != nil {
-				return result{err: fmt.Errorf("dataset: pipeline: batch %d: %s: %w", j.n, r.src, err)}
-			}
-			examples[i] = ex
+	var decodeErr error // a record that is no tf.Example
+	example := func(i int) (Example, error) {
+		r := j.recs[i]
+		if r.raw == nil {
+			return r.ex, nil
 		}
+		ex, err := dec.decode(r.raw)
+		if err != nil {
+			decodeErr = fmt.Errorf("dataset: pipeline: batch %d: %s: %w", j.n, r.src, err)
+			return nil, decodeErr
+		}
+		return ex, nil
 	}
-	b, err := ParseGuarded(p.Parser, examples)
+	var b sharding.Batch
+	var err error
+	if rp, ok := p.Parser.(RowParser); ok && p.Cache {
+		b, err = p.parseRows(rp, j.recs, example)
+	} else {
+		examples := make([]Example, len(j.recs))
+		for i := range j.recs {
+			if examples[i], err = example(i); err != nil {
+				return result{err: err}
+			}
+		}
+		b, err = ParseGuarded(p.Parser, examples)
+	}
+	if decodeErr != nil {
+		return result{err: decodeErr}
+	}
 	if err != nil {
 		var pe *ParseError
 		if errors.As(err, &pe) && pe.Example >= 0 && pe.Example < len(j.recs) {
@@ -503,6 +548,29 @@ func (p *Pipeline) parseBatch(dec *exampleDecoder, j job) result {
 		}
 	}
 	return result{b, err}
+}
+
+// parseRows parses the records recs with rp: a cached record's row
+// prepared once, and kept.
+func (p *Pipeline) parseRows(rp RowParser, recs []record, example func(i int) (Example, error)) (sharding.Batch, error) {
+	rows := make([]any, len(recs))
+	for i, r := range recs {
+		if r.prep != nil {
+			if row := r.prep.row.Load(); row != nil {
+				rows[i] = *row
+			}
+		}
+	}
+	b, err := parseRowsGuarded(rp, rows, example)
+	if err != nil {
+		return b, err
+	}
+	for i, r := range recs {
+		if r.prep != nil && r.prep.row.Load() == nil {
+			r.prep.row.Store(&rows[i])
+		}
+	}
+	return b, nil
 }
 
 // batches is the pipeline's batches from batch start on.

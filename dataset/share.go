@@ -82,6 +82,8 @@ type pipelineState struct {
 
 	skipMu  sync.Mutex
 	skipped map[string]int64 // damaged records found in each file, as last reported
+
+	cache recordCache // with Cache: the records of the files read to their end
 }
 
 // sharePlan is this process's share when the processes share by file.
@@ -236,6 +238,9 @@ func (p *Pipeline) noteDropped(n int64) {
 // noteSkipped reports the damaged records s skipped, if any and not
 // reported already: through the logger, and in Counts.
 func (p *Pipeline) noteSkipped(s fileSource) {
+	if c, ok := s.(*caching); ok {
+		s = c.fileSource
+	}
 	rf, ok := s.(recordFile)
 	if !ok || rf.f.Skipped() == 0 {
 		return

@@ -51,6 +51,11 @@ type Options struct {
 // DefaultBatchSize is the training batch of a Run without BatchSize.
 const DefaultBatchSize = 64
 
+// CacheRows is the most training records a Run keeps in memory, read
+// and transformed, after its first epoch (dataset.Pipeline's Cache):
+// larger training files are read and transformed again every epoch.
+const CacheRows = 1 << 18
+
 // DefaultSteps is the training steps of a Run without Steps for rows
 // training records in batches of batch: about 20 epochs, at least 300
 // steps and at most 20000.
@@ -180,12 +185,13 @@ func Run(ctx context.Context, o Options, out io.Writer) (_ *Result, err error) {
 	train, err := est.Input(dataset.Pipeline{
 		Files: o.Train, CSV: csv, BatchSize: o.BatchSize, Epochs: estimator.Forever,
 		ShuffleBuffer: int(min(res.Rows, 10000)), Seed: o.Seed, Workers: 2,
+		Cache: res.Rows <= CacheRows,
 	})
 	if err != nil {
 		return nil, err
 	}
 	if o.Run.Logger != nil {
-		o.Run.Logger.Info("training", "model", o.Model, "rows", res.Rows, "steps", res.Steps, "batch", o.BatchSize)
+		o.Run.Logger.Info("training", "model", o.Model, "rows", res.Rows, "steps", res.Steps, "batch", o.BatchSize, "cached", res.Rows <= CacheRows)
 	}
 	if err := est.Train(ctx, train, estimator.Steps(res.Steps)); err != nil {
 		return nil, err

@@ -126,7 +126,7 @@ func run(ctx context.Context, o options) (string, error) {
 	defer est.Close()
 	csv := &dataset.CSVOptions{Schema: census.Schema, NoHeader: true}
 	in, err := est.Input(dataset.Pipeline{Files: []string{train}, CSV: csv, BatchSize: o.batch,
-		Epochs: estimator.Forever, ShuffleBuffer: 10000, Seed: 1, Workers: 2})
+		Epochs: estimator.Forever, ShuffleBuffer: 10000, Seed: 1, Workers: 2, Cache: true})
 	if err != nil {
 		return "", err
 	}
