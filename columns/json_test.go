@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/towerflow/towerflow/dataset"
 	"github.com/towerflow/towerflow/layers"
 )
@@ -93,21 +91,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range want.Features {
-		if diff := cmp.Diff(plainDense(v), plainDense(got.Features[k])); diff != "" {
-			t.Errorf("feature %s (-want +got):\n%s", k, diff)
-		}
-	}
-	for k, v := range want.Sparse {
-		if diff := cmp.Diff(plain(v), plain(got.Sparse[k])); diff != "" {
-			t.Errorf("sparse feature %s (-want +got):\n%s", k, diff)
-		}
-	}
-	for k, v := range want.Labels {
-		if diff := cmp.Diff(plainDense(v), plainDense(got.Labels[k])); diff != "" {
-			t.Errorf("label %s (-want +got):\n%s", k, diff)
-		}
-	}
+	diffBatchIn(t, want, got, "-want +got")
 	if len(want.Features) != len(got.Features) || len(want.Sparse) != len(got.Sparse) || len(want.Labels) != len(got.Labels) {
 		t.Errorf("loaded transformer makes %d/%d/%d features/sparse/labels, want %d/%d/%d",
 			len(got.Features), len(got.Sparse), len(got.Labels), len(want.Features), len(want.Sparse), len(want.Labels))

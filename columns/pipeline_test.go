@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/towerflow/towerflow/dataset"
-	"github.com/towerflow/towerflow/sharding"
 )
 
 // TestPipelineParser runs a Transformer as a dataset.Pipeline's Parser
@@ -55,16 +54,7 @@ func TestPipelineParser(t *testing.T) {
 			t.Fatal(err)
 		}
 		if n == 0 {
-			for k, v := range want.Features {
-				if diff := cmp.Diff(plainDense(v), plainDense(b.Features[k])); diff != "" {
-					t.Errorf("feature %s (-Parse +pipeline):\n%s", k, diff)
-				}
-			}
-			for k, v := range want.Sparse {
-				if diff := cmp.Diff(plain(v), plain(b.Sparse[k])); diff != "" {
-					t.Errorf("sparse feature %s (-Parse +pipeline):\n%s", k, diff)
-				}
-			}
+			diffBatchIn(t, want, b, "-Parse +pipeline")
 		}
 		if n == 1 && b.Features["age"].Data().([]float32)[0] != 35 {
 			t.Errorf("the empty age (NaN) is %v, want the default 35", b.Features["age"].Data())
@@ -86,22 +76,6 @@ func TestPipelineParser(t *testing.T) {
 		}
 		break
 	}
-}
-
-// plainBatch is a batch's features, sparse features and labels in plain
-// values, by name.
-func plainBatch(b sharding.Batch) map[string]any {
-	out := map[string]any{}
-	for k, v := range b.Features {
-		out["feature "+k] = plainDense(v)
-	}
-	for k, v := range b.Sparse {
-		out["sparse "+k] = plain(v)
-	}
-	for k, v := range b.Labels {
-		out["label "+k] = plainDense(v)
-	}
-	return out
 }
 
 // A Transformer in a Pipeline with Cache prepares each record once

@@ -55,6 +55,34 @@ type dense struct {
 
 func plainDense(t *tensor.Dense) dense { return dense{Shape: t.Shape(), Data: t.Data()} }
 
+// plainBatch is a batch's features, sparse features and labels in plain
+// values, by name.
+func plainBatch(b sharding.Batch) map[string]any {
+	out := map[string]any{}
+	for k, v := range b.Features {
+		out["feature "+k] = plainDense(v)
+	}
+	for k, v := range b.Sparse {
+		out["sparse "+k] = plain(v)
+	}
+	for k, v := range b.Labels {
+		out["label "+k] = plainDense(v)
+	}
+	return out
+}
+
+// diffBatchIn reports each feature, sparse feature and label of want
+// that got holds otherwise; diff says what -want and +got are.
+func diffBatchIn(t *testing.T, want, got sharding.Batch, diff string) {
+	t.Helper()
+	g := plainBatch(got)
+	for k, w := range plainBatch(want) {
+		if d := cmp.Diff(w, g[k]); d != "" {
+			t.Errorf("%s (%s):\n%s", k, diff, d)
+		}
+	}
+}
+
 func mustTransformer(t *testing.T, cfg Config) *Transformer {
 	t.Helper()
 	tr, err := NewTransformer(cfg)
@@ -696,15 +724,6 @@ func TestParseTogetherAsAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, want := range alone.Features {
-			if diff := cmp.Diff(plainDense(want), plainDense(together.Features[name])); diff != "" {
-				t.Errorf("%s (-alone +together):\n%s", name, diff)
-			}
-		}
-		for name, want := range alone.Sparse {
-			if diff := cmp.Diff(plain(want), plain(together.Sparse[name])); diff != "" {
-				t.Errorf("%s (-alone +together):\n%s", name, diff)
-			}
-		}
+		diffBatchIn(t, alone, together, "-alone +together")
 	}
 }
