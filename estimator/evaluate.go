@@ -36,7 +36,9 @@ func EvalName(name string) EvalOption { return func(o *evalOptions) { o.name = n
 // they are of one size. When the metrics are computed but cannot be
 // recorded in the model directory (the eval history or the TensorBoard
 // summary cannot be written, as on a read-only directory), Evaluate
-// returns them together with the error: both are non-nil.
+// returns them together with the error: both are non-nil. Like Train, it
+// keeps one Go processor spare while CPU towers fill the cores in cgo
+// kernels (replicate.Engine.HoldProcessors).
 func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOption) (_ map[string]float64, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -52,6 +54,7 @@ func (e *Estimator) Evaluate(ctx context.Context, input InputFn, opts ...EvalOpt
 	}
 	e.eng.Open()
 	defer func() { err = e.leave(ctx, "evaluate", err) }()
+	defer e.eng.HoldProcessors()()
 	if err := e.restoreTrained(true); err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
