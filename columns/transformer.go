@@ -493,7 +493,7 @@ func bag(c CategoricalColumn, ex dataset.Example, row int, ids []int64, ws []flo
 	n := len(ids) - start
 	switch {
 	case f.Len() == 0 && n == 0:
-	case f.Kind() == dataset.KindBytes:
+	case f.Kind() == dataset.KindBytes && f.Len() > 0:
 		return nil, nil, recordErrorf(row, w.weightKey, "weight %s is a string; weighted column %q wants numbers", quote(f.Bytes[0]), w.Name())
 	case f.Len() != n:
 		return nil, nil, recordErrorf(row, w.weightKey, "%d weights for %d values of %q (weighted column %q)", f.Len(), n, w.cat.Name(), w.Name())
@@ -614,7 +614,9 @@ func (c *IdentityColumn) ids(ex dataset.Example, row int, ids []int64) ([]int64,
 	}
 	switch f.Kind() {
 	case dataset.KindBytes:
-		return nil, recordErrorf(row, c.key, "value %s is a string; identity column %q wants int64s", quote(f.Bytes[0]), c.key)
+		if len(f.Bytes) > 0 {
+			return nil, recordErrorf(row, c.key, "value %s is a string; identity column %q wants int64s", quote(f.Bytes[0]), c.key)
+		}
 	case dataset.KindFloat:
 		if len(f.Floats) > 0 {
 			return nil, recordErrorf(row, c.key, "value %v is a float; identity column %q wants int64s", f.Floats[0], c.key)

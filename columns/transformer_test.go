@@ -235,6 +235,9 @@ func TestParseCategorical(t *testing.T) {
 		{"hash buckets: an empty string is missing", HashBucket("k", 3),
 			[]dataset.Example{{"k": by("", "Hello")}, {"k": by("")}},
 			sparse{[][]int{{0, 0}}, []int64{0}, []int{2, 1}}},
+		{"identity: an empty list of any kind is an empty bag", Identity("k", 5),
+			[]dataset.Example{{"k": by()}, {"k": fl()}, {"k": in(4)}},
+			sparse{[][]int{{2, 0}}, []int64{4}, []int{3, 1}}},
 		{"no ids in the batch", VocabularyList("k", vocab),
 			[]dataset.Example{{}, {}},
 			sparse{nil, nil, []int{2, 1}}},
@@ -397,6 +400,8 @@ func TestParseWeightedAndIndicator(t *testing.T) {
 	wantRecordError(t, err, 0, "w", "1 weights for 2 values")
 	_, err = tr.Parse([]dataset.Example{{"city": by("a"), "w": by("heavy")}})
 	wantRecordError(t, err, 0, "w", `"heavy"`, "string", "numbers")
+	_, err = tr.Parse([]dataset.Example{{"city": by("a"), "w": by()}})
+	wantRecordError(t, err, 0, "w", "0 weights for 1 values")
 	b, err = tr.Parse([]dataset.Example{{"city": by("a", "b"), "w": in(3, 4)}})
 	if err != nil {
 		t.Fatal(err)
