@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"gorgonia.org/tensor"
 
@@ -30,6 +31,37 @@ type preparedRow struct {
 	labelF   []float32
 	labelI   []int64
 	weight   float32
+}
+
+// reset empties p, keeping its memory.
+func (p *preparedRow) reset() {
+	p.floats, p.ids, p.ends, p.labelF, p.labelI = p.floats[:0], p.ids[:0], p.ends[:0], p.labelF[:0], p.labelI[:0]
+	if p.ws != nil {
+		p.ws = p.ws[:0]
+	}
+	p.hasLabel, p.weight = false, 0
+}
+
+// clone is a copy of p in memory of its own, of its exact size: a row
+// kept for later epochs.
+func (p *preparedRow) clone() *preparedRow {
+	c := &preparedRow{
+		floats: exact(p.floats), ids: exact(p.ids), ends: exact(p.ends),
+		labelF: exact(p.labelF), labelI: exact(p.labelI),
+		hasLabel: p.hasLabel, weight: p.weight,
+	}
+	if p.ws != nil {
+		c.ws = append(make([]float32, 0, len(p.ws)), p.ws...) // not nil: the Transformer has weights
+	}
+	return c
+}
+
+// exact is a copy of s of its length (nil when empty).
+func exact[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return append(make([]T, 0, len(s)), s...)
 }
 
 // rowLens is where a preparedRow's slices end, to cut a row out of an
@@ -91,7 +123,10 @@ func (p *preparedRow) idsOf(k int) ([]int64, []float32) {
 // to into.
 func (t *Transformer) prepare(ex dataset.Example, row int, ps *rowState, into *preparedRow) error {
 	ps.reset(ex, row)
-	if t.weighted && into.ws == nil {
+	switch {
+	case !t.weighted:
+		into.ws = nil
+	case into.ws == nil:
 		into.ws = []float32{}
 	}
 	add := func(c CategoricalColumn) error {
@@ -231,22 +266,28 @@ func (t *Transformer) assemble(rows []*preparedRow) (sharding.Batch, error) {
 // errNoExamples is Parse's error for an empty batch.
 var errNoExamples = errors.New("columns: no examples to parse")
 
+// rowScratch is PrepareRow's arena and state, reused between calls.
+type rowScratch struct {
+	row preparedRow
+	ps  rowState
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(rowScratch) }}
+
 // PrepareRow transforms one record on its own (dataset.RowParser): what
 // ParseRows puts together into the batch Parse makes. An error about the
 // data is a *dataset.ParseError of record 0.
 func (t *Transformer) PrepareRow(ex dataset.Example) (any, error) {
-	var p preparedRow
-	var ps rowState
-	if err := t.prepare(ex, 0, &ps, &p); err != nil {
+	sc := scratchPool.Get().(*rowScratch)
+	defer func() {
+		sc.ps.ex = nil // keeps no record
+		scratchPool.Put(sc)
+	}()
+	sc.row.reset()
+	if err := t.prepare(ex, 0, &sc.ps, &sc.row); err != nil {
 		return nil, err
 	}
-	// A row kept for later epochs holds no spare capacity.
-	p.floats, p.ids, p.ends = slices.Clip(p.floats), slices.Clip(p.ids), slices.Clip(p.ends)
-	p.labelF, p.labelI = slices.Clip(p.labelF), slices.Clip(p.labelI)
-	if p.ws != nil {
-		p.ws = slices.Clip(p.ws)
-	}
-	return &p, nil
+	return sc.row.clone(), nil
 }
 
 // ParseRows is Parse of the examples whose rows PrepareRow made

@@ -379,6 +379,8 @@ type rowState struct {
 	hashKeys  []string
 	hashAt    [][2]int
 	hashArena []uint64
+	bufs      [][]int64 // idsOf's buffers, by depth
+	depth     int
 
 	vals  []float32  // a bucketized column's source values
 	keys  [][]uint64 // a crossed column's ids of its categorical keys, by key
@@ -402,21 +404,22 @@ func (ps *rowState) idsOf(c CategoricalColumn) ([]int64, error) {
 			return ps.idArena[at[0]:at[1]:at[1]], nil
 		}
 	}
-	if x, ok := c.(*CrossedColumn); ok {
-		// Its keys' ids first, so that c's own are appended in one run.
-		for _, key := range x.keys {
-			if key, ok := key.(CategoricalColumn); ok {
-				if _, err := ps.idsOf(key); err != nil {
-					return nil, err
-				}
-			}
-		}
+	// c's ids are made in a buffer of the depth's own, then appended: a
+	// crossed column makes its keys' ids (appended to the arena) as it
+	// goes, and reads no key past one without values.
+	if len(ps.bufs) == ps.depth {
+		ps.bufs = append(ps.bufs, nil)
 	}
-	start := len(ps.idArena)
-	var err error
-	if ps.idArena, err = rawIDs(c, ps.ex, ps.row, ps.idArena, ps); err != nil {
+	d := ps.depth
+	ps.depth++
+	ids, err := rawIDs(c, ps.ex, ps.row, ps.bufs[d][:0], ps)
+	ps.depth--
+	ps.bufs[d] = ids
+	if err != nil {
 		return nil, err
 	}
+	start := len(ps.idArena)
+	ps.idArena = append(ps.idArena, ids...)
 	end := len(ps.idArena)
 	ps.idCols, ps.idAt = append(ps.idCols, c), append(ps.idAt, [2]int{start, end})
 	return ps.idArena[start:end:end], nil
@@ -670,6 +673,10 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, ps *rowSta
 	}
 	hashes, pos, combo := ps.views[:n], ps.pos[:n], ps.combo[:n]
 	clear(pos)
+	// Every key is read, so that a bad value is an error whether or not
+	// another key is empty (as TensorFlow transforms every column a cross
+	// reads).
+	empty := false
 	for k, key := range c.keys {
 		switch key := key.(type) {
 		case RawKey:
@@ -692,8 +699,11 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, ps *rowSta
 			ps.keys[k], hashes[k] = own, own
 		}
 		if len(hashes[k]) == 0 {
-			return ids, nil // an empty key: no crosses
+			empty = true
 		}
+	}
+	if empty {
+		return ids, nil // a key without values: no crosses
 	}
 	// Every combination, the last key varying fastest.
 	for {
@@ -754,8 +764,6 @@ func newLabelParser(l Label, w *ExampleWeight) (*labelParser, error) {
 	return p, nil
 }
 
-// parse returns the batch's labels (and example weights); nil when no
-// record has the label.
 // prepare sets into's label and example weight to record ex's (the
 // row-th of its batch), when it has the label.
 func (p *labelParser) prepare(ex dataset.Example, row int, into *preparedRow) error {

@@ -732,3 +732,46 @@ func TestParseTogetherAsAlone(t *testing.T) {
 		diffBatchIn(t, alone, together, "-alone +together")
 	}
 }
+
+// A cross reads every key: a bad value in one is an error even when
+// another key of the record is empty (which alone makes no crosses).
+func TestParseCrossReadsEveryKey(t *testing.T) {
+	tr := mustTransformer(t, Config{Columns: []Column{Crossed([]Crossable{RawKey("a"), Identity("b", 5)}, 10)}})
+	b, err := tr.Parse([]dataset.Example{{"b": in(3)}, {"a": by("x"), "b": in(2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plain(b.Sparse["a_X_b"]); len(got.Indices) != 1 || got.Indices[0][0] != 1 {
+		t.Errorf("crosses %v, want one, of record 1", got)
+	}
+	for _, ex := range []dataset.Example{{"b": in(9)}, {"a": by("x"), "b": in(9)}} {
+		_, err = tr.Parse([]dataset.Example{ex})
+		wantRecordError(t, err, 0, "b", "outside")
+	}
+}
+
+// PrepareRow's rows are the Transformer's own, whatever another
+// Transformer (with weights, with labels) prepared before.
+func TestPrepareRowAfterAnother(t *testing.T) {
+	city := VocabularyList("city", []string{"a", "b"})
+	weighted := mustTransformer(t, Config{Columns: []Column{Weighted(city, "w")}, Label: &Label{Key: "y"}})
+	plainCols := mustTransformer(t, Config{Columns: []Column{city, Indicator(city)}})
+	exs := []dataset.Example{{"city": by("a", "b"), "w": fl(1, 2), "y": fl(1)}, {"city": by("b"), "w": fl(3), "y": fl(0)}}
+	for range 4 {
+		for _, tr := range []*Transformer{weighted, plainCols} {
+			want, werr := tr.Parse(exs)
+			rows := make([]any, len(exs))
+			var err error
+			for i, ex := range exs {
+				if rows[i], err = tr.PrepareRow(ex); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, gerr := tr.ParseRows(rows)
+			if (werr == nil) != (gerr == nil) {
+				t.Fatalf("Parse error %v, rows error %v", werr, gerr)
+			}
+			diffBatchIn(t, want, got, "-Parse +rows")
+		}
+	}
+}

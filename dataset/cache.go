@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -19,6 +20,17 @@ func (c *recordCache) get(file string) ([]record, bool) {
 	defer c.mu.Unlock()
 	recs, ok := c.files[file]
 	return recs, ok
+}
+
+// keepOnly forgets the records of the files not in files.
+func (c *recordCache) keepOnly(files []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for f := range c.files {
+		if !slices.Contains(files, f) {
+			delete(c.files, f)
+		}
+	}
 }
 
 // put keeps file's records.
@@ -47,9 +59,21 @@ func (s *cachedFile) next() (record, error) {
 
 func (s *cachedFile) Close() error { return nil }
 
-// preparedRow is a cached record's row, once a RowParser has prepared
-// it.
-type preparedRow struct{ row atomic.Pointer[any] }
+// rowSlot is a cached record's place for its RowParser row: the record's
+// Example or raw bytes (data) until the row is prepared, then the row
+// only. The row is stored before the data is dropped, so a reader that
+// finds no data finds the row.
+type rowSlot struct {
+	row  atomic.Pointer[any]
+	data atomic.Pointer[recordData]
+}
+
+// recordData is what a record holds to parse: a CSV row's Example or a
+// TFRecord record's bytes.
+type recordData struct {
+	ex  Example
+	raw []byte
+}
 
 // caching reads a file and, once the read reaches the file's end, puts
 // every record it read into the cache; a read that stops early, or
@@ -59,7 +83,7 @@ type caching struct {
 	file  string
 	cache *recordCache
 	recs  []record
-	rows  bool // each record gets a place for its prepared row
+	rows  bool // each record gets a slot for its prepared row, which holds its data
 }
 
 func (s *caching) next() (record, error) {
@@ -68,10 +92,11 @@ func (s *caching) next() (record, error) {
 	case err == io.EOF:
 		s.cache.put(s.file, s.recs)
 		s.recs = nil
+	case err == nil && s.rows:
+		r.prep = new(rowSlot)
+		r.prep.data.Store(&recordData{r.ex, r.raw})
+		s.recs = append(s.recs, record{src: r.src, prep: r.prep})
 	case err == nil:
-		if s.rows {
-			r.prep = new(preparedRow)
-		}
 		s.recs = append(s.recs, r)
 	}
 	return r, err

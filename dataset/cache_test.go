@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -158,7 +159,8 @@ func TestPipelineCacheKeepsOnlyWholeFiles(t *testing.T) {
 
 // rowParser is a RowParser over a SpecParser: a row is the batch of one
 // record; it counts the rows it prepares, fails on the record of id
-// fail and panics on the record of id panicAt (-1: none).
+// fail and panics on the record of id panicAt (-1: none); ParseRows
+// clears the slice it is given once done with it, as it may.
 type rowParser struct {
 	spec          SpecParser
 	prepared      *atomic.Int64
@@ -189,6 +191,7 @@ func (p rowParser) ParseRows(rows []any) (sharding.Batch, error) {
 		return sharding.Batch{}, err
 	}
 	l, err := sharding.ConcatMap(labels)
+	clear(rows)
 	return sharding.Batch{Features: f, Labels: l}, err
 }
 
@@ -209,7 +212,7 @@ func TestPipelineCacheRowParser(t *testing.T) {
 	}{
 		{"rows", -1, -1, nil},
 		{"a refused record", 103, -1, []string{files[1] + ": record 3", `feature "id"`, "refuses"}},
-		{"a panic", -1, 204, []string{"PrepareRow", "rowParser", "cannot take"}},
+		{"a panic", -1, 204, []string{files[2] + ": record 4", "PrepareRow", "rowParser", "cannot take"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -232,5 +235,37 @@ func TestPipelineCacheRowParser(t *testing.T) {
 				t.Errorf("%d rows prepared over 4 epochs of %d records, want each once", n, len(ids))
 			}
 		})
+	}
+}
+
+// A pipeline caching for a RowParser keeps each record's row in place of
+// its data once made; with processes sharing by file, only its own files.
+func TestPipelineCacheKeeps(t *testing.T) {
+	files, _ := writeIDFiles(t, []int{9, 14, 5, 6})
+	var prepared atomic.Int64
+	p := Pipeline{Files: files, Parser: rowParser{spec: SpecParser(idSpec), prepared: &prepared, fail: -1, panicAt: -1},
+		BatchSize: 4, Epochs: 2, ShuffleBuffer: 5, Seed: 3, Workers: 2, Cache: true, Processes: 2, Rank: 1, Sharing: ShareFiles}
+	p.state = &pipelineState{}
+	for _, err := range p.batches(context.Background(), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, err := p.sharePlan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cached []string
+	for file, recs := range p.state.cache.files {
+		cached = append(cached, file)
+		for i, r := range recs {
+			if r.ex != nil || r.raw != nil || r.prep == nil || r.prep.data.Load() != nil || r.prep.row.Load() == nil {
+				t.Errorf("%s record %d: data %v %v, slot %v: want only its row", file, i, r.ex != nil, r.raw != nil, r.prep)
+			}
+		}
+	}
+	slices.Sort(cached)
+	if diff := cmp.Diff(slices.Sorted(slices.Values(plan.files)), cached); diff != "" {
+		t.Errorf("cached files (-this process's +cached):\n%s", diff)
 	}
 }

@@ -95,8 +95,9 @@ func ParseGuarded(p Parser, examples []Example) (b sharding.Batch, err error) {
 
 // parseRowsGuarded is ParseGuarded for a RowParser, with each record's
 // row from rows, PrepareRow making (and setting) the nil ones from
-// example(i), record i's Example. An error of PrepareRow about the data
-// is a *ParseError of its record's index.
+// example(i), record i's Example. An error of PrepareRow is a
+// *ParseError of its record's index when it is about the data, a
+// *recordError of its record otherwise (a panic wrapping ErrParser).
 func parseRowsGuarded(p RowParser, rows []any, example func(i int) (Example, error)) (sharding.Batch, error) {
 	for i, row := range rows {
 		if row != nil {
@@ -112,22 +113,32 @@ func parseRowsGuarded(p RowParser, rows []any, example func(i int) (Example, err
 			return err
 		})
 		var pe *guard.PanicError
-		if errors.As(err, &pe) {
-			return sharding.Batch{}, fmt.Errorf("%w: %w", ErrParser, err)
-		}
 		var parse *ParseError
-		if errors.As(err, &parse) && parse.Example == 0 {
+		switch {
+		case errors.As(err, &pe):
+			return sharding.Batch{}, &recordError{i, fmt.Errorf("%w: %w", ErrParser, err)}
+		case errors.As(err, &parse):
 			e := *parse
 			e.Example = i
-			err = &e
-		}
-		if err != nil {
-			return sharding.Batch{}, err
+			return sharding.Batch{}, &e
+		case err != nil:
+			return sharding.Batch{}, &recordError{i, err}
 		}
 		rows[i] = row
 	}
-	return guardParse(p, "ParseRows", len(rows), func() (sharding.Batch, error) { return p.ParseRows(rows) })
+	// ParseRows gets a copy: rows keeps the prepared ones whatever it does
+	// with its slice.
+	return guardParse(p, "ParseRows", len(rows), func() (sharding.Batch, error) { return p.ParseRows(slices.Clone(rows)) })
 }
+
+// recordError is an error about one record of a batch, by its index.
+type recordError struct {
+	record int
+	err    error
+}
+
+func (e *recordError) Error() string { return fmt.Sprintf("record %d: %v", e.record, e.err) }
+func (e *recordError) Unwrap() error { return e.err }
 
 // guardParse runs parse, the method method of p, for ParseGuarded.
 func guardParse(p Parser, method string, rows int, parse func() (sharding.Batch, error)) (b sharding.Batch, err error) {

@@ -71,12 +71,15 @@ type Pipeline struct {
 	// Cache keeps in memory the records of every file read to its end
 	// (tf.data's cache): later reads of the file, in later epochs or
 	// later calls of the input function, take its records from memory
-	// instead of reading and decoding it again. The batches are the
-	// same with or without; the memory grows with the files' records,
-	// and a file changed since it was cached is not read again. The
+	// instead of reading it again. The batches are the same with or
+	// without. A file changed since it was cached is not read again. The
 	// Parser must not modify the Examples it is given. With a RowParser
-	// (such as a feature-column transformation), each record's prepared
-	// row is kept too, so that later epochs only put batches together.
+	// (such as a feature-column transformation), a record's prepared row
+	// takes its place once made, so that later epochs neither decode nor
+	// transform it and only put batches together; otherwise the records
+	// are kept as read (CSV rows as Examples, several times the file's
+	// size; TFRecord records as their bytes, decoded every epoch). With
+	// processes sharing by file, each keeps only its own files.
 	Cache bool
 	// Workers is how many goroutines parse batches; 0 means 1. Prefetch
 	// is how many batches may wait, parsed or being parsed, ahead of the
@@ -144,7 +147,7 @@ type record struct {
 	ex   Example
 	raw  []byte
 	src  origin
-	prep *preparedRow // a cached record's prepared row (RowParser), once made
+	prep *rowSlot // a cached record's slot for its RowParser row
 }
 
 // fileSource reads the records of one file.
@@ -511,14 +514,13 @@ func (p *Pipeline) parse(jobs <-chan job) {
 // parseBatch decodes j's records, if TFRecord ones, and parses them.
 func (p *Pipeline) parseBatch(dec *exampleDecoder, j job) result {
 	var decodeErr error // a record that is no tf.Example
-	example := func(i int) (Example, error) {
-		r := j.recs[i]
-		if r.raw == nil {
-			return r.ex, nil
+	example := func(i int, d recordData) (Example, error) {
+		if d.raw == nil {
+			return d.ex, nil
 		}
-		ex, err := dec.decode(r.raw)
+		ex, err := dec.decode(d.raw)
 		if err != nil {
-			decodeErr = fmt.Errorf("dataset: pipeline: batch %d: %s: %w", j.n, r.src, err)
+			decodeErr = fmt.Errorf("dataset: pipeline: batch %d: %s: %w", j.n, j.recs[i].src, err)
 			return nil, decodeErr
 		}
 		return ex, nil
@@ -529,8 +531,8 @@ func (p *Pipeline) parseBatch(dec *exampleDecoder, j job) result {
 		b, err = p.parseRows(rp, j.recs, example)
 	} else {
 		examples := make([]Example, len(j.recs))
-		for i := range j.recs {
-			if examples[i], err = example(i); err != nil {
+		for i, r := range j.recs {
+			if examples[i], err = example(i, recordData{r.ex, r.raw}); err != nil {
 				return result{err: err}
 			}
 		}
@@ -541,33 +543,49 @@ func (p *Pipeline) parseBatch(dec *exampleDecoder, j job) result {
 	}
 	if err != nil {
 		var pe *ParseError
-		if errors.As(err, &pe) && pe.Example >= 0 && pe.Example < len(j.recs) {
+		var re *recordError
+		switch {
+		case errors.As(err, &pe) && pe.Example >= 0 && pe.Example < len(j.recs):
 			err = fmt.Errorf("dataset: pipeline: batch %d: %s: feature %q: %w", j.n, j.recs[pe.Example].src, pe.Feature, pe.Err)
-		} else {
+		case errors.As(err, &re) && re.record >= 0 && re.record < len(j.recs):
+			err = fmt.Errorf("dataset: pipeline: batch %d: %s: %w", j.n, j.recs[re.record].src, re.err)
+		default:
 			err = fmt.Errorf("dataset: pipeline: batch %d (%s): %w", j.n, describeRecords(j.recs), err)
 		}
 	}
 	return result{b, err}
 }
 
-// parseRows parses the records recs with rp: a cached record's row
-// prepared once, and kept.
-func (p *Pipeline) parseRows(rp RowParser, recs []record, example func(i int) (Example, error)) (sharding.Batch, error) {
+// parseRows parses the records recs with rp, example(i, data) being
+// record i's Example: a cached record's row is prepared once (twice at
+// most, when one record is in two batches being parsed at once), kept in
+// its slot in place of its data.
+func (p *Pipeline) parseRows(rp RowParser, recs []record, example func(int, recordData) (Example, error)) (sharding.Batch, error) {
 	rows := make([]any, len(recs))
+	data := make([]recordData, len(recs))
 	for i, r := range recs {
-		if r.prep != nil {
-			if row := r.prep.row.Load(); row != nil {
-				rows[i] = *row
-			}
+		data[i] = recordData{r.ex, r.raw}
+		if r.prep == nil {
+			continue
+		}
+		if row := r.prep.row.Load(); row != nil {
+			rows[i] = *row
+		} else if d := r.prep.data.Load(); d != nil {
+			data[i] = *d
+		} else if row := r.prep.row.Load(); row != nil { // prepared since: the data goes after the row is in
+			rows[i] = *row
 		}
 	}
-	b, err := parseRowsGuarded(rp, rows, example)
+	b, err := parseRowsGuarded(rp, rows, func(i int) (Example, error) { return example(i, data[i]) })
 	if err != nil {
 		return b, err
 	}
 	for i, r := range recs {
 		if r.prep != nil && r.prep.row.Load() == nil {
-			r.prep.row.Store(&rows[i])
+			row := rows[i]
+			if r.prep.row.CompareAndSwap(nil, &row) {
+				r.prep.data.Store(nil)
+			}
 		}
 	}
 	return b, nil

@@ -57,7 +57,8 @@ type PipelineCounts struct {
 
 // Skipped is, for each file in which damaged records were skipped, their
 // number, as the latest reading of the file found it (every epoch reads
-// a file again, and finds the same damaged records).
+// a file again, unless the pipeline caches it, and finds the same
+// damaged records).
 func (c *PipelineCounts) Skipped() map[string]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -144,6 +145,7 @@ func (p *Pipeline) sharePlan(ctx context.Context) (*sharePlan, error) {
 			"batches_per_epoch", plan.perEpoch, "dropped_per_epoch", plan.dropped)
 	}
 	p.state.plan = plan
+	p.state.cache.keepOnly(plan.files) // counting read (and with Cache kept) every file
 	return plan, nil
 }
 
