@@ -59,12 +59,16 @@ func Lookup(g Geom) (*Conv, error) {
 	if cache.convs == nil {
 		cache.convs = map[Geom]made{}
 	}
-	c, err := create(g)
+	c, err := create(g, false)
 	cache.convs[g] = made{c, err}
 	return c, err
 }
 
-func create(g Geom) (*Conv, error) {
+// create makes g's primitives. oneStep makes a bfloat16 pass convert each
+// input into the primitive's layout in one oneDNN reorder, layout and data
+// type at once, instead of the faster two (see conv.c's arg): the
+// conversion the tests hold the two-step one to, bit for bit.
+func create(g Geom, oneStep bool) (*Conv, error) {
 	cg := C.tf_geom{
 		n: C.long(g.N), c: C.long(g.C), h: C.long(g.H), w: C.long(g.W),
 		f: C.long(g.F), kh: C.long(g.KH), kw: C.long(g.KW),
@@ -79,6 +83,9 @@ func create(g Geom) (*Conv, error) {
 	}
 	if g.BF16 {
 		cg.bf16 = 1
+	}
+	if oneStep {
+		cg.one_step = 1
 	}
 	var c *C.tf_conv
 	var step *C.char
@@ -113,6 +120,12 @@ func (c *Conv) Run(p Pass, in0, in1, bias, out, ws []float32) error {
 		return fmt.Errorf("oneDNN convolution %+v, %v: %s: %s", c.g, p, C.GoString(step), status(s))
 	}
 	return nil
+}
+
+// reorderImpl names the oneDNN implementation that reorders input arg (0
+// or 1) of pass p into the primitive's layout: "" where it needs none.
+func (c *Conv) reorderImpl(p Pass, arg int) string {
+	return C.GoString(C.tf_conv_reorder_impl(c.c, C.int(p), C.int(arg)))
 }
 
 func ptr(s []float32) *C.float { return (*C.float)(unsafe.Pointer(&s[0])) }

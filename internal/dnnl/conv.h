@@ -18,6 +18,7 @@ typedef struct {
 	int bias, relu;
 	long chunk;
 	int bf16;
+	int one_step; // bf16: convert each input in one reorder (tests)
 } tf_geom;
 
 enum { TF_FORWARD, TF_INPUT_GRAD, TF_KERNEL_GRAD, TF_PASSES };
@@ -31,6 +32,10 @@ size_t tf_conv_workspace(const tf_conv *c, int pass);
 // tf_conv_impl names the oneDNN implementation that runs pass (on a full
 // chunk).
 const char *tf_conv_impl(const tf_conv *c, int pass);
+// tf_conv_reorder_impl names the oneDNN implementation that changes the
+// layout of input arg (0, 1) of pass (on a full chunk): "" where the
+// input needs no reorder.
+const char *tf_conv_reorder_impl(const tf_conv *c, int pass, int arg);
 // tf_conv_run runs pass: forward y = conv(x, k) (+ bias, ReLU) from
 // (in0, in1, bias) = (x, k, b); the input's gradient from (dy, k); the
 // kernel's from (x, dy). ws holds tf_conv_workspace bytes, any alignment.

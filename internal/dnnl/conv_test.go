@@ -3,6 +3,9 @@
 package dnnl
 
 import (
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -81,6 +84,96 @@ func TestKernelGradientAddsUpChunks(t *testing.T) {
 	for i, chunk := range []int{1, 2} {
 		if diff := cmp.Diff(grads[0], grads[i+1]); diff != "" {
 			t.Errorf("%d images a chunk (-whole batch +chunks):\n%s", chunk, diff)
+		}
+	}
+}
+
+// TestBF16InputsReorderAsFloat32: a bfloat16 pass changes its per-image
+// inputs' layout with the reorder a float32 pass uses (the blocked one),
+// converting to bfloat16 after it, not in oneDNN's generic reorder that
+// does both at once at half the speed.
+func TestBF16InputsReorderAsFloat32(t *testing.T) {
+	if !BF16() {
+		t.Skip("no native bfloat16 convolutions on this CPU")
+	}
+	for _, s := range []struct{ c, hw int }{{16, 32}, {32, 16}} {
+		g := Geom{N: 8, C: s.c, H: s.hw, W: s.hw, F: s.c, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, OH: s.hw, OW: s.hw, Chunk: 4}
+		impls := func(bf16 bool) map[string]string {
+			g.BF16 = bf16
+			c, err := Lookup(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The per-image inputs of each pass: x, dy, and x and dy.
+			m := map[string]string{}
+			for _, in := range []struct {
+				p   Pass
+				arg int
+			}{{Forward, 0}, {InputGrad, 0}, {KernelGrad, 0}, {KernelGrad, 1}} {
+				m[fmt.Sprintf("%v input %d", in.p, in.arg)] = c.reorderImpl(in.p, in.arg)
+			}
+			return m
+		}
+		f32, bf16 := impls(false), impls(true)
+		for k, impl := range f32 {
+			if impl == "" {
+				t.Errorf("%dx%dx%d float32 %s: no reorder", s.c, s.hw, s.hw, k)
+			}
+		}
+		if diff := cmp.Diff(f32, bf16); diff != "" {
+			t.Errorf("%dx%dx%d: the inputs' layout reorders (-float32 +bfloat16):\n%s", s.c, s.hw, s.hw, diff)
+		}
+	}
+}
+
+// TestBF16TwoStepConvertsAsOneStep: every pass of a bfloat16 convolution
+// gives the same bits when its inputs are reordered and then converted
+// to bfloat16 as when oneDNN does both in one reorder: values that round
+// up, down and to even, subnormals, large and small magnitudes.
+func TestBF16TwoStepConvertsAsOneStep(t *testing.T) {
+	if !BF16() {
+		t.Skip("no native bfloat16 convolutions on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	special := []uint32{
+		0x3f808000, 0x3f818000, 0x3f807fff, 0x3f808001, // ties to even, and either side of one
+		0x00000001, 0x80000001, 0x007fffff, 0x00400000, // subnormals
+		0x7f7fffff, 0xff7fffff, 0x00800000, 0x80000000, // largest, smallest normal, -0
+	}
+	fill := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			if i%5 == 0 {
+				v[i] = math.Float32frombits(special[rng.IntN(len(special))])
+				continue
+			}
+			v[i] = float32(rng.NormFloat64() * math.Exp2(float64(rng.IntN(24)-12)))
+		}
+		return v
+	}
+	for _, s := range []struct{ c, f, hw int }{{16, 16, 8}, {32, 16, 6}, {3, 16, 8}} {
+		g := Geom{N: 5, C: s.c, H: s.hw, W: s.hw, F: s.f, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, OH: s.hw, OW: s.hw, Chunk: 2, BF16: true}
+		for _, p := range []Pass{Forward, InputGrad, KernelGrad} {
+			n := g.sizes(p)
+			in0, in1 := fill(n[0]), fill(n[1])
+			run := func(oneStep bool) []uint32 {
+				c, err := create(g, oneStep)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := make([]float32, n[2])
+				if err := c.Run(p, in0, in1, nil, out, make([]float32, c.Workspace(p))); err != nil {
+					t.Fatal(err)
+				}
+				bits := make([]uint32, len(out))
+				for i, v := range out {
+					bits[i] = math.Float32bits(v)
+				}
+				return bits
+			}
+			if diff := cmp.Diff(run(true), run(false)); diff != "" {
+				t.Errorf("%dx%dx%d to %d, %v (-one reorder +reorder then convert):\n%s", s.c, s.hw, s.hw, s.f, p, diff)
+			}
 		}
 	}
 }
