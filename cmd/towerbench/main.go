@@ -189,14 +189,21 @@ func main() {
 			out = io.Discard // rank 0 reports for every process
 		}
 	}
+	before, probed := coreRoundTrip(coreProbes)
 	err = run(ctx, cfg, out)
 	stopTrace()
 	stopProfile()
+	if after, _ := coreRoundTrip(coreProbes); probed {
+		fmt.Fprintf(os.Stderr, "towerbench: a round trip between two cores took %d ns before the runs and %d ns after (far-apart cores make every exchange between towers slower: docs/performance.md)\n", before.Nanoseconds(), after.Nanoseconds())
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "towerbench:", err)
 		os.Exit(1)
 	}
 }
+
+// coreProbes is how many round trips coreRoundTrip times.
+const coreProbes = 100000
 
 // record creates the file at path and starts writing to it with start (a
 // CPU profile, an execution trace); the returned func stops and closes it.
