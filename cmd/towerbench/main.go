@@ -194,7 +194,7 @@ func main() {
 	stopTrace()
 	stopProfile()
 	if after, _ := coreRoundTrip(coreProbes); probed {
-		fmt.Fprintf(os.Stderr, "towerbench: a round trip between two cores took %d ns before the runs and %d ns after (far-apart cores make every exchange between towers slower: docs/performance.md)\n", before.Nanoseconds(), after.Nanoseconds())
+		fmt.Fprintf(os.Stderr, "towerbench: a round trip between two cores took %d ns before the runs and %d ns after (on an otherwise idle VM, hundreds of ns mean the host put its cores far apart, which slows every exchange between towers: docs/performance.md)\n", before.Nanoseconds(), after.Nanoseconds())
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "towerbench:", err)
