@@ -87,17 +87,12 @@ func (p *preparedRow) reserve(n int) {
 // relative to the row's ids).
 func (p *preparedRow) since(at rowLens) preparedRow {
 	row := preparedRow{
-		floats: p.floats[at.floats:len(p.floats):len(p.floats)],
-		ids:    p.ids[at.ids:len(p.ids):len(p.ids)],
-		ends:   p.ends[at.ends:len(p.ends):len(p.ends)],
-		labelF: clip(p.labelF, at.labelF),
-		labelI: clip(p.labelI, at.labelI),
-
-		hasLabel: p.hasLabel,
-		weight:   p.weight,
+		floats: clip(p.floats, at.floats), ids: clip(p.ids, at.ids), ends: clip(p.ends, at.ends),
+		labelF: clip(p.labelF, at.labelF), labelI: clip(p.labelI, at.labelI),
+		hasLabel: p.hasLabel, weight: p.weight,
 	}
 	if p.ws != nil {
-		row.ws = p.ws[at.ws:len(p.ws):len(p.ws)]
+		row.ws = p.ws[at.ws:len(p.ws):len(p.ws)] // not nil, even when empty: the Transformer has weights
 	}
 	for k := range row.ends {
 		row.ends[k] -= int32(at.ids)
