@@ -297,170 +297,182 @@ func checkVocabulary(head string, vocab []string, n int) error {
 	return nil
 }
 
-// Spec returns the binary head's spec (see Head).
-func (h BinaryHead) Spec(mode model.Mode, logits *G.Node, features model.Features, labels model.Labels) (*model.Spec, error) {
-	const where = "canned.BinaryHead"
-	if err := h.Check(); err != nil {
-		return nil, err
+// headParts are what one head makes of its inputs; headSpec takes the
+// steps every head takes with them.
+type headParts struct {
+	// loss is the labels as the metrics read them and the loss (Train and
+	// Eval).
+	loss func(in inputs) (y, loss *G.Node, err error)
+	// outputs are the predictions and the export signatures (Eval and
+	// Predict).
+	outputs func() (map[string]*G.Node, map[string]model.ExportOutput, error)
+	// kind is the per-example loss that average_loss averages; metrics
+	// the other eval metrics.
+	kind    lossKind
+	metrics func(y *G.Node, p map[string]*G.Node, w []metrics.Option) map[string]metrics.Bound
+}
+
+// headSpec makes a head's spec in mode: the loss in Train and Eval (only
+// it in Train), the predictions and export signatures in Eval and
+// Predict, the eval metrics with average_loss in Eval. check is the
+// head's Check.
+func headSpec(where string, check error, l LabelSpec, mode model.Mode, logits *G.Node, features model.Features, labels model.Labels, parts headParts) (*model.Spec, error) {
+	if check != nil {
+		return nil, check
 	}
-	in, err := headInputs(where, h.Label(), mode, logits, features, labels)
+	in, err := headInputs(where, l, mode, logits, features, labels)
 	if err != nil {
 		return nil, err
 	}
 	spec := &model.Spec{}
 	var y *G.Node
 	if mode != model.Predict {
-		// Labels as the logits: (batch, 1) of their dtype, in [0, 1].
-		if y, err = convert(where, "labels", in.labels, logits.Dtype(), 1, unitInterval); err != nil {
+		if y, spec.Loss, err = parts.loss(in); err != nil {
 			return nil, err
-		}
-		if spec.Loss, err = layers.SigmoidCrossEntropy(logits, y, in.lossOpts...); err != nil {
-			return nil, fmt.Errorf("%s: loss: %w", where, err)
 		}
 		if mode == model.Train {
 			return spec, nil
 		}
 	}
-	p, err := binaryPredictions(where, logits)
-	if err != nil {
+	if spec.Predictions, spec.ExportOutputs, err = parts.outputs(); err != nil {
 		return nil, err
-	}
-	spec.Predictions = p
-	classify := model.ClassificationOutput{Scores: p[ProbabilitiesKey], ClassNames: h.ClassNames()}
-	spec.ExportOutputs = map[string]model.ExportOutput{
-		model.DefaultServingSignature: classify,
-		ClassifySignature:             classify,
-		RegressSignature:              model.RegressionOutput{Value: p[LogisticKey]},
-		PredictSignature:              model.PredictOutput{Outputs: p},
 	}
 	if mode != model.Eval {
 		return spec, nil
 	}
-	losses, err := exampleLosses(where, sigmoidLoss, logits, y)
+	losses, err := exampleLosses(where, parts.kind, logits, y)
 	if err != nil {
 		return nil, err
 	}
-	w := in.metricOpts
-	spec.EvalMetrics = map[string]metrics.Bound{
-		AccuracyKey:         metrics.Accuracy(y, p[ClassIDsKey], w...),
-		PrecisionKey:        metrics.Precision(y, p[ClassIDsKey], w...),
-		RecallKey:           metrics.Recall(y, p[ClassIDsKey], w...),
-		AUCKey:              metrics.AUC(y, p[LogisticKey], append(w, metrics.Curve(metrics.ROC))...),
-		AUCPRKey:            metrics.AUC(y, p[LogisticKey], append(w, metrics.Curve(metrics.PR))...),
-		AverageLossKey:      metrics.Mean(losses, w...),
-		LabelMeanKey:        metrics.Mean(y, w...),
-		PredictionMeanKey:   metrics.Mean(p[LogisticKey], w...),
-		AccuracyBaselineKey: metrics.AccuracyBaseline(y, w...),
-	}
+	spec.EvalMetrics = parts.metrics(y, spec.Predictions, in.metricOpts)
+	spec.EvalMetrics[AverageLossKey] = metrics.Mean(losses, in.metricOpts...)
 	return spec, nil
+}
+
+// lossOf is a head's loss function's result, its error named by where.
+func lossOf(where string, y, loss *G.Node, err error) (*G.Node, *G.Node, error) {
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: loss: %w", where, err)
+	}
+	return y, loss, nil
+}
+
+// Spec returns the binary head's spec (see Head).
+func (h BinaryHead) Spec(mode model.Mode, logits *G.Node, features model.Features, labels model.Labels) (*model.Spec, error) {
+	const where = "canned.BinaryHead"
+	return headSpec(where, h.Check(), h.Label(), mode, logits, features, labels, headParts{
+		loss: func(in inputs) (*G.Node, *G.Node, error) {
+			// Labels as the logits: (batch, 1) of their dtype, in [0, 1].
+			y, err := convert(where, "labels", in.labels, logits.Dtype(), 1, unitInterval)
+			if err != nil {
+				return nil, nil, err
+			}
+			loss, err := layers.SigmoidCrossEntropy(logits, y, in.lossOpts...)
+			return lossOf(where, y, loss, err)
+		},
+		outputs: func() (map[string]*G.Node, map[string]model.ExportOutput, error) {
+			p, err := binaryPredictions(where, logits)
+			if err != nil {
+				return nil, nil, err
+			}
+			classify := model.ClassificationOutput{Scores: p[ProbabilitiesKey], ClassNames: h.ClassNames()}
+			return p, map[string]model.ExportOutput{
+				model.DefaultServingSignature: classify,
+				ClassifySignature:             classify,
+				RegressSignature:              model.RegressionOutput{Value: p[LogisticKey]},
+				PredictSignature:              model.PredictOutput{Outputs: p},
+			}, nil
+		},
+		kind: sigmoidLoss,
+		metrics: func(y *G.Node, p map[string]*G.Node, w []metrics.Option) map[string]metrics.Bound {
+			return map[string]metrics.Bound{
+				AccuracyKey:         metrics.Accuracy(y, p[ClassIDsKey], w...),
+				PrecisionKey:        metrics.Precision(y, p[ClassIDsKey], w...),
+				RecallKey:           metrics.Recall(y, p[ClassIDsKey], w...),
+				AUCKey:              metrics.AUC(y, p[LogisticKey], append(w, metrics.Curve(metrics.ROC))...),
+				AUCPRKey:            metrics.AUC(y, p[LogisticKey], append(w, metrics.Curve(metrics.PR))...),
+				LabelMeanKey:        metrics.Mean(y, w...),
+				PredictionMeanKey:   metrics.Mean(p[LogisticKey], w...),
+				AccuracyBaselineKey: metrics.AccuracyBaseline(y, w...),
+			}
+		},
+	})
 }
 
 // Spec returns the multi-class head's spec (see Head).
 func (h MultiClassHead) Spec(mode model.Mode, logits *G.Node, features model.Features, labels model.Labels) (*model.Spec, error) {
 	const where = "canned.MultiClassHead"
-	if err := h.Check(); err != nil {
-		return nil, err
-	}
-	in, err := headInputs(where, h.Label(), mode, logits, features, labels)
-	if err != nil {
-		return nil, err
-	}
-	spec := &model.Spec{}
-	var y *G.Node
-	if mode != model.Predict {
-		// Class ids, (batch, 1) in the logits' dtype, checked against
-		// NClasses; the loss takes them as (batch).
-		if y, err = convert(where, "labels", in.labels, logits.Dtype(), 1, classIDs(h.NClasses)); err != nil {
-			return nil, err
-		}
-		ids, err := layers.Reshape(y, tensor.Shape{y.Shape()[0]})
-		if err != nil {
-			return nil, fmt.Errorf("%s: labels: %w", where, err)
-		}
-		if spec.Loss, err = layers.SparseSoftmaxCrossEntropy(logits, ids, in.lossOpts...); err != nil {
-			return nil, fmt.Errorf("%s: loss: %w", where, err)
-		}
-		if mode == model.Train {
-			return spec, nil
-		}
-	}
-	p, err := multiClassPredictions(where, logits)
-	if err != nil {
-		return nil, err
-	}
-	spec.Predictions = p
-	classify := model.ClassificationOutput{Scores: p[ProbabilitiesKey], ClassNames: h.ClassNames()}
-	spec.ExportOutputs = map[string]model.ExportOutput{
-		model.DefaultServingSignature: classify,
-		ClassifySignature:             classify,
-		PredictSignature:              model.PredictOutput{Outputs: p},
-	}
-	if mode != model.Eval {
-		return spec, nil
-	}
-	losses, err := exampleLosses(where, softmaxLoss, logits, y)
-	if err != nil {
-		return nil, err
-	}
-	w := in.metricOpts
-	spec.EvalMetrics = map[string]metrics.Bound{
-		AccuracyKey:    metrics.Accuracy(y, p[ClassIDsKey], w...),
-		AverageLossKey: metrics.Mean(losses, w...),
-	}
-	return spec, nil
+	return headSpec(where, h.Check(), h.Label(), mode, logits, features, labels, headParts{
+		loss: func(in inputs) (*G.Node, *G.Node, error) {
+			// Class ids, (batch, 1) in the logits' dtype, checked against
+			// NClasses; the loss takes them as (batch).
+			y, err := convert(where, "labels", in.labels, logits.Dtype(), 1, classIDs(h.NClasses))
+			if err != nil {
+				return nil, nil, err
+			}
+			ids, err := layers.Reshape(y, tensor.Shape{y.Shape()[0]})
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: labels: %w", where, err)
+			}
+			loss, err := layers.SparseSoftmaxCrossEntropy(logits, ids, in.lossOpts...)
+			return lossOf(where, y, loss, err)
+		},
+		outputs: func() (map[string]*G.Node, map[string]model.ExportOutput, error) {
+			p, err := multiClassPredictions(where, logits)
+			if err != nil {
+				return nil, nil, err
+			}
+			classify := model.ClassificationOutput{Scores: p[ProbabilitiesKey], ClassNames: h.ClassNames()}
+			return p, map[string]model.ExportOutput{
+				model.DefaultServingSignature: classify,
+				ClassifySignature:             classify,
+				PredictSignature:              model.PredictOutput{Outputs: p},
+			}, nil
+		},
+		kind: softmaxLoss,
+		metrics: func(y *G.Node, p map[string]*G.Node, w []metrics.Option) map[string]metrics.Bound {
+			return map[string]metrics.Bound{AccuracyKey: metrics.Accuracy(y, p[ClassIDsKey], w...)}
+		},
+	})
 }
 
 // Spec returns the regression head's spec (see Head).
 func (h RegressionHead) Spec(mode model.Mode, logits *G.Node, features model.Features, labels model.Labels) (*model.Spec, error) {
 	const where = "canned.RegressionHead"
-	if err := h.Check(); err != nil {
-		return nil, err
-	}
-	in, err := headInputs(where, h.Label(), mode, logits, features, labels)
-	if err != nil {
-		return nil, err
-	}
 	d := h.LogitsDimension()
-	spec := &model.Spec{}
-	var y *G.Node
-	if mode != model.Predict {
-		if y, err = convert(where, "labels", in.labels, logits.Dtype(), d, nil); err != nil {
-			return nil, err
-		}
-		if spec.Loss, err = squaredError(logits, y, in.weights); err != nil {
-			return nil, fmt.Errorf("%s: loss: %w", where, err)
-		}
-		if mode == model.Train {
-			return spec, nil
-		}
-	}
-	spec.Predictions = map[string]*G.Node{PredictionsKey: logits}
-	predict := model.PredictOutput{Outputs: spec.Predictions}
-	spec.ExportOutputs = map[string]model.ExportOutput{
-		model.DefaultServingSignature: predict,
-		PredictSignature:              predict,
-	}
-	if d == 1 {
-		regress := model.RegressionOutput{Value: logits}
-		spec.ExportOutputs[model.DefaultServingSignature] = regress
-		spec.ExportOutputs[RegressSignature] = regress
-	}
-	if mode != model.Eval {
-		return spec, nil
-	}
-	losses, err := exampleLosses(where, squaredLoss, logits, y)
-	if err != nil {
-		return nil, err
-	}
-	w := in.metricOpts
-	spec.EvalMetrics = map[string]metrics.Bound{
-		AverageLossKey:    metrics.Mean(losses, w...),
-		LabelMeanKey:      metrics.Mean(y, w...),
-		PredictionMeanKey: metrics.Mean(logits, w...),
-		RMSEKey:           metrics.RootMeanSquaredError(y, logits, w...),
-		MAEKey:            metrics.MeanAbsoluteError(y, logits, w...),
-	}
-	return spec, nil
+	return headSpec(where, h.Check(), h.Label(), mode, logits, features, labels, headParts{
+		loss: func(in inputs) (*G.Node, *G.Node, error) {
+			y, err := convert(where, "labels", in.labels, logits.Dtype(), d, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			loss, err := squaredError(logits, y, in.weights)
+			return lossOf(where, y, loss, err)
+		},
+		outputs: func() (map[string]*G.Node, map[string]model.ExportOutput, error) {
+			p := map[string]*G.Node{PredictionsKey: logits}
+			predict := model.PredictOutput{Outputs: p}
+			out := map[string]model.ExportOutput{
+				model.DefaultServingSignature: predict,
+				PredictSignature:              predict,
+			}
+			if d == 1 {
+				regress := model.RegressionOutput{Value: logits}
+				out[model.DefaultServingSignature] = regress
+				out[RegressSignature] = regress
+			}
+			return p, out, nil
+		},
+		kind: squaredLoss,
+		metrics: func(y *G.Node, p map[string]*G.Node, w []metrics.Option) map[string]metrics.Bound {
+			return map[string]metrics.Bound{
+				LabelMeanKey:      metrics.Mean(y, w...),
+				PredictionMeanKey: metrics.Mean(logits, w...),
+				RMSEKey:           metrics.RootMeanSquaredError(y, logits, w...),
+				MAEKey:            metrics.MeanAbsoluteError(y, logits, w...),
+			}
+		},
+	})
 }
 
 // inputs are a head's checked inputs.
