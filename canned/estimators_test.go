@@ -22,6 +22,7 @@ import (
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/sharding"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // tabular is a small generated table: two numbers x1, x2 uniform in
@@ -125,7 +126,7 @@ var (
 
 func runConfig() estimator.RunConfig { return estimator.RunConfig{Seed: 1, LogEvery: -1} }
 
-func oneTower(n int) replicate.Config { return replicate.Config{Devices: cpus(n)} }
+func oneTower(n int) replicate.Config { return replicate.Config{Devices: towers.CPUs(n)} }
 
 // trainAndEvaluate trains est for steps on train, in batches of 50, and
 // evaluates it on eval.

@@ -21,14 +21,6 @@ import (
 	"github.com/towerflow/towerflow/towers"
 )
 
-func cpus(n int) []towers.Device {
-	ds := make([]towers.Device, n)
-	for i := range ds {
-		ds[i] = towers.CPU(i)
-	}
-	return ds
-}
-
 func dense(backing any, shape ...int) *tensor.Dense {
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
 }
@@ -46,7 +38,7 @@ func headModel(h canned.Head) model.Fn {
 
 func headEstimator(t *testing.T, h canned.Head, towerCount int) *estimator.Estimator {
 	t.Helper()
-	est, err := estimator.New(replicate.ModelFn(headModel(h), replicate.Config{Devices: cpus(towerCount)}), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(headModel(h), replicate.Config{Devices: towers.CPUs(towerCount)}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,20 +33,12 @@ var quiet = slog.New(slog.DiscardHandler)
 
 var servingX = estimator.ServingInput{"x": {Dtype: tensor.Float64, Shape: []int{1}}}
 
-func cpus(n int) []towers.Device {
-	ds := make([]towers.Device, n)
-	for i := range ds {
-		ds[i] = towers.CPU(i)
-	}
-	return ds
-}
-
 // train trains fn (replicated over n CPU towers) a few steps on the linreg
 // data in a fresh model directory.
 func train(t testing.TB, fn model.Fn, n int, steps int64) *estimator.Estimator {
 	t.Helper()
 	mdl := replicate.ModelFn(fn,
-		replicate.Config{Devices: cpus(n), Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
+		replicate.Config{Devices: towers.CPUs(n), Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
 	est, err := estimator.New(mdl, estimator.RunConfig{ModelDir: t.TempDir(), Seed: 1, LogEvery: -1, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +141,7 @@ func TestRunMatchesPredict(t *testing.T) {
 				mu.Unlock()
 				return linreg.Model(tw, mode, features, labels, params)
 			}
-			p := load(t, dir, replicate.ModelFn(record, replicate.Config{Devices: cpus(tc.towers)}))
+			p := load(t, dir, replicate.ModelFn(record, replicate.Config{Devices: towers.CPUs(tc.towers)}))
 			if p.Dir() != dir || p.Version() != 1 || p.Step() != 5 {
 				t.Errorf("dir %q version %d step %d, want %q 1 5", p.Dir(), p.Version(), p.Step(), dir)
 			}
@@ -172,7 +164,7 @@ func TestRunMatchesPredict(t *testing.T) {
 func TestRunConcurrently(t *testing.T) {
 	ctx := context.Background()
 	est, dir := exportLinreg(t)
-	p := load(t, dir, replicate.ModelFn(linreg.Model, replicate.Config{Devices: cpus(2)}))
+	p := load(t, dir, replicate.ModelFn(linreg.Model, replicate.Config{Devices: towers.CPUs(2)}))
 	bs := batches(1, 2, 3, 4, 5, 6, 7, 8)
 	var want []map[string]plainTensor
 	for out, err := range est.PredictBatches(ctx, inputOf(bs)) {
@@ -216,7 +208,7 @@ func TestDefaultSignatureFromPredictions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := load(t, dir, replicate.ModelFn(predictionsOnly, replicate.Config{Devices: cpus(2)}))
+	p := load(t, dir, replicate.ModelFn(predictionsOnly, replicate.Config{Devices: towers.CPUs(2)}))
 	wantSigs := map[string]export.Signature{model.DefaultServingSignature: {
 		Method:  "predict",
 		Inputs:  map[string]export.TensorInfo{"x": {Dtype: "float64", Shape: []int{-1, 1}}},

@@ -22,6 +22,7 @@ import (
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/sharding"
+	"github.com/towerflow/towerflow/towers"
 )
 
 func init() { export.RegisterPreprocessor(embedtest.VocabKind, embedtest.LoadWords) }
@@ -53,7 +54,7 @@ func wordsInput(t *testing.T, path string, training bool) estimator.InputFn {
 // towers and exports it with the preprocessor.
 func exportWords(t *testing.T, n int, path string) (*estimator.Estimator, *replicate.Model, string) {
 	t.Helper()
-	mdl := replicate.ModelFn(embedtest.Model, replicate.Config{Devices: cpus(n), Optimizer: optimizers.SGD(0.1), Reduction: replicate.BatchMean})
+	mdl := replicate.ModelFn(embedtest.Model, replicate.Config{Devices: towers.CPUs(n), Optimizer: optimizers.SGD(0.1), Reduction: replicate.BatchMean})
 	est, err := estimator.New(mdl, estimator.RunConfig{ModelDir: t.TempDir(), Seed: 1, LogEvery: -1, Logger: quiet})
 	must(t, err)
 	t.Cleanup(func() { est.Close() })
@@ -97,8 +98,8 @@ func TestPreprocessedExport(t *testing.T) {
 	if !strings.Contains(string(data), `"`+exportdir.PreprocessorFile+`"`) {
 		t.Errorf("the manifest does not list %s:\n%s", exportdir.PreprocessorFile, data)
 	}
-	for _, towers := range []int{1, 3} {
-		p := load(t, dir, replicate.ModelFn(embedtest.Model, replicate.Config{Devices: cpus(towers)}))
+	for _, n := range []int{1, 3} {
+		p := load(t, dir, replicate.ModelFn(embedtest.Model, replicate.Config{Devices: towers.CPUs(n)}))
 		if kind, ok := p.Preprocessor(); kind != embedtest.VocabKind || !ok {
 			t.Errorf("Preprocessor() = %q, %v; want %q, true", kind, ok, embedtest.VocabKind)
 		}
@@ -111,7 +112,7 @@ func TestPreprocessedExport(t *testing.T) {
 			must(t, err)
 			name := map[string]string{"serving_default": "p", "regress": "outputs"}[sig]
 			if diff := cmp.Diff(want, out[name].Data().([]float64)); diff != "" {
-				t.Errorf("%d towers, %s: PredictExamples (-Predict +got):\n%s", towers, sig, diff)
+				t.Errorf("%d towers, %s: PredictExamples (-Predict +got):\n%s", n, sig, diff)
 			}
 		}
 	}
@@ -130,7 +131,7 @@ func TestPreprocessedExport(t *testing.T) {
 // name the example and the feature.
 func TestPreprocessErrors(t *testing.T) {
 	_, _, dir := exportWords(t, 1, wordsCSV(t))
-	p := load(t, dir, replicate.ModelFn(embedtest.Model, replicate.Config{Devices: cpus(1)}))
+	p := load(t, dir, replicate.ModelFn(embedtest.Model, replicate.Config{Devices: towers.CPUs(1)}))
 	words := func(ws ...string) dataset.Feature {
 		f := dataset.Feature{Bytes: [][]byte{}}
 		for _, w := range ws {

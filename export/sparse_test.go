@@ -20,13 +20,14 @@ import (
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/sharding"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // exportEmbed trains embedtest.Model a few steps on n towers and exports
 // it with its sparse serving inputs.
 func exportEmbed(t *testing.T, n int) (*estimator.Estimator, *replicate.Model, string) {
 	t.Helper()
-	mdl := replicate.ModelFn(embedtest.Model, replicate.Config{Devices: cpus(n), Optimizer: optimizers.SGD(0.1), Reduction: replicate.BatchMean})
+	mdl := replicate.ModelFn(embedtest.Model, replicate.Config{Devices: towers.CPUs(n), Optimizer: optimizers.SGD(0.1), Reduction: replicate.BatchMean})
 	est, err := estimator.New(mdl, estimator.RunConfig{ModelDir: t.TempDir(), Seed: 1, LogEvery: -1, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestExportSparseInputs(t *testing.T) {
 	}
 	for _, n := range []int{1, 2, 3} {
 		t.Run(fmt.Sprintf("%d towers", n), func(t *testing.T) {
-			m := replicate.ModelFn(embedtest.Model, replicate.Config{Devices: cpus(n)})
+			m := replicate.ModelFn(embedtest.Model, replicate.Config{Devices: towers.CPUs(n)})
 			p := load(t, dir, m)
 			b := embedtest.Batch(embedtest.Rows, false)
 			for _, sig := range []string{"serving_default", "regress"} {
@@ -109,7 +110,7 @@ func TestSparseSignaturesRoundTrip(t *testing.T) {
 			t.Errorf("signatures.json: signature %q: inputs (-want +got):\n%s", key, diff)
 		}
 	}
-	p := load(t, dir, replicate.ModelFn(embedtest.Model, replicate.Config{Devices: cpus(1)}))
+	p := load(t, dir, replicate.ModelFn(embedtest.Model, replicate.Config{Devices: towers.CPUs(1)}))
 	if diff := cmp.Diff(sigs.Signatures, p.Signatures()); diff != "" {
 		t.Errorf("Predictor.Signatures (-signatures.json +got):\n%s", diff)
 	}
@@ -119,7 +120,7 @@ func TestSparseSignaturesRoundTrip(t *testing.T) {
 // error wrapping ErrBadInput that names the input and what is wrong.
 func TestSparseRunErrors(t *testing.T) {
 	_, _, dir := exportEmbed(t, 1)
-	p := load(t, dir, replicate.ModelFn(embedtest.Model, replicate.Config{Devices: cpus(2)}))
+	p := load(t, dir, replicate.ModelFn(embedtest.Model, replicate.Config{Devices: towers.CPUs(2)}))
 	good := func() estimator.Batch { return embedtest.Batch(embedtest.Rows, false) }
 	ids := func(b estimator.Batch, vals ...int64) estimator.Batch {
 		s := b.Sparse["cat"]
@@ -216,7 +217,7 @@ func TestLoadSparseSignatureErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, dir := exportEmbed(t, 1)
 			rewriteSignatures(t, dir, tc.edit)
-			p, err := export.Load(dir, replicate.ModelFn(embedtest.Model, replicate.Config{Devices: cpus(1)}))
+			p, err := export.Load(dir, replicate.ModelFn(embedtest.Model, replicate.Config{Devices: towers.CPUs(1)}))
 			if err == nil {
 				p.Close()
 			}

@@ -343,15 +343,15 @@ func TestAccumulateBatchNormPerMicroBatch(t *testing.T) {
 		}
 		return vartest.Variables(t, est)
 	}
-	got := train(bnModel(false), replicate.Config{Devices: cpus(1), AccumulateSteps: 4}, rows/4)
-	perTower := train(bnModel(true), replicate.Config{Devices: cpus(4)}, rows)
+	got := train(bnModel(false), replicate.Config{Devices: towers.CPUs(1), AccumulateSteps: 4}, rows/4)
+	perTower := train(bnModel(true), replicate.Config{Devices: towers.CPUs(4)}, rows)
 	if diff := cmp.Diff(perTower, got); diff != "" {
 		t.Errorf("4 micro-batches differ from 4 towers normalized per tower (-towers +micro-batches):\n%s", diff)
 	}
 	if got["global_step"][0] != 3 {
 		t.Errorf("global step %v after 3 updates", got["global_step"])
 	}
-	together := train(bnModel(false), replicate.Config{Devices: cpus(1)}, rows)
+	together := train(bnModel(false), replicate.Config{Devices: towers.CPUs(1)}, rows)
 	if cmp.Equal(together["d2/kernel"], got["d2/kernel"], cmpopts.EquateApprox(1e-9, 1e-12)) {
 		t.Errorf("micro-batches trained as one device normalizing their rows together")
 	}

@@ -84,7 +84,7 @@ func TestBatchNormTowersEqualOneDevice(t *testing.T) {
 	feats := map[string]*tensor.Dense{"x": numeric.Over(tensor.Shape{rows, 1, 4, 4}, xs)}
 	labels := map[string]*tensor.Dense{"y": numeric.Over(tensor.Shape{rows, 1}, ys)}
 	train := func(fn model.Fn, n, batch int) map[string][]float64 {
-		est, err := estimator.New(replicate.ModelFn(fn, replicate.Config{Devices: cpus(n)}), estimator.RunConfig{Seed: 5, LogEvery: -1})
+		est, err := estimator.New(replicate.ModelFn(fn, replicate.Config{Devices: towers.CPUs(n)}), estimator.RunConfig{Seed: 5, LogEvery: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

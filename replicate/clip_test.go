@@ -71,7 +71,7 @@ func (s linearSetup) model() model.Fn {
 }
 
 func (s linearSetup) config(devices int) replicate.Config {
-	cfg := replicate.Config{Devices: cpus(devices), Reduction: s.Reduce}
+	cfg := replicate.Config{Devices: towers.CPUs(devices), Reduction: s.Reduce}
 	if !s.InOp {
 		cfg.Optimizer, cfg.Clip = s.Opt(), s.Clip
 	}

@@ -54,16 +54,16 @@ func linearWB(t *testing.T, cfg replicate.Config) [2]float64 {
 // towers (what one tower per core gives on a 1-, 2- or 4-core machine).
 // SUM, TensorFlow's default, does not: its steps grow with the towers.
 func TestDefaultReductionDoesNotDependOnTheMachine(t *testing.T) {
-	one := linearWB(t, replicate.Config{Devices: cpus(1)})
+	one := linearWB(t, replicate.Config{Devices: towers.CPUs(1)})
 	for _, tc := range []struct {
 		name string
 		cfg  replicate.Config
 		same bool
 	}{
-		{"default, 2 towers", replicate.Config{Devices: cpus(2)}, true},
-		{"default, 4 towers", replicate.Config{Devices: cpus(4)}, true},
-		{"BATCH_MEAN named, 4 towers", replicate.Config{Devices: cpus(4), Reduction: replicate.BatchMean}, true},
-		{"SUM, 2 towers", replicate.Config{Devices: cpus(2), Reduction: replicate.Sum}, false},
+		{"default, 2 towers", replicate.Config{Devices: towers.CPUs(2)}, true},
+		{"default, 4 towers", replicate.Config{Devices: towers.CPUs(4)}, true},
+		{"BATCH_MEAN named, 4 towers", replicate.Config{Devices: towers.CPUs(4), Reduction: replicate.BatchMean}, true},
+		{"SUM, 2 towers", replicate.Config{Devices: towers.CPUs(2), Reduction: replicate.Sum}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := linearWB(t, tc.cfg)
@@ -114,7 +114,7 @@ func TestMoreCPUTowersThanCores(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			est, err := estimator.New(replicate.ModelFn(linreg.Model, replicate.Config{Devices: cpus(tc.towers), Optimizer: optimizers.SGD(0.5)}),
+			est, err := estimator.New(replicate.ModelFn(linreg.Model, replicate.Config{Devices: towers.CPUs(tc.towers), Optimizer: optimizers.SGD(0.5)}),
 				estimator.RunConfig{LogEvery: -1, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 			if err != nil {
 				t.Fatal(err)

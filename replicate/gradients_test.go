@@ -86,7 +86,7 @@ func TestComputeApplyEqualsTrain(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			newEst := func() *estimator.Estimator {
-				cfg := replicate.Config{Devices: cpus(tt.towers)}
+				cfg := replicate.Config{Devices: towers.CPUs(tt.towers)}
 				if tt.opt != nil {
 					cfg.Optimizer = tt.opt()
 				}
@@ -152,7 +152,7 @@ func bnBatches(steps, rows int) []sharding.Batch {
 // moving statistics, global step — and applying them does.
 func TestComputeGradientsTouchesNothing(t *testing.T) {
 	ctx := context.Background()
-	est, err := estimator.New(replicate.ModelFn(bnModel(false), replicate.Config{Devices: cpus(2)}), estimator.RunConfig{Seed: 3, LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(bnModel(false), replicate.Config{Devices: towers.CPUs(2)}), estimator.RunConfig{Seed: 3, LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func twoOpsModel(tw *towers.Scope, mode model.Mode, f model.Features, l model.La
 func TestGradientErrors(t *testing.T) {
 	ctx := context.Background()
 	newEst := func() *estimator.Estimator {
-		est, err := estimator.New(replicate.ModelFn(mlpModel, replicate.Config{Devices: cpus(2)}),
+		est, err := estimator.New(replicate.ModelFn(mlpModel, replicate.Config{Devices: towers.CPUs(2)}),
 			estimator.RunConfig{Seed: 3, LogEvery: -1, Params: model.Params{"dtype": tensor.Float64, "opt": func() optimizers.Optimizer { return optimizers.Adam(0.1) }}})
 		if err != nil {
 			t.Fatal(err)
@@ -277,7 +277,7 @@ func TestGradientErrors(t *testing.T) {
 		}
 	})
 	t.Run("two train ops", func(t *testing.T) {
-		est, err := estimator.New(replicate.ModelFn(twoOpsModel, replicate.Config{Devices: cpus(2)}), estimator.RunConfig{LogEvery: -1})
+		est, err := estimator.New(replicate.ModelFn(twoOpsModel, replicate.Config{Devices: towers.CPUs(2)}), estimator.RunConfig{LogEvery: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +294,7 @@ func TestGradientErrors(t *testing.T) {
 		comms := collective.Local(2)
 		defer comms[0].Close()
 		defer comms[1].Close()
-		e, err := replicate.NewEngine(replicate.ModelFn(constModel, replicate.Config{Devices: cpus(1), Processes: comms[0]}), replicate.EngineConfig{})
+		e, err := replicate.NewEngine(replicate.ModelFn(constModel, replicate.Config{Devices: towers.CPUs(1), Processes: comms[0]}), replicate.EngineConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -96,7 +96,7 @@ func TestCNNTowersEqualOneDevice(t *testing.T) {
 	want := train(replicate.ModelFn(convNet(tensor.Float64, 3, optimizers.SGD(0.05)), replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("towers%d", n), func(t *testing.T) {
-			got := train(replicate.ModelFn(convNet(tensor.Float64, 3, optimizers.SGD(0.05)), replicate.Config{Devices: cpus(n), Reduction: replicate.BatchMean}))
+			got := train(replicate.ModelFn(convNet(tensor.Float64, 3, optimizers.SGD(0.05)), replicate.Config{Devices: towers.CPUs(n), Reduction: replicate.BatchMean}))
 			if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-12, 1e-12)); diff != "" {
 				t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
 			}

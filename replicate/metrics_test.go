@@ -107,7 +107,7 @@ func TestEvalMetricsEqualOneDevice(t *testing.T) {
 		}
 		for n := 1; n <= 3; n++ {
 			t.Run(fmt.Sprintf("batch%d/towers%d", batch, n), func(t *testing.T) {
-				got := evaluate(replicate.ModelFn(classifierModel, replicate.Config{Devices: cpus(n), Reduction: replicate.BatchMean}), batch)
+				got := evaluate(replicate.ModelFn(classifierModel, replicate.Config{Devices: towers.CPUs(n), Reduction: replicate.BatchMean}), batch)
 				if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-12)); diff != "" {
 					t.Errorf("(-one device +%d towers):\n%s", n, diff)
 				}
@@ -122,7 +122,7 @@ func TestInvalidMetricIsAnError(t *testing.T) {
 		spec.EvalMetrics = map[string]metrics.Bound{"iou": metrics.MeanIoU(l["y"], spec.Predictions["y"], 0)}
 		return spec, err
 	}
-	est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: cpus(2)}), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: towers.CPUs(2)}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,15 +79,15 @@ func trainCNN32(t *testing.T, devices []towers.Device, p towers.Precision, batch
 // run in bfloat16 the variables also differ from the float32 run's beyond
 // that: bfloat16 ran.
 func TestBFloat16TowersEqualOneDevice(t *testing.T) {
-	want := vartest.Variables(t, trainCNN32(t, cpus(1), towers.BFloat16, 8, 8, nil))
+	want := vartest.Variables(t, trainCNN32(t, towers.CPUs(1), towers.BFloat16, 8, 8, nil))
 	for _, n := range []int{2, 4} {
-		got := vartest.Variables(t, trainCNN32(t, cpus(n), towers.BFloat16, 8, 8, nil))
+		got := vartest.Variables(t, trainCNN32(t, towers.CPUs(n), towers.BFloat16, 8, 8, nil))
 		if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-3, 1e-5)); diff != "" {
 			t.Errorf("%d towers in bfloat16 differ from one device (-one +towers):\n%s", n, diff)
 		}
 	}
 	if conv, _, _, _ := layers.BF16Support(); conv {
-		f32 := vartest.Variables(t, trainCNN32(t, cpus(1), towers.FullPrecision, 8, 8, nil))
+		f32 := vartest.Variables(t, trainCNN32(t, towers.CPUs(1), towers.FullPrecision, 8, 8, nil))
 		if cmp.Equal(want, f32, cmpopts.EquateApprox(1e-3, 1e-5)) {
 			t.Errorf("bfloat16 training equals float32 training: the convolutions did not run in bfloat16")
 		}
@@ -100,7 +100,7 @@ func TestBFloat16TowersEqualOneDevice(t *testing.T) {
 // returned them) and the weights include values no bfloat16 holds, as
 // they would not if gradients or updates were rounded to bfloat16.
 func TestBFloat16KeepsFloat32State(t *testing.T) {
-	est := trainCNN32(t, cpus(1), towers.BFloat16, 8, 1, nil)
+	est := trainCNN32(t, towers.CPUs(1), towers.BFloat16, 8, 1, nil)
 	names := est.VariableNames()
 	if len(names) < 7 { // 3 variables, 3 slots, the global step
 		t.Fatalf("variables %q: want the model's, their momentum slots and the global step", names)
@@ -135,7 +135,7 @@ func TestBFloat16KeepsFloat32State(t *testing.T) {
 // it; where it can, nothing. A bad precision is a configuration error.
 func TestBFloat16FallbackLogged(t *testing.T) {
 	var log bytes.Buffer
-	est := trainCNN32(t, cpus(2), towers.BFloat16, 7, 2, &log)
+	est := trainCNN32(t, towers.CPUs(2), towers.BFloat16, 7, 2, &log)
 	feats, labels := cnn32Data()
 	in, err := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: 7, Epochs: 1})
 	if err != nil {
@@ -171,7 +171,7 @@ func TestBFloat16FallbackLogged(t *testing.T) {
 			}
 		}
 	}
-	_, err = estimator.New(replicate.ModelFn(convNet(tensor.Float32, 8, nil), replicate.Config{Devices: cpus(1), Precision: towers.Precision(7)}), estimator.RunConfig{})
+	_, err = estimator.New(replicate.ModelFn(convNet(tensor.Float32, 8, nil), replicate.Config{Devices: towers.CPUs(1), Precision: towers.Precision(7)}), estimator.RunConfig{})
 	if err == nil || !strings.Contains(err.Error(), "Config.Precision Precision(7)") {
 		t.Errorf("Precision(7): error %v, want one naming Config.Precision", err)
 	}

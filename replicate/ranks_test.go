@@ -124,7 +124,7 @@ func cmpOr[T comparable](v, or T) T {
 }
 
 func (s rankSetup) config(comm collective.Comm) replicate.Config {
-	return replicate.Config{Devices: cpus(cmpOr(s.Towers, 1)), Optimizer: s.optimizer(), Reduction: s.Reduction, Processes: comm,
+	return replicate.Config{Devices: towers.CPUs(cmpOr(s.Towers, 1)), Optimizer: s.optimizer(), Reduction: s.Reduction, Processes: comm,
 		Averaging: replicate.Averaging{Every: s.Every}, BucketBytes: cmpOr(s.Bucket, 256), Clip: s.Clip, SparseAsDense: s.SparseAsDense}
 }
 

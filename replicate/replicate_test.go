@@ -24,14 +24,6 @@ import (
 	"github.com/towerflow/towerflow/towers"
 )
 
-func cpus(n int) []towers.Device {
-	ds := make([]towers.Device, n)
-	for i := range ds {
-		ds[i] = towers.CPU(i)
-	}
-	return ds
-}
-
 // constModel is the seeds' model: c (initially 10) times the features, with
 // the absolute difference to the labels summed as the loss.
 func constModel(t *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
@@ -71,8 +63,8 @@ func TestSeedNumbers(t *testing.T) {
 		wantLoss  float64
 		wantAfter float64
 	}{
-		{"SUM two towers", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Reduction: replicate.Sum, Optimizer: optimizers.SGD(1)}), 27, 7},
-		{"MEAN two towers", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Reduction: replicate.Mean, Optimizer: optimizers.SGD(1)}), 13.5, 8.5},
+		{"SUM two towers", replicate.ModelFn(constModel, replicate.Config{Devices: towers.CPUs(2), Reduction: replicate.Sum, Optimizer: optimizers.SGD(1)}), 27, 7},
+		{"MEAN two towers", replicate.ModelFn(constModel, replicate.Config{Devices: towers.CPUs(2), Reduction: replicate.Mean, Optimizer: optimizers.SGD(1)}), 13.5, 8.5},
 		{"one tower", replicate.ModelFn(constModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}, Optimizer: optimizers.SGD(1)}), 27, 7},
 	}
 	for _, tc := range tests {
@@ -251,7 +243,7 @@ func TestTowersEqualOneDevice(t *testing.T) {
 					}
 					for n := 1; n <= 4; n++ {
 						t.Run(fmt.Sprintf("%v/%s/layers=%t/batch%d/towers%d", dt, optName, withLayers, batch, n), func(t *testing.T) {
-							mdl := replicate.ModelFn(mlpModel, replicate.Config{Devices: cpus(n), Reduction: replicate.BatchMean})
+							mdl := replicate.ModelFn(mlpModel, replicate.Config{Devices: towers.CPUs(n), Reduction: replicate.BatchMean})
 							got := trainEvalPredict(t, mdl, dt, opt, batch, 6, withLayers)
 							if diff := cmp.Diff(want, got, cmpopts.EquateApprox(tol, tol)); diff != "" {
 								t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
@@ -311,7 +303,7 @@ func TestTwoTrainOps(t *testing.T) {
 	}
 	run := func(devs int) map[string]float64 {
 		// The losses sum over examples: SUM, TensorFlow's reduction.
-		est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: cpus(devs), Reduction: replicate.Sum}), estimator.RunConfig{LogEvery: -1})
+		est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: towers.CPUs(devs), Reduction: replicate.Sum}), estimator.RunConfig{LogEvery: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -359,20 +351,20 @@ func TestErrors(t *testing.T) {
 	}{
 		{"reduction NONE", replicate.ModelFn(constModel, replicate.Config{Reduction: replicate.None}), twoRows, labels2, []string{"NONE"}},
 		{"device twice", replicate.ModelFn(constModel, replicate.Config{Devices: []towers.Device{towers.CPU(0), towers.CPU(0)}}), twoRows, labels2, []string{"/device:CPU:0", "twice"}},
-		{"labels disagree with features", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: sgd}), threeRows, labels2, []string{`"y"`, "2 rows", `"x"`, "3"}},
-		{"panic in tower 1", replicate.ModelFn(variant(func(*towers.Scope) (*model.Spec, error) { panic("boom") }), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1 (/device:CPU:1)", "train", "boom"}},
-		{"error in tower 1", replicate.ModelFn(variant(func(*towers.Scope) (*model.Spec, error) { return nil, errors.New("no can do") }), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", "train", "no can do"}},
+		{"labels disagree with features", replicate.ModelFn(constModel, replicate.Config{Devices: towers.CPUs(2), Optimizer: sgd}), threeRows, labels2, []string{`"y"`, "2 rows", `"x"`, "3"}},
+		{"panic in tower 1", replicate.ModelFn(variant(func(*towers.Scope) (*model.Spec, error) { panic("boom") }), replicate.Config{Devices: towers.CPUs(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1 (/device:CPU:1)", "train", "boom"}},
+		{"error in tower 1", replicate.ModelFn(variant(func(*towers.Scope) (*model.Spec, error) { return nil, errors.New("no can do") }), replicate.Config{Devices: towers.CPUs(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", "train", "no can do"}},
 		{"variable tower 0 did not create", replicate.ModelFn(variant(func(tw *towers.Scope) (*model.Spec, error) {
 			_, err := tw.Variable("extra", tensor.Float64, nil, nil)
 			return nil, err
-		}), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", `"extra"`, "not created by tower 0"}},
+		}), replicate.Config{Devices: towers.CPUs(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", `"extra"`, "not created by tower 0"}},
 		{"variable shape differs", replicate.ModelFn(variant(func(tw *towers.Scope) (*model.Spec, error) {
 			_, err := tw.Variable("c", tensor.Float64, tensor.Shape{2, 2}, nil)
 			return nil, err
-		}), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", `"c"`, "(2, 2)", "(1, 1)"}},
+		}), replicate.Config{Devices: towers.CPUs(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", `"c"`, "(2, 2)", "(1, 1)"}},
 		{"fewer variables", replicate.ModelFn(variant(func(tw *towers.Scope) (*model.Spec, error) {
 			return &model.Spec{Loss: G.NewConstant(1.0)}, nil
-		}), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", "different variables"}},
+		}), replicate.Config{Devices: towers.CPUs(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 1", "different variables"}},
 		{"different train ops", replicate.ModelFn(func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 			spec, err := constModel(tw, mode, f, l, p)
 			lr := 1.0
@@ -381,25 +373,25 @@ func TestErrors(t *testing.T) {
 			}
 			spec.TrainOps = []model.TrainOp{{Optimizer: optimizers.SGD(lr)}}
 			return spec, err
-		}, replicate.Config{Devices: cpus(2)}), twoRows, labels2, []string{"tower 1", "different train ops"}},
+		}, replicate.Config{Devices: towers.CPUs(2)}), twoRows, labels2, []string{"tower 1", "different train ops"}},
 		{"no loss", replicate.ModelFn(func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 			spec, err := constModel(tw, mode, f, l, p)
 			spec.Loss = nil
 			return spec, err
-		}, replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 0", "no loss"}},
-		{"no optimizer", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2)}), twoRows, labels2, []string{"no train ops", "optimizer"}},
+		}, replicate.Config{Devices: towers.CPUs(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 0", "no loss"}},
+		{"no optimizer", replicate.ModelFn(constModel, replicate.Config{Devices: towers.CPUs(2)}), twoRows, labels2, []string{"no train ops", "optimizer"}},
 		{"optimizer and train ops", replicate.ModelFn(func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
 			spec, err := constModel(tw, mode, f, l, p)
 			spec.TrainOps = []model.TrainOp{{Optimizer: optimizers.SGD(1)}}
 			return spec, err
-		}, replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 0", "train ops", "optimizer", "would not be used"}},
-		{"missing feature read from the map", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: sgd}), map[string]*tensor.Dense{"z": column(1, 2)}, labels2,
+		}, replicate.Config{Devices: towers.CPUs(2), Optimizer: sgd}), twoRows, labels2, []string{"tower 0", "train ops", "optimizer", "would not be used"}},
+		{"missing feature read from the map", replicate.ModelFn(constModel, replicate.Config{Devices: towers.CPUs(2), Optimizer: sgd}), map[string]*tensor.Dense{"z": column(1, 2)}, labels2,
 			[]string{"tower 0", "panic", `the batch has features ["z"] and labels ["y"]`}},
-		{"missing feature read with Get", replicate.ModelFn(getModel("x", "y"), replicate.Config{Devices: cpus(2), Optimizer: sgd}), map[string]*tensor.Dense{"z": column(1, 2)}, labels2,
+		{"missing feature read with Get", replicate.ModelFn(getModel("x", "y"), replicate.Config{Devices: towers.CPUs(2), Optimizer: sgd}), map[string]*tensor.Dense{"z": column(1, 2)}, labels2,
 			[]string{"tower 0 (/device:CPU:0), train mode: model function: feature \"x\" is not in the batch, which has features [\"z\"]"}},
-		{"missing label read with Get", replicate.ModelFn(getModel("x", "w"), replicate.Config{Devices: cpus(2), Optimizer: sgd}), twoRows, labels2,
+		{"missing label read with Get", replicate.ModelFn(getModel("x", "w"), replicate.Config{Devices: towers.CPUs(2), Optimizer: sgd}), twoRows, labels2,
 			[]string{"tower 0 (/device:CPU:0), train mode: model function: label \"w\" is not in the batch, which has labels [\"y\"]"}},
-		{"a zero-sized dimension", replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: sgd}), map[string]*tensor.Dense{"x": tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(2, 0))}, labels2,
+		{"a zero-sized dimension", replicate.ModelFn(constModel, replicate.Config{Devices: towers.CPUs(2), Optimizer: sgd}), map[string]*tensor.Dense{"x": tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(2, 0))}, labels2,
 			[]string{`feature "x"`, "shape (2, 0)", "zero-sized"}},
 	}
 	for _, tc := range tests {
@@ -419,7 +411,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestCancelledContextStopsTraining(t *testing.T) {
-	est, err := estimator.New(replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(0.001)}), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(constModel, replicate.Config{Devices: towers.CPUs(2), Optimizer: optimizers.SGD(0.001)}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +444,7 @@ func TestReduceGradientsHook(t *testing.T) {
 		}
 		return nil
 	}
-	est, err := estimator.New(replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Reduction: replicate.Sum, Optimizer: optimizers.SGD(1), ReduceGradients: hook}), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(constModel, replicate.Config{Devices: towers.CPUs(2), Reduction: replicate.Sum, Optimizer: optimizers.SGD(1), ReduceGradients: hook}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +462,7 @@ func TestReduceGradientsHook(t *testing.T) {
 	}
 
 	failing := func(context.Context, []replicate.Gradient) error { return errors.New("peer gone") }
-	est, _ = estimator.New(replicate.ModelFn(constModel, replicate.Config{Devices: cpus(2), Reduction: replicate.Sum, Optimizer: optimizers.SGD(1), ReduceGradients: failing}), estimator.RunConfig{LogEvery: -1})
+	est, _ = estimator.New(replicate.ModelFn(constModel, replicate.Config{Devices: towers.CPUs(2), Reduction: replicate.Sum, Optimizer: optimizers.SGD(1), ReduceGradients: failing}), estimator.RunConfig{LogEvery: -1})
 	err = est.Train(context.Background(), in, estimator.Steps(1))
 	if err == nil || !strings.Contains(err.Error(), "peer gone") {
 		t.Fatalf("failing hook: got %v", err)
@@ -486,9 +478,9 @@ func TestPlacementOptions(t *testing.T) {
 		model *replicate.Model
 		want  map[string]string
 	}{
-		{"default on CPU:0", replicate.ModelFn(mlpModel, replicate.Config{Devices: cpus(3)}),
+		{"default on CPU:0", replicate.ModelFn(mlpModel, replicate.Config{Devices: towers.CPUs(3)}),
 			map[string]string{"dense/kernel": "/device:CPU:0", "dense/bias": "/device:CPU:0", "out/kernel": "/device:CPU:0"}},
-		{"round robin", replicate.ModelFn(mlpModel, replicate.Config{Devices: cpus(3), Placement: towers.RoundRobin(towers.CPU(1), towers.CPU(2))}),
+		{"round robin", replicate.ModelFn(mlpModel, replicate.Config{Devices: towers.CPUs(3), Placement: towers.RoundRobin(towers.CPU(1), towers.CPU(2))}),
 			// The model's variables in creation order; global_step stays on CPU:0.
 			map[string]string{"dense/kernel": "/device:CPU:1", "dense/bias": "/device:CPU:2", "out/kernel": "/device:CPU:1", "global_step": "/device:CPU:0"}},
 	}
@@ -526,7 +518,7 @@ func TestGraphsBuiltOncePerSignature(t *testing.T) {
 		calls[fmt.Sprintf("%v/tower%d/rows%d", mode, tw.Index(), f["x"].Shape()[0])]++
 		return constModel(tw, mode, f, l, p)
 	}
-	est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(0.01)}), estimator.RunConfig{LogEvery: -1})
+	est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: towers.CPUs(2), Optimizer: optimizers.SGD(0.01)}), estimator.RunConfig{LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -567,7 +559,7 @@ func mustParseDevices(t *testing.T, names ...string) []towers.Device {
 // model asks for them.
 func TestResumeKeepsPlacement(t *testing.T) {
 	dir := t.TempDir()
-	m := replicate.ModelFn(mlpModel, replicate.Config{Devices: cpus(3), Placement: towers.RoundRobin(towers.CPU(1), towers.CPU(2))})
+	m := replicate.ModelFn(mlpModel, replicate.Config{Devices: towers.CPUs(3), Placement: towers.RoundRobin(towers.CPU(1), towers.CPU(2))})
 	params := model.Params{"dtype": tensor.Float64, "opt": func() optimizers.Optimizer { return optimizers.Adam(0.1) }}
 	devices := func() map[string]string {
 		est, err := estimator.New(m, estimator.RunConfig{ModelDir: dir, LogEvery: -1, Params: params})

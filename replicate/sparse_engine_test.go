@@ -15,6 +15,7 @@ import (
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/sharding"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // Training embedModel across processes: 2 processes × 2 towers, each
@@ -81,7 +82,7 @@ func acrossBatch(i int, empty bool) sharding.Batch {
 // acrossConfig is the replication of tc on devices towers, in processes
 // comm (nil: one process).
 func acrossConfig(tc acrossCase, devices int, comm collective.Comm) replicate.Config {
-	return replicate.Config{Devices: cpus(devices), Optimizer: &sparseSGD{lr: 0.2}, Processes: comm, SparseAsDense: tc.mode, Clip: tc.clip, BucketBytes: 256}
+	return replicate.Config{Devices: towers.CPUs(devices), Optimizer: &sparseSGD{lr: 0.2}, Processes: comm, SparseAsDense: tc.mode, Clip: tc.clip, BucketBytes: 256}
 }
 
 // engineFloats is every float64 variable of e.

@@ -170,7 +170,7 @@ func TestPartitionedTableEqualsOne(t *testing.T) {
 		{"FTRL", func() optimizers.Optimizer { return optimizers.FTRL(0.1) }},
 	}
 	run := func(t *testing.T, n, parts int, dt tensor.Dtype, tied bool, opt optimizers.Optimizer) *replicate.Engine {
-		e, err := replicate.NewEngine(replicate.ModelFn(partModel, replicate.Config{Devices: cpus(n), Optimizer: opt}),
+		e, err := replicate.NewEngine(replicate.ModelFn(partModel, replicate.Config{Devices: towers.CPUs(n), Optimizer: opt}),
 			replicate.EngineConfig{Seed: 5, Params: model.Params{"parts": parts, "dtype": dt, "tied": tied}})
 		if err != nil {
 			t.Fatal(err)

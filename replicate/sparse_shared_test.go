@@ -132,7 +132,7 @@ func sharedBatch(i int) sharding.Batch {
 
 func newSharedEngine(t *testing.T, n int, p model.Params) *replicate.Engine {
 	t.Helper()
-	e, err := replicate.NewEngine(replicate.ModelFn(sharedTableModel, replicate.Config{Devices: cpus(n), Optimizer: &sparseSGD{lr: 0.3}}),
+	e, err := replicate.NewEngine(replicate.ModelFn(sharedTableModel, replicate.Config{Devices: towers.CPUs(n), Optimizer: &sparseSGD{lr: 0.3}}),
 		replicate.EngineConfig{Seed: 3, Params: p})
 	if err != nil {
 		t.Fatal(err)

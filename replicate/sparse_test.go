@@ -319,7 +319,7 @@ func newLookupEngine(t *testing.T, towersN int, c lookupCase, reduction replicat
 	if opt == nil {
 		opt = &sparseSGD{lr: 0.1}
 	}
-	e, err := replicate.NewEngine(replicate.ModelFn(lookupModel, replicate.Config{Devices: cpus(towersN), Reduction: reduction, Optimizer: opt}), replicate.EngineConfig{Seed: 1, Params: p})
+	e, err := replicate.NewEngine(replicate.ModelFn(lookupModel, replicate.Config{Devices: towers.CPUs(towersN), Reduction: reduction, Optimizer: opt}), replicate.EngineConfig{Seed: 1, Params: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +585,7 @@ func embedBatch(i int) sharding.Batch {
 func TestEmbeddingTowersEqualOneDevice(t *testing.T) {
 	ctx := context.Background()
 	run := func(t *testing.T, n int, tied bool) map[string][]float64 {
-		e, err := replicate.NewEngine(replicate.ModelFn(embedModel, replicate.Config{Devices: cpus(n), Optimizer: &sparseSGD{lr: 0.2}}),
+		e, err := replicate.NewEngine(replicate.ModelFn(embedModel, replicate.Config{Devices: towers.CPUs(n), Optimizer: &sparseSGD{lr: 0.2}}),
 			replicate.EngineConfig{Seed: 7, Params: model.Params{"tied": tied}})
 		if err != nil {
 			t.Fatal(err)
@@ -607,7 +607,7 @@ func TestEmbeddingTowersEqualOneDevice(t *testing.T) {
 	}
 	for _, tied := range []bool{false, true} {
 		one := run(t, 1, tied)
-		init, err := replicate.NewEngine(replicate.ModelFn(embedModel, replicate.Config{Devices: cpus(1), Optimizer: &sparseSGD{lr: 0.2}}),
+		init, err := replicate.NewEngine(replicate.ModelFn(embedModel, replicate.Config{Devices: towers.CPUs(1), Optimizer: &sparseSGD{lr: 0.2}}),
 			replicate.EngineConfig{Seed: 7, Params: model.Params{"tied": tied}})
 		if err != nil {
 			t.Fatal(err)
@@ -696,7 +696,7 @@ func TestSparseFeatureReachesModel(t *testing.T) {
 			c := lookupCase{sparse: true, combiner: layers.CombineSum}
 			b := lookupBatch(c)
 			b.Sparse["tags"] = tags
-			e, err := replicate.NewEngine(replicate.ModelFn(fn, replicate.Config{Devices: cpus(n), Optimizer: &sparseSGD{lr: 0.1}}),
+			e, err := replicate.NewEngine(replicate.ModelFn(fn, replicate.Config{Devices: towers.CPUs(n), Optimizer: &sparseSGD{lr: 0.1}}),
 				replicate.EngineConfig{Seed: 1, Params: model.Params{"case": c}})
 			if err != nil {
 				t.Fatal(err)
@@ -747,7 +747,7 @@ func TestNoTableSizedBufferPerStep(t *testing.T) {
 	const tableBytes = (1 << 20) * 8 * 8
 	for _, n := range []int{1, 3} {
 		t.Run(fmt.Sprintf("towers%d", n), func(t *testing.T) {
-			e, err := replicate.NewEngine(replicate.ModelFn(bigTableModel, replicate.Config{Devices: cpus(n), Optimizer: &sparseSGD{lr: 0.1}}), replicate.EngineConfig{Seed: 1})
+			e, err := replicate.NewEngine(replicate.ModelFn(bigTableModel, replicate.Config{Devices: towers.CPUs(n), Optimizer: &sparseSGD{lr: 0.1}}), replicate.EngineConfig{Seed: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -790,7 +790,7 @@ func TestSparseGradientsAsValues(t *testing.T) {
 	for n := 1; n <= 3; n += 2 {
 		t.Run(fmt.Sprintf("engine/towers%d", n), func(t *testing.T) {
 			newEngine := func() *replicate.Engine {
-				e, err := replicate.NewEngine(replicate.ModelFn(embedModel, replicate.Config{Devices: cpus(n), Optimizer: &sparseSGD{lr: 0.2}}), replicate.EngineConfig{Seed: 7})
+				e, err := replicate.NewEngine(replicate.ModelFn(embedModel, replicate.Config{Devices: towers.CPUs(n), Optimizer: &sparseSGD{lr: 0.2}}), replicate.EngineConfig{Seed: 7})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -830,7 +830,7 @@ func TestSparseGradientsAsValues(t *testing.T) {
 		for _, flat := range []bool{false, true} {
 			t.Run(fmt.Sprintf("estimator/flat=%v/towers%d", flat, n), func(t *testing.T) {
 				newEst := func() *estimator.Estimator {
-					est, err := estimator.New(replicate.ModelFn(embedModel, replicate.Config{Devices: cpus(n), Optimizer: &sparseSGD{lr: 0.2}}),
+					est, err := estimator.New(replicate.ModelFn(embedModel, replicate.Config{Devices: towers.CPUs(n), Optimizer: &sparseSGD{lr: 0.2}}),
 						estimator.RunConfig{Seed: 3, LogEvery: -1})
 					if err != nil {
 						t.Fatal(err)
@@ -878,7 +878,7 @@ func TestEmbeddingAccumulateAndClip(t *testing.T) {
 		"adagrad":   func() optimizers.Optimizer { return optimizers.Adagrad(0.1) },
 	}
 	run := func(t *testing.T, n int, opt string, tied, micro bool, clip model.Clip) map[string][]float64 {
-		e, err := replicate.NewEngine(replicate.ModelFn(embedModel, replicate.Config{Devices: cpus(n), Optimizer: opts[opt](), Clip: clip}),
+		e, err := replicate.NewEngine(replicate.ModelFn(embedModel, replicate.Config{Devices: towers.CPUs(n), Optimizer: opts[opt](), Clip: clip}),
 			replicate.EngineConfig{Seed: 7, Params: model.Params{"tied": tied}})
 		if err != nil {
 			t.Fatal(err)

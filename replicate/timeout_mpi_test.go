@@ -24,6 +24,7 @@ import (
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/sharding"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // timeoutResult is what rank 0 of TestMPIStoppedRankTimesOut reports.
@@ -47,7 +48,7 @@ func TestMPIStoppedRankTimesOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := replicate.Config{Devices: cpus(1), Optimizer: optimizers.SGD(0.1), Processes: c, PeerTimeout: time.Second}
+		cfg := replicate.Config{Devices: towers.CPUs(1), Optimizer: optimizers.SGD(0.1), Processes: c, PeerTimeout: time.Second}
 		e, err := replicate.NewEngine(replicate.ModelFn(constModel, cfg), replicate.EngineConfig{})
 		if err != nil {
 			t.Fatal(err)
@@ -128,7 +129,7 @@ func TestMPISilentNetworkTimesOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := replicate.Config{Devices: cpus(1), Optimizer: optimizers.SGD(0.1), Processes: c, PeerTimeout: time.Second}
+		cfg := replicate.Config{Devices: towers.CPUs(1), Optimizer: optimizers.SGD(0.1), Processes: c, PeerTimeout: time.Second}
 		e, err := replicate.NewEngine(replicate.ModelFn(constModel, cfg), replicate.EngineConfig{})
 		if err != nil {
 			t.Fatal(err)

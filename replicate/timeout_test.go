@@ -15,6 +15,7 @@ import (
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/sharding"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // TestPeerTimeout: when one process stops taking part (stopped, hung, its
@@ -48,7 +49,7 @@ func TestPeerTimeout(t *testing.T) {
 			var wg sync.WaitGroup
 			for r, c := range comms {
 				wg.Go(func() {
-					cfg := replicate.Config{Devices: cpus(1), Optimizer: optimizers.SGD(0.1), Processes: c, PeerTimeout: timeout}
+					cfg := replicate.Config{Devices: towers.CPUs(1), Optimizer: optimizers.SGD(0.1), Processes: c, PeerTimeout: timeout}
 					e, err := replicate.NewEngine(replicate.ModelFn(constModel, cfg), replicate.EngineConfig{})
 					if err != nil {
 						errs[r] = err

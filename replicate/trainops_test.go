@@ -34,7 +34,7 @@ func TestTwoOptimizersOneLoss(t *testing.T) {
 		}}, nil
 	}
 	run := func(devs int) map[string]float64 {
-		est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: cpus(devs), Reduction: replicate.Sum}), estimator.RunConfig{LogEvery: -1})
+		est, err := estimator.New(replicate.ModelFn(mdl, replicate.Config{Devices: towers.CPUs(devs), Reduction: replicate.Sum}), estimator.RunConfig{LogEvery: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestTrainOpGradients(t *testing.T) {
 				got = append(got, m)
 				return nil
 			}
-			cfg := replicate.Config{Devices: cpus(devs), Reduction: replicate.Sum, ReduceGradients: record}
+			cfg := replicate.Config{Devices: towers.CPUs(devs), Reduction: replicate.Sum, ReduceGradients: record}
 			est, err := estimator.New(replicate.ModelFn(mdl, cfg), estimator.RunConfig{LogEvery: -1})
 			if err != nil {
 				t.Fatal(err)

@@ -63,7 +63,7 @@ func stateBatch(rows int, seed uint64) sharding.Batch {
 // variables.
 func trainState(t *testing.T, fn model.Fn, n, rows, steps int) map[string][]float64 {
 	t.Helper()
-	e, err := replicate.NewEngine(replicate.ModelFn(fn, replicate.Config{Devices: cpus(n), Optimizer: optimizers.SGD(0.01)}), replicate.EngineConfig{})
+	e, err := replicate.NewEngine(replicate.ModelFn(fn, replicate.Config{Devices: towers.CPUs(n), Optimizer: optimizers.SGD(0.01)}), replicate.EngineConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestStateUpdateErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := replicate.NewEngine(replicate.ModelFn(tc.fn, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(0.01)}), replicate.EngineConfig{})
+			e, err := replicate.NewEngine(replicate.ModelFn(tc.fn, replicate.Config{Devices: towers.CPUs(2), Optimizer: optimizers.SGD(0.01)}), replicate.EngineConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +215,7 @@ func TestGSetIsAnUpdate(t *testing.T) {
 		G.Set(spec.Predictions["y"], spec.Predictions["y"])
 		return spec, nil
 	}
-	e, err := replicate.NewEngine(replicate.ModelFn(bad, replicate.Config{Devices: cpus(1), Optimizer: optimizers.SGD(0.01)}), replicate.EngineConfig{})
+	e, err := replicate.NewEngine(replicate.ModelFn(bad, replicate.Config{Devices: towers.CPUs(1), Optimizer: optimizers.SGD(0.01)}), replicate.EngineConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

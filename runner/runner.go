@@ -80,11 +80,7 @@ func Devices(n int) ([]towers.Device, error) {
 	case n == 0:
 		return local, nil
 	case towers.NumGPUs() == 0:
-		out := make([]towers.Device, n)
-		for i := range out {
-			out[i] = towers.CPU(i)
-		}
-		return out, nil
+		return towers.CPUs(n), nil
 	case n > len(local):
 		return nil, fmt.Errorf("%d towers, but there are %d GPUs", n, len(local))
 	}

@@ -41,6 +41,15 @@ type Device struct {
 // CPU returns the CPU device with index i.
 func CPU(i int) Device { return Device{Kind: CPUKind, Index: i} }
 
+// CPUs returns n CPU devices, of indices 0 to n-1: n towers on the CPU.
+func CPUs(n int) []Device {
+	out := make([]Device, n)
+	for i := range out {
+		out[i] = CPU(i)
+	}
+	return out
+}
+
 // GPU returns the GPU device with index i.
 func GPU(i int) Device { return Device{Kind: GPUKind, Index: i} }
 
@@ -137,10 +146,5 @@ func LocalDevices() []Device {
 		}
 		return out
 	}
-	n := parallel.Cores()
-	out := make([]Device, n)
-	for i := range out {
-		out[i] = CPU(i)
-	}
-	return out
+	return CPUs(parallel.Cores())
 }

@@ -93,6 +93,22 @@ func TestLocalDevicesAreCPUsWithoutGPUBackend(t *testing.T) {
 	}
 }
 
+func TestCPUs(t *testing.T) {
+	tests := []struct {
+		n    int
+		want []towers.Device
+	}{
+		{0, []towers.Device{}},
+		{1, []towers.Device{towers.CPU(0)}},
+		{3, []towers.Device{towers.CPU(0), towers.CPU(1), towers.CPU(2)}},
+	}
+	for _, tc := range tests {
+		if diff := cmp.Diff(tc.want, towers.CPUs(tc.n)); diff != "" {
+			t.Errorf("CPUs(%d) (-want +got):\n%s", tc.n, diff)
+		}
+	}
+}
+
 func TestStoreGetOrCreate(t *testing.T) {
 	s := towers.NewStore(towers.StoreConfig{Seed: 3})
 	a, created, err := s.GetOrCreate(towers.VarSpec{Name: "a", Dtype: tensor.Float32, Shape: tensor.Shape{2}, Init: towers.Constant(1.5), Trainable: true})

@@ -182,10 +182,7 @@ func newEmbedTrainer(cfg config, nTowers int) (*towerflowTrainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	devices := make([]towers.Device, nTowers)
-	for i := range devices {
-		devices[i] = towers.CPU(i)
-	}
+	devices := towers.CPUs(nTowers)
 	est, err := estimator.New(
 		replicate.ModelFn(embedModel(rows),
 			replicate.Config{Devices: devices, Optimizer: opt, Reduction: replicate.BatchMean, Precision: cfg.precision}),

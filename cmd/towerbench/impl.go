@@ -83,10 +83,7 @@ func newTowerflowTrainer(m benchModel, k kit, data *dataset, nTowers int, cfg co
 		fn, xKey, yKey = m.classifier, "image", "label"
 		opt = optimizers.Momentum(learningRate, classifierMomentum)
 	}
-	devices := make([]towers.Device, nTowers)
-	for i := range devices {
-		devices[i] = towers.CPU(i)
-	}
+	devices := towers.CPUs(nTowers)
 	est, err := estimator.New(
 		replicate.ModelFn(fn,
 			replicate.Config{Devices: devices, Optimizer: opt, Reduction: replicate.BatchMean, Processes: procs, Precision: cfg.precision}),

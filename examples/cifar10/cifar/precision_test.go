@@ -20,7 +20,7 @@ import (
 func TestBFloat16KeepsBatchNormFloat32(t *testing.T) {
 	feats, labels := colourData(8, 32, 1)
 	est, err := estimator.New(replicate.ModelFn(cifar.ResNet{Depth: 8}.Model,
-		replicate.Config{Devices: cpus(2), Optimizer: cifar.Optimizer(0.05), Precision: towers.BFloat16}),
+		replicate.Config{Devices: towers.CPUs(2), Optimizer: cifar.Optimizer(0.05), Precision: towers.BFloat16}),
 		estimator.RunConfig{Seed: 11, LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)

@@ -46,19 +46,11 @@ func colourData(rows, side int, seed uint64) (map[string]*tensor.Dense, map[stri
 		map[string]*tensor.Dense{cifar.LabelKey: numeric.Over(tensor.Shape{rows}, ys)}
 }
 
-func cpus(n int) []towers.Device {
-	ds := make([]towers.Device, n)
-	for i := range ds {
-		ds[i] = towers.CPU(i)
-	}
-	return ds
-}
-
 func newEstimator(t *testing.T, depth, nTowers int, dir string) *estimator.Estimator {
 	t.Helper()
 	net := cifar.ResNet{Depth: depth}
 	// The rate drops tenfold after step 3: the resume test crosses it.
-	mdl := replicate.ModelFn(net.Model, replicate.Config{Devices: cpus(nTowers), Optimizer: cifar.Optimizer(0.05, 3, 1000)})
+	mdl := replicate.ModelFn(net.Model, replicate.Config{Devices: towers.CPUs(nTowers), Optimizer: cifar.Optimizer(0.05, 3, 1000)})
 	est, err := estimator.New(mdl, estimator.RunConfig{Seed: 11, LogEvery: -1, ModelDir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +83,7 @@ func TestResNetParameters(t *testing.T) {
 		t.Run(fmt.Sprint(tc.depth), func(t *testing.T) {
 			feats, labels := colourData(2, 32, 1)
 			net := cifar.ResNet{Depth: tc.depth}
-			e, err := replicate.NewEngine(replicate.ModelFn(net.Model, replicate.Config{Devices: cpus(1), Optimizer: cifar.Optimizer(0.1)}), replicate.EngineConfig{})
+			e, err := replicate.NewEngine(replicate.ModelFn(net.Model, replicate.Config{Devices: towers.CPUs(1), Optimizer: cifar.Optimizer(0.1)}), replicate.EngineConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,14 +18,6 @@ import (
 	"github.com/towerflow/towerflow/towers"
 )
 
-func cpus(n int) []towers.Device {
-	ds := make([]towers.Device, n)
-	for i := range ds {
-		ds[i] = towers.CPU(i)
-	}
-	return ds
-}
-
 type trained struct {
 	W, B   float64
 	Scores map[string]float64
@@ -36,7 +28,7 @@ type trained struct {
 func train(t *testing.T, n int) (trained, *estimator.Estimator) {
 	t.Helper()
 	mdl := replicate.ModelFn(linreg.Model,
-		replicate.Config{Devices: cpus(n), Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
+		replicate.Config{Devices: towers.CPUs(n), Optimizer: optimizers.SGD(0.5), Reduction: replicate.BatchMean})
 	est, err := estimator.New(mdl, estimator.RunConfig{Seed: 1, LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -161,8 +153,8 @@ func TestModelErrors(t *testing.T) {
 		features, labs map[string]*tensor.Dense
 		want           []string
 	}{
-		{"feature x missing", replicate.ModelFn(linreg.Model, replicate.Config{Devices: cpus(1), Optimizer: optimizers.SGD(0.5)}), z, x, []string{"tower 0", `feature "x" is not in the batch, which has features ["z"]`}},
-		{"label y missing", replicate.ModelFn(linreg.Model, replicate.Config{Devices: cpus(2), Optimizer: optimizers.SGD(0.5)}), x, z, []string{"tower 0", `label "y" is not in the batch, which has labels ["z"]`}},
+		{"feature x missing", replicate.ModelFn(linreg.Model, replicate.Config{Devices: towers.CPUs(1), Optimizer: optimizers.SGD(0.5)}), z, x, []string{"tower 0", `feature "x" is not in the batch, which has features ["z"]`}},
+		{"label y missing", replicate.ModelFn(linreg.Model, replicate.Config{Devices: towers.CPUs(2), Optimizer: optimizers.SGD(0.5)}), x, z, []string{"tower 0", `label "y" is not in the batch, which has labels ["z"]`}},
 		{"no optimizer on one device", replicate.ModelFn(linreg.Model, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}), x, map[string]*tensor.Dense{"y": x["x"]}, []string{"no train ops", "optimizer"}},
 	}
 	for _, tc := range tests {

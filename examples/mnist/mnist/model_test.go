@@ -18,21 +18,13 @@ import (
 	"github.com/towerflow/towerflow/towers"
 )
 
-func cpus(n int) []towers.Device {
-	ds := make([]towers.Device, n)
-	for i := range ds {
-		ds[i] = towers.CPU(i)
-	}
-	return ds
-}
-
 // smallCNN is a CNN small enough for tests.
 var smallCNN = mnist.CNN{Filters: [2]int{4, 8}, Hidden: 32}
 
 // newEstimator returns an Estimator of net on n towers with momentum.
 func newEstimator(t *testing.T, net mnist.Net, n int) *estimator.Estimator {
 	t.Helper()
-	m := replicate.ModelFn(net.Model, replicate.Config{Devices: cpus(n), Optimizer: optimizers.Momentum(0.05, 0.9)})
+	m := replicate.ModelFn(net.Model, replicate.Config{Devices: towers.CPUs(n), Optimizer: optimizers.Momentum(0.05, 0.9)})
 	est, err := estimator.New(m, estimator.RunConfig{Seed: 1, LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ import (
 func TestLearnsSyntheticBF16(t *testing.T) {
 	trainSet, testSet := mnist.Synthetic(1000, 1), mnist.Synthetic(500, 2)
 	net := smallCNN
-	est, err := estimator.New(replicate.ModelFn(net.Model, replicate.Config{Devices: cpus(2), Optimizer: optimizers.Momentum(0.05, 0.9), Precision: towers.BFloat16}),
+	est, err := estimator.New(replicate.ModelFn(net.Model, replicate.Config{Devices: towers.CPUs(2), Optimizer: optimizers.Momentum(0.05, 0.9), Precision: towers.BFloat16}),
 		estimator.RunConfig{Seed: 1, LogEvery: -1})
 	if err != nil {
 		t.Fatal(err)
