@@ -30,7 +30,7 @@ func tabularCmd(stdout, stderr io.Writer, args []string) error {
 	head := fs.String("head", "", "the head: binary, multiclass or regression (default: inferred from the label's values)")
 	ignore := fs.String("ignore", "", "comma-separated `columns` not to use as features (identifiers, leaks)")
 	modelKind := fs.String("model", string(tabular.WideDeep), "the model: linear, dnn or wide_deep")
-	steps := fs.Int64("steps", 0, "training `steps` (default: about 40 epochs, 1000 to 20000 steps)")
+	steps := fs.Int64("steps", 0, "training `steps` (default: about 20 epochs, 300 to 20000 steps)")
 	batch := fs.Int("batch", tabular.DefaultBatchSize, "training batch `size`")
 	seed := fs.Uint64("seed", 1, "seed of the variables and the shuffling")
 	exportDir := fs.String("export", "", "export the trained model, with its column transformation, under this `directory` (default with -serve: <model_dir>/export)")
