@@ -31,7 +31,7 @@ func meanPredModel(tw *towers.Scope, mode model.Mode, f model.Features, l model.
 }
 
 // summary is an event of a file as the tests compare it: the file
-// version, the scalars at a step, or a session log's status at a step. A
+// version, the scalars at a step, or a SessionLog's status at a step. A
 // speed is replaced by speedSeen when it is positive and finite: its value
 // depends on the clock.
 type summary struct {
@@ -153,7 +153,7 @@ func TestSummaries(t *testing.T) {
 	want := map[string][]summary{
 		// The first step of a run has its loss alone: there is no
 		// interval to time yet.
-		// Each run begins with a session log START at its first step, so
+		// Each run begins with a SessionLog START at its first step, so
 		// that TensorBoard drops what a crashed run wrote past it.
 		".": {version, {Session: 1}, {Step: 1, Scalars: map[string]float64{estimator.LossTag: loss(1)}}, {Step: 2, Scalars: speeds(2)}, {Step: 4, Scalars: speeds(4)},
 			{Step: 5, Session: 1}, {Step: 6, Scalars: map[string]float64{estimator.LossTag: loss(6)}}},
