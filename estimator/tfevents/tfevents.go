@@ -84,7 +84,8 @@ const (
 )
 
 // Event is one record of an event file: the file version (the first
-// record of a file), scalars at a step, or a SessionLog (tf.Event's record of a run starting, stopping or checkpointing).
+// record of a file), scalars at a step, or a SessionLog (tf.Event's
+// record of a run starting, stopping or checkpointing).
 type Event struct {
 	// WallTime is the time of the event in seconds since the Unix epoch.
 	WallTime float64
