@@ -42,13 +42,30 @@ func (g convGeom) nchw() convGeom {
 
 // transposeImages writes the n images of src, each a rows×cols row-major
 // matrix, to dst transposed (cols×rows each): NHWC to NCHW with (rows,
-// cols) = (H·W, C), NCHW to NHWC with (C, H·W). It walks tiles of each
-// matrix so that both sides stay in cache.
+// cols) = (H·W, C), NCHW to NHWC with (C, H·W). A tall matrix (NHWC to
+// NCHW) is read a block of rows at a time, as many as stay in the L1
+// cache, and written one contiguous run of each of its columns per block:
+// square tiles would write C rows 4·H·W bytes apart, which crowd into one
+// set of the cache. A wide one is walked in square tiles, which keep both
+// sides in cache.
 func transposeImages[T float](dst, src []T, n, rows, cols int) {
 	const tile = 32
 	per := rows * cols
+	block := max(tile, (16<<10)/(cols*sizeOf[T]()))
 	for i := range n {
 		s, d := src[i*per:(i+1)*per], dst[i*per:(i+1)*per]
+		if cols < rows {
+			for r0 := 0; r0 < rows; r0 += block {
+				r1 := min(r0+block, rows)
+				for c := range cols {
+					out := d[c*rows+r0 : c*rows+r1]
+					for r := range out {
+						out[r] = s[(r0+r)*cols+c]
+					}
+				}
+			}
+			continue
+		}
 		for r0 := 0; r0 < rows; r0 += tile {
 			r1 := min(r0+tile, rows)
 			for c0 := 0; c0 < cols; c0 += tile {

@@ -81,6 +81,7 @@ func TestConv2DNHWCAgainstNCHW(t *testing.T) {
 		{"16 channels, bias", 2, 16, 8, 8, 16, 3, 3, layers.Conv{Padding: [2]int{1, 1}}, true},
 		{"2x3 kernel, strides (1, 2), padding (2, 0), ReLU", 2, 2, 7, 6, 3, 2, 3, layers.Conv{Stride: [2]int{1, 2}, Padding: [2]int{2, 0}, Activation: relu}, true},
 		{"no padding, bias", 1, 2, 5, 5, 2, 3, 3, layers.Conv{}, true},
+		{"more channels than positions, bias", 2, 40, 6, 6, 40, 3, 3, layers.Conv{Padding: [2]int{1, 1}}, true},
 	}
 	// The backends of float32 convolutions: this package's own code, and
 	// oneDNN where it is built (and on by default).
