@@ -1,0 +1,445 @@
+#include "textflag.h"
+
+#include "avx2_amd64.h"
+
+// The loops over channels-last rows: eight channels to a vector, rows
+// stride bytes apart. The sums keep one accumulator per channel, loaded
+// from and stored back to the caller's sums, and add the rows in order,
+// as the Go loops do; the elementwise loops keep the Go loops' operations
+// and their order.
+
+// SUMS_ROW adds one row's x − m to s and (x − m)² to ss for the eight
+// channels at off(SI).
+#define SUMS_ROW(off, t, m, s, ss) \
+	VMOVUPS off(SI), t; \
+	VSUBPS  m, t, t; \
+	VADDPS  t, s, s; \
+	VMULPS  t, t, t; \
+	VADDPS  t, ss, ss
+
+// func sumsRowsAVX2(x *float32, rows, stride int, m *float32, nv int, s, ss *float32)
+TEXT ·sumsRowsAVX2(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ rows+8(FP), CX
+	MOVQ stride+16(FP), DX
+	SHLQ $2, DX
+	MOVQ m+24(FP), R8
+	MOVQ nv+32(FP), R9
+	MOVQ s+40(FP), DI
+	MOVQ ss+48(FP), R10
+	CMPQ R9, $2
+	JLT  sums1
+	JEQ  sums2
+	CMPQ R9, $3
+	JEQ  sums3
+
+	VMOVUPS (R8), Y4
+	VMOVUPS 32(R8), Y5
+	VMOVUPS 64(R8), Y6
+	VMOVUPS 96(R8), Y7
+	VMOVUPS (DI), Y8
+	VMOVUPS 32(DI), Y9
+	VMOVUPS 64(DI), Y10
+	VMOVUPS 96(DI), Y11
+	VMOVUPS (R10), Y12
+	VMOVUPS 32(R10), Y13
+	VMOVUPS 64(R10), Y14
+	VMOVUPS 96(R10), Y15
+
+sums4Loop:
+	SUMS_ROW(0, Y0, Y4, Y8, Y12)
+	SUMS_ROW(32, Y1, Y5, Y9, Y13)
+	SUMS_ROW(64, Y2, Y6, Y10, Y14)
+	SUMS_ROW(96, Y3, Y7, Y11, Y15)
+	ADDQ DX, SI
+	DECQ CX
+	JNZ  sums4Loop
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, 32(DI)
+	VMOVUPS Y10, 64(DI)
+	VMOVUPS Y11, 96(DI)
+	VMOVUPS Y12, (R10)
+	VMOVUPS Y13, 32(R10)
+	VMOVUPS Y14, 64(R10)
+	VMOVUPS Y15, 96(R10)
+	VZEROUPPER
+	RET
+
+sums3:
+	VMOVUPS (R8), Y4
+	VMOVUPS 32(R8), Y5
+	VMOVUPS 64(R8), Y6
+	VMOVUPS (DI), Y8
+	VMOVUPS 32(DI), Y9
+	VMOVUPS 64(DI), Y10
+	VMOVUPS (R10), Y12
+	VMOVUPS 32(R10), Y13
+	VMOVUPS 64(R10), Y14
+
+sums3Loop:
+	SUMS_ROW(0, Y0, Y4, Y8, Y12)
+	SUMS_ROW(32, Y1, Y5, Y9, Y13)
+	SUMS_ROW(64, Y2, Y6, Y10, Y14)
+	ADDQ DX, SI
+	DECQ CX
+	JNZ  sums3Loop
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, 32(DI)
+	VMOVUPS Y10, 64(DI)
+	VMOVUPS Y12, (R10)
+	VMOVUPS Y13, 32(R10)
+	VMOVUPS Y14, 64(R10)
+	VZEROUPPER
+	RET
+
+sums2:
+	VMOVUPS (R8), Y4
+	VMOVUPS 32(R8), Y5
+	VMOVUPS (DI), Y8
+	VMOVUPS 32(DI), Y9
+	VMOVUPS (R10), Y12
+	VMOVUPS 32(R10), Y13
+
+sums2Loop:
+	SUMS_ROW(0, Y0, Y4, Y8, Y12)
+	SUMS_ROW(32, Y1, Y5, Y9, Y13)
+	ADDQ DX, SI
+	DECQ CX
+	JNZ  sums2Loop
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, 32(DI)
+	VMOVUPS Y12, (R10)
+	VMOVUPS Y13, 32(R10)
+	VZEROUPPER
+	RET
+
+sums1:
+	VMOVUPS (R8), Y4
+	VMOVUPS (DI), Y8
+	VMOVUPS (R10), Y12
+
+sums1Loop:
+	SUMS_ROW(0, Y0, Y4, Y8, Y12)
+	ADDQ DX, SI
+	DECQ CX
+	JNZ  sums1Loop
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y12, (R10)
+	VZEROUPPER
+	RET
+
+// DOT_ROW adds one row's d to s and d·(x − m) to sx for the eight
+// channels at off(SI) (d) and off(BX) (x).
+#define DOT_ROW(off, t, u, m, s, sx) \
+	VMOVUPS off(SI), t; \
+	VMOVUPS off(BX), u; \
+	VADDPS  t, s, s; \
+	VSUBPS  m, u, u; \
+	VMULPS  u, t, t; \
+	VADDPS  t, sx, sx
+
+// func sumAndDotRowsAVX2(d, x *float32, rows, stride int, m *float32, nv int, s, sx *float32)
+TEXT ·sumAndDotRowsAVX2(SB), NOSPLIT, $0-64
+	MOVQ d+0(FP), SI
+	MOVQ x+8(FP), BX
+	MOVQ rows+16(FP), CX
+	MOVQ stride+24(FP), DX
+	SHLQ $2, DX
+	MOVQ m+32(FP), R8
+	MOVQ nv+40(FP), R9
+	MOVQ s+48(FP), DI
+	MOVQ sx+56(FP), R10
+	CMPQ R9, $2
+	JLT  dot1
+	JEQ  dot2
+	CMPQ R9, $3
+	JEQ  dot3
+
+	VMOVUPS (R8), Y4
+	VMOVUPS 32(R8), Y5
+	VMOVUPS 64(R8), Y6
+	VMOVUPS 96(R8), Y7
+	VMOVUPS (DI), Y8
+	VMOVUPS 32(DI), Y9
+	VMOVUPS 64(DI), Y10
+	VMOVUPS 96(DI), Y11
+	VMOVUPS (R10), Y12
+	VMOVUPS 32(R10), Y13
+	VMOVUPS 64(R10), Y14
+	VMOVUPS 96(R10), Y15
+
+dot4Loop:
+	DOT_ROW(0, Y0, Y1, Y4, Y8, Y12)
+	DOT_ROW(32, Y2, Y3, Y5, Y9, Y13)
+	DOT_ROW(64, Y0, Y1, Y6, Y10, Y14)
+	DOT_ROW(96, Y2, Y3, Y7, Y11, Y15)
+	ADDQ DX, SI
+	ADDQ DX, BX
+	DECQ CX
+	JNZ  dot4Loop
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, 32(DI)
+	VMOVUPS Y10, 64(DI)
+	VMOVUPS Y11, 96(DI)
+	VMOVUPS Y12, (R10)
+	VMOVUPS Y13, 32(R10)
+	VMOVUPS Y14, 64(R10)
+	VMOVUPS Y15, 96(R10)
+	VZEROUPPER
+	RET
+
+dot3:
+	VMOVUPS (R8), Y4
+	VMOVUPS 32(R8), Y5
+	VMOVUPS 64(R8), Y6
+	VMOVUPS (DI), Y8
+	VMOVUPS 32(DI), Y9
+	VMOVUPS 64(DI), Y10
+	VMOVUPS (R10), Y12
+	VMOVUPS 32(R10), Y13
+	VMOVUPS 64(R10), Y14
+
+dot3Loop:
+	DOT_ROW(0, Y0, Y1, Y4, Y8, Y12)
+	DOT_ROW(32, Y2, Y3, Y5, Y9, Y13)
+	DOT_ROW(64, Y0, Y1, Y6, Y10, Y14)
+	ADDQ DX, SI
+	ADDQ DX, BX
+	DECQ CX
+	JNZ  dot3Loop
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, 32(DI)
+	VMOVUPS Y10, 64(DI)
+	VMOVUPS Y12, (R10)
+	VMOVUPS Y13, 32(R10)
+	VMOVUPS Y14, 64(R10)
+	VZEROUPPER
+	RET
+
+dot2:
+	VMOVUPS (R8), Y4
+	VMOVUPS 32(R8), Y5
+	VMOVUPS (DI), Y8
+	VMOVUPS 32(DI), Y9
+	VMOVUPS (R10), Y12
+	VMOVUPS 32(R10), Y13
+
+dot2Loop:
+	DOT_ROW(0, Y0, Y1, Y4, Y8, Y12)
+	DOT_ROW(32, Y2, Y3, Y5, Y9, Y13)
+	ADDQ DX, SI
+	ADDQ DX, BX
+	DECQ CX
+	JNZ  dot2Loop
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, 32(DI)
+	VMOVUPS Y12, (R10)
+	VMOVUPS Y13, 32(R10)
+	VZEROUPPER
+	RET
+
+dot1:
+	VMOVUPS (R8), Y4
+	VMOVUPS (DI), Y8
+	VMOVUPS (R10), Y12
+
+dot1Loop:
+	DOT_ROW(0, Y0, Y1, Y4, Y8, Y12)
+	ADDQ DX, SI
+	ADDQ DX, BX
+	DECQ CX
+	JNZ  dot1Loop
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y12, (R10)
+	VZEROUPPER
+	RET
+
+// The elementwise loops run along the rows, eight channels at a time,
+// taking the channels' parameters from memory (the first cache) beside
+// each vector; AX is the offset of the channels in the row and in the
+// parameters. Rows of 16 channels (the first stage of a ResNet, its
+// largest tensors) keep their parameters in registers instead.
+
+// AFFINE_VEC computes eight channels of o's row at SI, DI and AX.
+#define AFFINE_VEC \
+	VMOVUPS (SI)(AX*1), Y0; \
+	VMOVUPS (R10)(AX*1), Y3; \
+	VSUBPS  (R8)(AX*1), Y0, Y0; \
+	VMULPS  (R9)(AX*1), Y0, Y0; \
+	VMULPS  Y0, Y3, Y0; \
+	VADDPS  (R11)(AX*1), Y0, Y0
+
+// func affineRowsAVX2(o, x *float32, rows, stride, c8 int, m, s, gain, b *float32, relu bool)
+TEXT ·affineRowsAVX2(SB), NOSPLIT, $0-73
+	MOVQ o+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ rows+16(FP), CX
+	MOVQ stride+24(FP), BX
+	SHLQ $2, BX
+	MOVQ c8+32(FP), DX
+	SHLQ $2, DX
+	MOVQ m+40(FP), R8
+	MOVQ s+48(FP), R9
+	MOVQ gain+56(FP), R10
+	MOVQ b+64(FP), R11
+	ZEROABS
+	CMPQ DX, $64
+	JEQ  affine16
+	CMPB relu+72(FP), $0
+	JNE  affineRowsReLU
+
+affineRowsPlain:
+	XORQ AX, AX
+
+affineRowsPlainLoop:
+	AFFINE_VEC
+	VMOVUPS Y0, (DI)(AX*1)
+	ADDQ    $32, AX
+	CMPQ    AX, DX
+	JLT     affineRowsPlainLoop
+	ADDQ    BX, SI
+	ADDQ    BX, DI
+	DECQ    CX
+	JNZ     affineRowsPlain
+	VZEROUPPER
+	RET
+
+affineRowsReLU:
+	XORQ AX, AX
+
+affineRowsReLULoop:
+	AFFINE_VEC
+	RELU(Y0)
+	VMOVUPS Y0, (DI)(AX*1)
+	ADDQ    $32, AX
+	CMPQ    AX, DX
+	JLT     affineRowsReLULoop
+	ADDQ    BX, SI
+	ADDQ    BX, DI
+	DECQ    CX
+	JNZ     affineRowsReLU
+	VZEROUPPER
+	RET
+
+// AFFINE16 is AFFINE_VEC on t with parameters in registers.
+#define AFFINE16(t, m, s, g, b) \
+	VSUBPS m, t, t; \
+	VMULPS s, t, t; \
+	VMULPS t, g, t; \
+	VADDPS b, t, t
+
+affine16:
+	VMOVUPS (R8), Y1
+	VMOVUPS (R9), Y2
+	VMOVUPS (R10), Y3
+	VMOVUPS (R11), Y4
+	VMOVUPS 32(R8), Y7
+	VMOVUPS 32(R9), Y8
+	VMOVUPS 32(R10), Y9
+	VMOVUPS 32(R11), Y10
+	CMPB    relu+72(FP), $0
+	JNE     affine16ReLU
+
+affine16Plain:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y11
+	AFFINE16(Y0, Y1, Y2, Y3, Y4)
+	AFFINE16(Y11, Y7, Y8, Y9, Y10)
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y11, 32(DI)
+	ADDQ    BX, SI
+	ADDQ    BX, DI
+	DECQ    CX
+	JNZ     affine16Plain
+	VZEROUPPER
+	RET
+
+affine16ReLU:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y11
+	AFFINE16(Y0, Y1, Y2, Y3, Y4)
+	AFFINE16(Y11, Y7, Y8, Y9, Y10)
+	RELU(Y0)
+	RELU(Y11)
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y11, 32(DI)
+	ADDQ    BX, SI
+	ADDQ    BX, DI
+	DECQ    CX
+	JNZ     affine16ReLU
+	VZEROUPPER
+	RET
+
+// func projectRowsAVX2(d, x *float32, rows, stride, c8 int, k, ms, m, mx *float32)
+TEXT ·projectRowsAVX2(SB), NOSPLIT, $0-72
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ rows+16(FP), CX
+	MOVQ stride+24(FP), BX
+	SHLQ $2, BX
+	MOVQ c8+32(FP), DX
+	SHLQ $2, DX
+	MOVQ k+40(FP), R8
+	MOVQ ms+48(FP), R9
+	MOVQ m+56(FP), R10
+	MOVQ mx+64(FP), R11
+	CMPQ DX, $64
+	JEQ  project16
+
+projectRows:
+	XORQ AX, AX
+
+projectRowsLoop:
+	VMOVUPS (DI)(AX*1), Y0
+	VMOVUPS (SI)(AX*1), Y5
+	VMOVUPS (R8)(AX*1), Y1
+	VSUBPS  (R9)(AX*1), Y0, Y0
+	VSUBPS  (R10)(AX*1), Y5, Y5
+	VMULPS  (R11)(AX*1), Y5, Y5
+	VSUBPS  Y5, Y0, Y0
+	VMULPS  Y0, Y1, Y0
+	VMOVUPS Y0, (DI)(AX*1)
+	ADDQ    $32, AX
+	CMPQ    AX, DX
+	JLT     projectRowsLoop
+	ADDQ    BX, SI
+	ADDQ    BX, DI
+	DECQ    CX
+	JNZ     projectRows
+	VZEROUPPER
+	RET
+
+// PROJECT16 is projectRowsLoop's arithmetic on d and x with parameters in
+// registers.
+#define PROJECT16(d, x, k, ms, m, mx) \
+	VSUBPS ms, d, d; \
+	VSUBPS m, x, x; \
+	VMULPS mx, x, x; \
+	VSUBPS x, d, d; \
+	VMULPS d, k, d
+
+project16:
+	VMOVUPS (R8), Y1
+	VMOVUPS (R9), Y2
+	VMOVUPS (R10), Y3
+	VMOVUPS (R11), Y4
+	VMOVUPS 32(R8), Y7
+	VMOVUPS 32(R9), Y8
+	VMOVUPS 32(R10), Y9
+	VMOVUPS 32(R11), Y10
+
+project16Loop:
+	VMOVUPS (DI), Y0
+	VMOVUPS (SI), Y5
+	VMOVUPS 32(DI), Y11
+	VMOVUPS 32(SI), Y12
+	PROJECT16(Y0, Y5, Y1, Y2, Y3, Y4)
+	PROJECT16(Y11, Y12, Y7, Y8, Y9, Y10)
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y11, 32(DI)
+	ADDQ    BX, SI
+	ADDQ    BX, DI
+	DECQ    CX
+	JNZ     project16Loop
+	VZEROUPPER
+	RET
