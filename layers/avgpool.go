@@ -261,7 +261,7 @@ func avgPoolGradDo[T float](op *avgPoolGradOp, in G.Value) (G.Value, error) {
 			top := base + oy*g.sh*g.w
 			for ox := range g.ow {
 				start := top + ox*g.sw
-				v := dy[k] * inv
+				v := T(dy[k] * inv) // T(…): rounded, not fused into the additions (GOAMD64=v3)
 				k++
 				for i := range g.kh {
 					row := o[start+i*g.w : start+i*g.w+g.kw]

@@ -600,12 +600,7 @@ func bnGradRows[T float](b *batchNorm, o, y, g, x, gamma, par []T, c int, relu b
 	}
 	for lo, k := 0, rowBlock(c)*c; lo < len(o); lo += k {
 		hi := min(lo+k, len(o))
-		if relu {
-			vec.Mask(o[lo:hi], y[lo:hi], g[lo:hi])
-		} else {
-			copy(o[lo:hi], g[lo:hi])
-		}
-		vec.SumAndDotAboutRows(o[lo:hi], x[lo:hi], m, s, sx)
+		vec.MaskSumAndDotAboutRows(o[lo:hi], y[lo:hi], g[lo:hi], x[lo:hi], m, s, sx, relu)
 		for ch := range c {
 			b.dSums[ch] += float64(s[ch])
 			b.dSums[c+ch] += float64(sx[ch]) * b.invStd[ch]

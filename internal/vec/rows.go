@@ -154,3 +154,50 @@ func ProjectRows[T Float](d, x, k, ms, m, mx []T) {
 // 8 KiB of float32s (at least one row), which stay in the core's first
 // cache while it passes over them once per vector of channels.
 func blockRows(c int) int { return max(1, 2048/c) }
+
+// MaskSumAndDotAboutRows sets d[i] = g[i] where y[i] > 0, else 0, as Mask
+// does, when relu is set, else d[i] = g[i]; then it sets s and sx as
+// SumAndDotAboutRows(d, x, m, s, sx) does, for the C = len(m) channels: a
+// ReLU's input gradient and its per-channel sums, in one pass over the
+// rows. y, g and x must be at least as long as d.
+func MaskSumAndDotAboutRows[T Float](d, y, g, x, m, s, sx []T, relu bool) {
+	c := len(m)
+	d32, ok := any(d).([]float32)
+	if !ok || !useAVX2 || c < 8 {
+		if relu {
+			Mask(d, y, g)
+		} else {
+			copy(d, g[:len(d)])
+		}
+		SumAndDotAboutRows(d, x, m, s, sx)
+		return
+	}
+	rows := len(d) / c
+	y32, g32, x32 := any(y).([]float32)[:rows*c], any(g).([]float32)[:rows*c], any(x).([]float32)[:rows*c]
+	m32, s32, sx32 := any(m).([]float32), any(s).([]float32)[:c], any(sx).([]float32)[:c]
+	clear(s32)
+	clear(sx32)
+	c8 := c &^ 7
+	for lo, n := 0, blockRows(c); lo < rows; lo += n {
+		n = min(n, rows-lo)
+		for k := 0; k < c8; k += 16 {
+			maskSumAndDotRowsAVX2(&d32[lo*c+k], &y32[lo*c+k], &g32[lo*c+k], &x32[lo*c+k], n, c, &m32[k], min(2, (c8-k)/8), &s32[k], &sx32[k], relu)
+		}
+	}
+	if c8 == c {
+		return
+	}
+	for r := range rows {
+		lo, hi := r*c+c8, (r+1)*c
+		dr, xr := d32[lo:hi:hi], x32[lo:hi:hi]
+		if relu {
+			Mask(dr, y32[lo:hi], g32[lo:hi])
+		} else {
+			copy(dr, g32[lo:hi])
+		}
+		for j, v := range dr {
+			s32[c8+j] += v
+			sx32[c8+j] += float32(v * (xr[j] - m32[c8+j])) // no fused multiply-add, as in SumAndDotAboutRows
+		}
+	}
+}

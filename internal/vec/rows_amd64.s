@@ -443,3 +443,105 @@ project16Loop:
 	JNZ     project16Loop
 	VZEROUPPER
 	RET
+
+// MASK_DOT sets eight channels of a row of d to grad where y > 0 (as
+// maskAVX2 does, Y15 holding zeros), else 0, and adds them to s and
+// d·(x − m) to sx.
+#define MASK_DOT(off, t, u, m, s, sx) \
+	VMOVDQU  off(SI), t; \
+	VPCMPGTD Y15, t, t; \
+	VPAND    off(DX), t, t; \
+	VMOVUPS  t, off(DI); \
+	VADDPS   t, s, s; \
+	VMOVUPS  off(BX), u; \
+	VSUBPS   m, u, u; \
+	VMULPS   u, t, t; \
+	VADDPS   t, sx, sx
+
+// COPY_DOT is MASK_DOT without the mask: d = grad.
+#define COPY_DOT(off, t, u, m, s, sx) \
+	VMOVUPS off(DX), t; \
+	VMOVUPS t, off(DI); \
+	VADDPS  t, s, s; \
+	VMOVUPS off(BX), u; \
+	VSUBPS  m, u, u; \
+	VMULPS  u, t, t; \
+	VADDPS  t, sx, sx
+
+// NEXT_ROW moves the four operands to the next row and loops.
+#define NEXT_ROW(loop) \
+	ADDQ R8, SI; \
+	ADDQ R8, DX; \
+	ADDQ R8, BX; \
+	ADDQ R8, DI; \
+	DECQ CX; \
+	JNZ  loop
+
+// func maskSumAndDotRowsAVX2(d, y, grad, x *float32, rows, stride int, m *float32, nv int, s, sx *float32, relu bool)
+TEXT ·maskSumAndDotRowsAVX2(SB), NOSPLIT, $0-81
+	MOVQ   d+0(FP), DI
+	MOVQ   y+8(FP), SI
+	MOVQ   grad+16(FP), DX
+	MOVQ   x+24(FP), BX
+	MOVQ   rows+32(FP), CX
+	MOVQ   stride+40(FP), R8
+	SHLQ   $2, R8
+	MOVQ   m+48(FP), R9
+	MOVQ   nv+56(FP), R10
+	MOVQ   s+64(FP), R11
+	MOVQ   sx+72(FP), R12
+	VPXOR  Y15, Y15, Y15
+	VXORPS Y5, Y5, Y5
+	VXORPS Y9, Y9, Y9
+	VXORPS Y13, Y13, Y13
+	VMOVUPS (R9), Y4
+	VMOVUPS (R11), Y8
+	VMOVUPS (R12), Y12
+	CMPQ   R10, $2
+	JLT    maskDotLoaded
+	VMOVUPS 32(R9), Y5
+	VMOVUPS 32(R11), Y9
+	VMOVUPS 32(R12), Y13
+
+maskDotLoaded:
+	CMPB relu+80(FP), $0
+	JEQ  copyDot
+	CMPQ R10, $2
+	JLT  maskDot1
+
+maskDot2:
+	MASK_DOT(0, Y0, Y1, Y4, Y8, Y12)
+	MASK_DOT(32, Y2, Y3, Y5, Y9, Y13)
+	NEXT_ROW(maskDot2)
+	JMP maskDotDone
+
+maskDot1:
+	MASK_DOT(0, Y0, Y1, Y4, Y8, Y12)
+	NEXT_ROW(maskDot1)
+	JMP maskDotDone
+
+copyDot:
+	CMPQ R10, $2
+	JLT  copyDot1
+
+copyDot2:
+	COPY_DOT(0, Y0, Y1, Y4, Y8, Y12)
+	COPY_DOT(32, Y2, Y3, Y5, Y9, Y13)
+	NEXT_ROW(copyDot2)
+	JMP maskDotDone
+
+copyDot1:
+	COPY_DOT(0, Y0, Y1, Y4, Y8, Y12)
+	NEXT_ROW(copyDot1)
+
+maskDotDone:
+	VMOVUPS Y8, (R11)
+	VMOVUPS Y12, (R12)
+	CMPQ    R10, $2
+	JLT     maskDotEnd
+	VMOVUPS Y9, 32(R11)
+	VMOVUPS Y13, 32(R12)
+
+maskDotEnd:
+	VZEROUPPER
+	RET

@@ -217,3 +217,42 @@ func TestRowsFloat64(t *testing.T) {
 		t.Errorf("(-float32 +float64)\n%s", diff)
 	}
 }
+
+// TestMaskSumAndDotAboutRows: the fused pass, in assembly and in Go, gives
+// the bits of Mask (or a copy) followed by SumAndDotAboutRows in Go, on
+// every channel count, with the specials mixed in.
+func TestMaskSumAndDotAboutRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, c := range channels {
+		for _, rows := range rowCounts {
+			for _, relu := range []bool{false, true} {
+				n := rows * c
+				y, g, x, m := data(r, n, true), data(r, n, true), data(r, n, true), data(r, c, false)
+				want := make([]float32, n+2*c)
+				withGo(func() {
+					if relu {
+						Mask(want[:n], y, g)
+					} else {
+						copy(want[:n], g)
+					}
+					SumAndDotAboutRows(want[:n], x, m, want[n:n+c], want[n+c:])
+				})
+				for _, im := range []struct {
+					name string
+					run  func(func())
+				}{{"assembly", func(f func()) { f() }}, {"go", withGo}} {
+					t.Run(fmt.Sprintf("c=%d/rows=%d/relu=%t/%s", c, rows, relu, im.name), func(t *testing.T) {
+						got := make([]float32, n+2*c)
+						for i := range got {
+							got[i] = 42
+						}
+						im.run(func() { MaskSumAndDotAboutRows(got[:n], y, g, x, m, got[n:n+c], got[n+c:], relu) })
+						if diff := cmp.Diff(want, got, nanAlike); diff != "" {
+							t.Errorf("(-mask then sums +fused)\n%s", diff)
+						}
+					})
+				}
+			}
+		}
+	}
+}
