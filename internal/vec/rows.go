@@ -180,8 +180,8 @@ func MaskSumAndDotAboutRows[T Float](d, y, g, x, m, s, sx []T, relu bool) {
 	c8 := c &^ 7
 	for lo, n := 0, blockRows(c); lo < rows; lo += n {
 		n = min(n, rows-lo)
-		for k := 0; k < c8; k += 16 {
-			maskSumAndDotRowsAVX2(&d32[lo*c+k], &y32[lo*c+k], &g32[lo*c+k], &x32[lo*c+k], n, c, &m32[k], min(2, (c8-k)/8), &s32[k], &sx32[k], relu)
+		for k := 0; k < c8; k += 32 {
+			maskSumAndDotRowsAVX2(&d32[lo*c+k], &y32[lo*c+k], &g32[lo*c+k], &x32[lo*c+k], n, c, &m32[k], min(4, (c8-k)/8), &s32[k], &sx32[k], relu)
 		}
 	}
 	if c8 == c {

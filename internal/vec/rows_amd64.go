@@ -30,7 +30,7 @@ func projectRowsAVX2(d, x *float32, rows, stride, c8 int, k, ms, m, mx *float32)
 
 // maskSumAndDotRowsAVX2 sets d to grad where y > 0, else 0 (Mask), or to
 // grad without relu, then adds d to s and d·(x − m) to sx, over the rows,
-// for the 8·nv channels (nv 1 or 2) at d, y, grad, x, m, s and sx.
+// for the 8·nv channels (1 ≤ nv ≤ 4) at d, y, grad, x, m, s and sx.
 //
 //go:noescape
 func maskSumAndDotRowsAVX2(d, y, grad, x *float32, rows, stride int, m *float32, nv int, s, sx *float32, relu bool)

@@ -258,7 +258,8 @@ dot1Loop:
 // taking the channels' parameters from memory (the first cache) beside
 // each vector; AX is the offset of the channels in the row and in the
 // parameters. Rows of 16 channels (the first stage of a ResNet, its
-// largest tensors) keep their parameters in registers instead.
+// largest tensors) keep their parameters in registers instead, and
+// Project's rows of 32 most of them.
 
 // AFFINE_VEC computes eight channels of o's row at SI, DI and AX.
 #define AFFINE_VEC \
@@ -385,6 +386,8 @@ TEXT ·projectRowsAVX2(SB), NOSPLIT, $0-72
 	MOVQ mx+64(FP), R11
 	CMPQ DX, $64
 	JEQ  project16
+	CMPQ DX, $128
+	JEQ  project32
 
 projectRows:
 	XORQ AX, AX
@@ -406,6 +409,46 @@ projectRowsLoop:
 	ADDQ    BX, DI
 	DECQ    CX
 	JNZ     projectRows
+	VZEROUPPER
+	RET
+
+// PROJECT32 is projectRowsLoop on the eight channels at off with k, ms
+// and m in registers, mx from memory.
+#define PROJECT32(off, k, ms, m) \
+	VMOVUPS off(DI), Y0; \
+	VMOVUPS off(SI), Y13; \
+	VSUBPS  ms, Y0, Y0; \
+	VSUBPS  m, Y13, Y13; \
+	VMULPS  off(R11), Y13, Y13; \
+	VSUBPS  Y13, Y0, Y0; \
+	VMULPS  Y0, k, Y0; \
+	VMOVUPS Y0, off(DI)
+
+// Rows of 32 channels (a ResNet's second stage) keep three of the four
+// parameters in registers.
+project32:
+	VMOVUPS (R8), Y1
+	VMOVUPS (R9), Y2
+	VMOVUPS (R10), Y3
+	VMOVUPS 32(R8), Y4
+	VMOVUPS 32(R9), Y5
+	VMOVUPS 32(R10), Y6
+	VMOVUPS 64(R8), Y7
+	VMOVUPS 64(R9), Y8
+	VMOVUPS 64(R10), Y9
+	VMOVUPS 96(R8), Y10
+	VMOVUPS 96(R9), Y11
+	VMOVUPS 96(R10), Y12
+
+project32Loop:
+	PROJECT32(0, Y1, Y2, Y3)
+	PROJECT32(32, Y4, Y5, Y6)
+	PROJECT32(64, Y7, Y8, Y9)
+	PROJECT32(96, Y10, Y11, Y12)
+	ADDQ BX, SI
+	ADDQ BX, DI
+	DECQ CX
+	JNZ  project32Loop
 	VZEROUPPER
 	RET
 
@@ -444,12 +487,20 @@ project16Loop:
 	VZEROUPPER
 	RET
 
+// zeros is a vector of zeros for the comparisons of MASK_DOT when all
+// sixteen registers hold sums and parameters.
+DATA zeros<>+0(SB)/8, $0
+DATA zeros<>+8(SB)/8, $0
+DATA zeros<>+16(SB)/8, $0
+DATA zeros<>+24(SB)/8, $0
+GLOBL zeros<>(SB), RODATA|NOPTR, $32
+
 // MASK_DOT sets eight channels of a row of d to grad where y > 0 (as
-// maskAVX2 does, Y15 holding zeros), else 0, and adds them to s and
+// maskAVX2 does; z holds zeros), else 0, and adds them to s and
 // d·(x − m) to sx.
-#define MASK_DOT(off, t, u, m, s, sx) \
+#define MASK_DOT(off, t, u, m, s, sx, z) \
 	VMOVDQU  off(SI), t; \
-	VPCMPGTD Y15, t, t; \
+	VPCMPGTD z, t, t; \
 	VPAND    off(DX), t, t; \
 	VMOVUPS  t, off(DI); \
 	VADDPS   t, s, s; \
@@ -477,61 +528,110 @@ project16Loop:
 	DECQ CX; \
 	JNZ  loop
 
+// The fused loops for one to four vectors of channels, the loop of nv
+// vectors running through DOTS(nv); below four, Y15 holds the zeros.
+#define MASK_DOTS1 MASK_DOT(0, Y0, Y1, Y4, Y8, Y12, Y15)
+#define MASK_DOTS2 MASK_DOTS1; MASK_DOT(32, Y2, Y3, Y5, Y9, Y13, Y15)
+#define MASK_DOTS3 MASK_DOTS2; MASK_DOT(64, Y0, Y1, Y6, Y10, Y14, Y15)
+#define MASK_DOTS4 \
+	MASK_DOT(0, Y0, Y1, Y4, Y8, Y12, zeros<>(SB)); \
+	MASK_DOT(32, Y2, Y3, Y5, Y9, Y13, zeros<>(SB)); \
+	MASK_DOT(64, Y0, Y1, Y6, Y10, Y14, zeros<>(SB)); \
+	MASK_DOT(96, Y2, Y3, Y7, Y11, Y15, zeros<>(SB))
+#define COPY_DOTS1 COPY_DOT(0, Y0, Y1, Y4, Y8, Y12)
+#define COPY_DOTS2 COPY_DOTS1; COPY_DOT(32, Y2, Y3, Y5, Y9, Y13)
+#define COPY_DOTS3 COPY_DOTS2; COPY_DOT(64, Y0, Y1, Y6, Y10, Y14)
+#define COPY_DOTS4 COPY_DOTS3; COPY_DOT(96, Y2, Y3, Y7, Y11, Y15)
+
 // func maskSumAndDotRowsAVX2(d, y, grad, x *float32, rows, stride int, m *float32, nv int, s, sx *float32, relu bool)
 TEXT ·maskSumAndDotRowsAVX2(SB), NOSPLIT, $0-81
-	MOVQ   d+0(FP), DI
-	MOVQ   y+8(FP), SI
-	MOVQ   grad+16(FP), DX
-	MOVQ   x+24(FP), BX
-	MOVQ   rows+32(FP), CX
-	MOVQ   stride+40(FP), R8
-	SHLQ   $2, R8
-	MOVQ   m+48(FP), R9
-	MOVQ   nv+56(FP), R10
-	MOVQ   s+64(FP), R11
-	MOVQ   sx+72(FP), R12
-	VPXOR  Y15, Y15, Y15
-	VXORPS Y5, Y5, Y5
-	VXORPS Y9, Y9, Y9
-	VXORPS Y13, Y13, Y13
+	MOVQ d+0(FP), DI
+	MOVQ y+8(FP), SI
+	MOVQ grad+16(FP), DX
+	MOVQ x+24(FP), BX
+	MOVQ rows+32(FP), CX
+	MOVQ stride+40(FP), R8
+	SHLQ $2, R8
+	MOVQ m+48(FP), R9
+	MOVQ nv+56(FP), R10
+	MOVQ s+64(FP), R11
+	MOVQ sx+72(FP), R12
+
+	// The parameters and sums of the nv vectors; the others' registers
+	// are left alone, and not stored back.
+	VPXOR   Y15, Y15, Y15
 	VMOVUPS (R9), Y4
 	VMOVUPS (R11), Y8
 	VMOVUPS (R12), Y12
-	CMPQ   R10, $2
-	JLT    maskDotLoaded
+	CMPQ    R10, $2
+	JLT     maskDotLoaded
 	VMOVUPS 32(R9), Y5
 	VMOVUPS 32(R11), Y9
 	VMOVUPS 32(R12), Y13
+	CMPQ    R10, $3
+	JLT     maskDotLoaded
+	VMOVUPS 64(R9), Y6
+	VMOVUPS 64(R11), Y10
+	VMOVUPS 64(R12), Y14
+	CMPQ    R10, $4
+	JLT     maskDotLoaded
+	VMOVUPS 96(R9), Y7
+	VMOVUPS 96(R11), Y11
+	VMOVUPS 96(R12), Y15
 
 maskDotLoaded:
 	CMPB relu+80(FP), $0
 	JEQ  copyDot
 	CMPQ R10, $2
 	JLT  maskDot1
+	JEQ  maskDot2
+	CMPQ R10, $3
+	JEQ  maskDot3
+
+maskDot4:
+	MASK_DOTS4
+	NEXT_ROW(maskDot4)
+	JMP maskDotDone
+
+maskDot3:
+	MASK_DOTS3
+	NEXT_ROW(maskDot3)
+	JMP maskDotDone
 
 maskDot2:
-	MASK_DOT(0, Y0, Y1, Y4, Y8, Y12)
-	MASK_DOT(32, Y2, Y3, Y5, Y9, Y13)
+	MASK_DOTS2
 	NEXT_ROW(maskDot2)
 	JMP maskDotDone
 
 maskDot1:
-	MASK_DOT(0, Y0, Y1, Y4, Y8, Y12)
+	MASK_DOTS1
 	NEXT_ROW(maskDot1)
 	JMP maskDotDone
 
 copyDot:
 	CMPQ R10, $2
 	JLT  copyDot1
+	JEQ  copyDot2
+	CMPQ R10, $3
+	JEQ  copyDot3
+
+copyDot4:
+	COPY_DOTS4
+	NEXT_ROW(copyDot4)
+	JMP maskDotDone
+
+copyDot3:
+	COPY_DOTS3
+	NEXT_ROW(copyDot3)
+	JMP maskDotDone
 
 copyDot2:
-	COPY_DOT(0, Y0, Y1, Y4, Y8, Y12)
-	COPY_DOT(32, Y2, Y3, Y5, Y9, Y13)
+	COPY_DOTS2
 	NEXT_ROW(copyDot2)
 	JMP maskDotDone
 
 copyDot1:
-	COPY_DOT(0, Y0, Y1, Y4, Y8, Y12)
+	COPY_DOTS1
 	NEXT_ROW(copyDot1)
 
 maskDotDone:
@@ -541,6 +641,14 @@ maskDotDone:
 	JLT     maskDotEnd
 	VMOVUPS Y9, 32(R11)
 	VMOVUPS Y13, 32(R12)
+	CMPQ    R10, $3
+	JLT     maskDotEnd
+	VMOVUPS Y10, 64(R11)
+	VMOVUPS Y14, 64(R12)
+	CMPQ    R10, $4
+	JLT     maskDotEnd
+	VMOVUPS Y11, 96(R11)
+	VMOVUPS Y15, 96(R12)
 
 maskDotEnd:
 	VZEROUPPER
