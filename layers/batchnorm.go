@@ -29,10 +29,16 @@ type BatchNormConfig struct {
 	PerTower bool
 	// Activation is applied to the output in the same op: Linear or ReLU.
 	Activation Activation
+	// Format is the order of a 4-D input's dimensions: NCHW (the zero
+	// value) normalizes per channel along axis 1, NHWC along axis 3 (as
+	// TensorFlow's axis=-1). 2-D inputs (N, C) are normalized per feature
+	// in either.
+	Format Format
 }
 
 // BatchNorm returns γ·(x − mean)/√(var + ε) + β, per channel of x (N, C,
-// H, W) or per feature of x (N, C), with its variables created in s under
+// H, W), or (N, H, W, C) with cfg.Format NHWC, or per feature of x (N, C),
+// with its variables created in s under
 // name: name/gamma (ones), name/beta (zeros), and the non-trainable
 // name/moving_mean (zeros) and name/moving_variance (ones).
 //
@@ -50,22 +56,34 @@ func BatchNorm(s *towers.Scope, name string, x *G.Node, training bool, cfg Batch
 	if err := checkFloat(op, x); err != nil {
 		return nil, err
 	}
-	shape := x.Shape()
-	if len(shape) != 2 && len(shape) != 4 {
-		return nil, fmt.Errorf("%s(%q): input %s has shape %v, want (N, C) or (N, C, H, W)", op, name, x.Name(), shape)
-	}
 	if _, _, err := cfg.settings(); err != nil {
 		return nil, fmt.Errorf("%s(%q): %w", op, name, err)
 	}
-	vars, err := batchNormVariables(s, name, x.Dtype(), shape[1])
+	shape := x.Shape()
+	if len(shape) != 2 && len(shape) != 4 {
+		return nil, fmt.Errorf("%s(%q): input %s has shape %v, want (N, C) or %s", op, name, x.Name(), shape, cfg.Format.want())
+	}
+	vars, err := batchNormVariables(s, name, x.Dtype(), shape[channelAxis(shape, cfg.Format)])
 	if err != nil {
 		return nil, fmt.Errorf("%s(%q): %w", op, name, err)
 	}
 	return applyBatchNorm(op, s, name, x, vars, training, cfg)
 }
 
+// channelAxis returns the axis of shape, (N, C) or 4-D in order f, that
+// batch normalization normalizes per value of.
+func channelAxis(shape tensor.Shape, f Format) int {
+	if len(shape) == 4 && f == NHWC {
+		return 3
+	}
+	return 1
+}
+
 // settings returns the momentum and epsilon cfg means, checked.
 func (cfg BatchNormConfig) settings() (mom, eps float64, err error) {
+	if err := cfg.Format.check(); err != nil {
+		return 0, 0, err
+	}
 	if cfg.Activation != Linear && cfg.Activation != ReLU {
 		return 0, 0, fmt.Errorf("unknown activation %v", cfg.Activation)
 	}
@@ -115,7 +133,8 @@ func applyBatchNorm(op string, s *towers.Scope, name string, x *G.Node, vars [4]
 		return nil, fmt.Errorf("%s(%q): %w", op, name, err)
 	}
 	shape := x.Shape()
-	bn := &batchNorm{name: name, training: training, eps: eps, act: cfg.Activation, dims: len(shape), tower: s.Index()}
+	bn := &batchNorm{name: name, training: training, eps: eps, act: cfg.Activation, dims: len(shape), tower: s.Index(),
+		last: channelAxis(shape, cfg.Format) == 3}
 	if training && !cfg.PerTower && s.Towers() > 1 {
 		bn.moments = s.Group(name + "/moments")
 		bn.grads = s.Group(name + "/moments_grad")
@@ -156,6 +175,7 @@ type batchNorm struct {
 	eps      float64
 	act      Activation
 	dims     int
+	last     bool // channels last (NHWC): the input is rows of C values
 	tower    int
 	moments  *towers.Group // nil: this tower's statistics only
 	grads    *towers.Group
@@ -171,11 +191,19 @@ type batchNorm struct {
 }
 
 func (b *batchNorm) String() string {
+	if b.last {
+		return fmt.Sprintf("BatchNorm{%q, training=%t, synced=%t, %v, NHWC}", b.name, b.training, b.moments != nil, b.act)
+	}
 	return fmt.Sprintf("BatchNorm{%q, training=%t, synced=%t, %v}", b.name, b.training, b.moments != nil, b.act)
 }
 
-// geometry returns the batch, channels and positions per channel of x.
-func geometry(s tensor.Shape) (n, c, hw int) {
+// geometry returns the batch, channels and positions per channel of x: n
+// planes of hw positions per channel, or with channels last n·h·w rows of
+// c channels (n the rows, hw 1).
+func (b *batchNorm) geometry(s tensor.Shape) (n, c, hw int) {
+	if b.last {
+		return s[0] * s[1] * s[2], s[3], 1
+	}
 	n, c, hw = s[0], s[1], 1
 	if len(s) == 4 {
 		hw = s[2] * s[3]
@@ -183,21 +211,51 @@ func geometry(s tensor.Shape) (n, c, hw int) {
 	return n, c, hw
 }
 
+// rowBlock is how many rows of c channels the channels-last passes take
+// at a time: about 2048 values, whose per-channel sums are in T (in
+// float64 across blocks) and which stay in the core's cache between a
+// block's two passes.
+func rowBlock(c int) int { return max(1, 2048/c) }
+
+// channelScratch returns n values of T for per-channel parameters and sums,
+// kept in *p from run to run.
+func channelScratch[T float](p *any, n int) []T {
+	if s, ok := (*p).([]T); ok && cap(s) >= n {
+		return s[:n]
+	}
+	s := make([]T, n)
+	*p = s
+	return s
+}
+
 // moments sets the statistics from x: the batch's, summed over the towers
-// when synchronized, from sums of x − shift per channel.
-func moments[T float](b *batchNorm, x, shift []T, n, c, hw int) error {
+// when synchronized, from sums of x − shift per channel. tmp holds 2c
+// values for the sums of a block of rows, with channels last.
+func moments[T float](b *batchNorm, x, shift, tmp []T, n, c, hw int) error {
 	if cap(b.partial) < 2*c+1 {
 		b.partial = make([]float64, 2*c+1)
 		b.mean, b.varB, b.invStd = make([]float64, c), make([]float64, c), make([]float64, c)
 	}
 	p := b.partial[:2*c+1]
 	clear(p)
-	for i := range n {
-		for ch := range c {
-			// In T within a row of positions, in float64 across them.
-			s, ss := vec.SumsAbout(x[(i*c+ch)*hw:(i*c+ch+1)*hw], shift[ch])
-			p[ch] += float64(s)
-			p[c+ch] += float64(ss)
+	if b.last {
+		// In T within a block of rows, in float64 across them.
+		s, ss := tmp[:c], tmp[c:2*c]
+		for lo, k := 0, rowBlock(c); lo < n; lo += k {
+			vec.SumsAboutRows(x[lo*c:min(lo+k, n)*c], shift, s, ss)
+			for ch := range c {
+				p[ch] += float64(s[ch])
+				p[c+ch] += float64(ss[ch])
+			}
+		}
+	} else {
+		for i := range n {
+			for ch := range c {
+				// In T within a row of positions, in float64 across them.
+				s, ss := vec.SumsAbout(x[(i*c+ch)*hw:(i*c+ch+1)*hw], shift[ch])
+				p[ch] += float64(s)
+				p[c+ch] += float64(ss)
+			}
 		}
 	}
 	p[2*c] = float64(n * hw)
@@ -223,6 +281,7 @@ type batchNormOp struct {
 	forwardOp
 	bn  *batchNorm
 	out buffer
+	par any // []T: per-channel sums and parameters, with channels last
 }
 
 func (op *batchNormOp) Arity() int {
@@ -272,7 +331,7 @@ func batchNormDo[T float](op *batchNormOp, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, c, hw := geometry(in[0].Shape())
+	n, c, hw := b.geometry(in[0].Shape())
 	var buf [4][]T // γ, β, the moving mean and (out of training) variance
 	params := buf[:len(in)-1]
 	for i := range params {
@@ -284,8 +343,12 @@ func batchNormDo[T float](op *batchNormOp, in []G.Value) (G.Value, error) {
 		}
 	}
 	gamma, beta := params[0], params[1]
+	var par []T
+	if b.last {
+		par = channelScratch[T](&op.par, 2*c)
+	}
 	if b.training {
-		if err := moments(b, x, params[2], n, c, hw); err != nil {
+		if err := moments(b, x, params[2], par, n, c, hw); err != nil {
 			return nil, err
 		}
 	} else {
@@ -301,6 +364,14 @@ func batchNormDo[T float](op *batchNormOp, in []G.Value) (G.Value, error) {
 	out := op.out.get(in[0].Dtype(), in[0].Shape())
 	o := data[T](out)
 	relu := b.act == ReLU
+	if b.last {
+		m, s := par[:c], par[c:2*c]
+		for ch := range c {
+			m[ch], s[ch] = T(b.mean[ch]), T(b.invStd[ch])
+		}
+		vec.AffineRows(o, x, m, s, gamma, beta, relu)
+		return out, nil
+	}
 	for i := range n {
 		for ch := range c {
 			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
@@ -356,6 +427,7 @@ type batchNormGradOp struct {
 	which bnGrad
 	out   buffer
 	sums  []float64
+	par   any // []T: per-channel sums and parameters, with channels last
 }
 
 func (op *batchNormGradOp) Arity() int {
@@ -382,6 +454,9 @@ func (op *batchNormGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	if op.which == gradX {
 		return s.Clone(), nil
 	}
+	if op.bn.last {
+		return tensor.Shape{s[3]}, nil
+	}
 	return tensor.Shape{s[1]}, nil
 }
 
@@ -396,7 +471,7 @@ func (op *batchNormGradOp) Do(in ...G.Value) (G.Value, error) {
 
 func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error) {
 	b := op.bn
-	n, c, hw := geometry(in[0].Shape())
+	n, c, hw := b.geometry(in[0].Shape())
 	if op.which != gradX {
 		if len(b.dSums) != 2*c {
 			return nil, fmt.Errorf("%v: before the input gradient", op)
@@ -440,30 +515,38 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 	b.dSums = b.dSums[:2*c]
 	clear(b.dSums)
 	relu := b.act == ReLU
-	for i := range n {
-		for ch := range c {
-			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
-			ds := o[lo:hi]
-			if relu {
-				vec.Mask(ds, y[lo:hi], g[lo:hi])
-			} else {
-				copy(ds, g[lo:hi])
-			}
-			s, sx := vec.SumAndDotAbout(ds, x[lo:hi], T(b.mean[ch]))
-			b.dSums[ch] += float64(s)
-			b.dSums[c+ch] += float64(sx) * b.invStd[ch]
+	if b.last {
+		par := channelScratch[T](&op.par, 6*c)
+		bnGradRows(b, o, y, g, x, gamma, par, c, relu)
+		if !b.training {
+			return out, nil
 		}
-	}
-	if !b.training {
+	} else {
 		for i := range n {
 			for ch := range c {
-				k := T(float64(gamma[ch]) * b.invStd[ch])
-				for j := (i*c + ch) * hw; j < (i*c+ch+1)*hw; j++ {
-					o[j] *= k
+				lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
+				ds := o[lo:hi]
+				if relu {
+					vec.Mask(ds, y[lo:hi], g[lo:hi])
+				} else {
+					copy(ds, g[lo:hi])
 				}
+				s, sx := vec.SumAndDotAbout(ds, x[lo:hi], T(b.mean[ch]))
+				b.dSums[ch] += float64(s)
+				b.dSums[c+ch] += float64(sx) * b.invStd[ch]
 			}
 		}
-		return out, nil
+		if !b.training {
+			for i := range n {
+				for ch := range c {
+					k := T(float64(gamma[ch]) * b.invStd[ch])
+					for j := (i*c + ch) * hw; j < (i*c+ch+1)*hw; j++ {
+						o[j] *= k
+					}
+				}
+			}
+			return out, nil
+		}
 	}
 	sums, scale := b.dSums, 1.0
 	if b.grads != nil {
@@ -483,6 +566,16 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 		}
 		scale = 1 / w
 	}
+	if b.last {
+		par := channelScratch[T](&op.par, 6*c)
+		m, k, ms, mx := par[:c], par[c:2*c], par[2*c:3*c], par[3*c:4*c]
+		for ch := range c {
+			k[ch] = T(float64(gamma[ch]) * b.invStd[ch])
+			ms[ch], mx[ch] = T(scale*sums[ch]/b.count), T(b.invStd[ch]*scale*sums[c+ch]/b.count)
+		}
+		vec.ProjectRows(o, x, k, ms, m, mx)
+		return out, nil
+	}
 	for i := range n {
 		for ch := range c {
 			k := float64(gamma[ch]) * b.invStd[ch]
@@ -493,6 +586,39 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 		}
 	}
 	return out, nil
+}
+
+// bnGradRows is the first pass of the input's gradient with channels last:
+// dz = grad ⊙ act′ into o, and this tower's Σ dz, Σ dz·x̂ per channel into
+// b.dSums, a block of rows at a time; out of training it then scales o by
+// γ·σ⁻¹, the whole gradient. par holds 6c values: the mean and the
+// parameters of the second pass (left in par[:c]), and a block's sums.
+func bnGradRows[T float](b *batchNorm, o, y, g, x, gamma, par []T, c int, relu bool) {
+	m, s, sx := par[:c], par[4*c:5*c], par[5*c:6*c]
+	for ch := range c {
+		m[ch] = T(b.mean[ch])
+	}
+	for lo, k := 0, rowBlock(c)*c; lo < len(o); lo += k {
+		hi := min(lo+k, len(o))
+		vec.MaskSumAndDotAboutRows(o[lo:hi], y[lo:hi], g[lo:hi], x[lo:hi], m, s, sx, relu)
+		for ch := range c {
+			b.dSums[ch] += float64(s[ch])
+			b.dSums[c+ch] += float64(sx[ch]) * b.invStd[ch]
+		}
+	}
+	if b.training {
+		return
+	}
+	k := par[c : 2*c]
+	for ch := range c {
+		k[ch] = T(float64(gamma[ch]) * b.invStd[ch])
+	}
+	for lo := 0; lo < len(o); lo += c {
+		row := o[lo : lo+c]
+		for ch, v := range k {
+			row[ch] *= v
+		}
+	}
 }
 
 func (op *batchNormGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }

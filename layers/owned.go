@@ -184,8 +184,8 @@ func (l *Conv2DLayer) Bias() *G.Node { return l.bias }
 
 // BatchNormLayerConfig configures NewBatchNorm.
 type BatchNormLayerConfig struct {
-	// Channels is the number of features (N, C) or channels (N, C, H, W)
-	// normalized: C, positive.
+	// Channels is the number of features (N, C) or channels (N, C, H, W),
+	// or (N, H, W, C) with Format NHWC, normalized: C, positive.
 	Channels int
 	// Dtype is the variables' and inputs' type: Float32 (the zero value)
 	// or Float64.
@@ -241,16 +241,21 @@ func NewBatchNorm(m *Module, name string, cfg BatchNormLayerConfig) (*BatchNormL
 	return l, nil
 }
 
-// Apply normalizes x, of shape (N, Channels) or (N, Channels, H, W), a
-// node of the layer's graph with its dtype, as BatchNorm does; see
+// Apply normalizes x, of shape (N, Channels) or (N, Channels, H, W) ((N,
+// H, W, Channels) with Format NHWC), a node of the layer's graph with its
+// dtype, as BatchNorm does; see
 // BatchNormLayer for applying it in training more than once.
 func (l *BatchNormLayer) Apply(x *G.Node, training bool) (*G.Node, error) {
 	const op = "layers.BatchNormLayer"
 	if err := layerIn(op, l.name, x, l.vars[0]); err != nil {
 		return nil, err
 	}
-	if sh := x.Shape(); (len(sh) != 2 && len(sh) != 4) || sh[1] != l.vars[0].Shape()[0] {
-		return nil, fmt.Errorf("%s(%q): input %s has shape %v, want (N, %d) or (N, %[4]d, H, W)", op, l.name, x.Name(), sh, l.vars[0].Shape()[0])
+	if sh, c := x.Shape(), l.vars[0].Shape()[0]; (len(sh) != 2 && len(sh) != 4) || sh[channelAxis(sh, l.cfg.Format)] != c {
+		images := fmt.Sprintf("(N, %d, H, W)", c)
+		if l.cfg.Format == NHWC {
+			images = fmt.Sprintf("(N, H, W, %d)", c)
+		}
+		return nil, fmt.Errorf("%s(%q): input %s has shape %v, want (N, %d) or %s", op, l.name, x.Name(), sh, c, images)
 	}
 	if training {
 		if l.training {

@@ -15,13 +15,22 @@ import (
 // gorgonia's G.MaxPool2D with zero padding. The op keeps its output and
 // where each maximum came from between runs; the gradient goes to that
 // element (the first of equal ones).
-func MaxPool2D(x *G.Node, size, stride [2]int) (*G.Node, error) {
+//
+// An optional format, at most one, is the order of x's dimensions and the
+// output's: NCHW (the default) or NHWC, x (N, H, W, C) and the output (N,
+// OH, OW, C).
+func MaxPool2D(x *G.Node, size, stride [2]int, format ...Format) (*G.Node, error) {
 	const op = "layers.MaxPool2D"
-	s, stride, err := poolArgs(op, x, size, stride)
+	f, err := formatArg(op, format)
 	if err != nil {
 		return nil, err
 	}
-	p := &maxPoolOp{n: s[0], c: s[1], h: s[2], w: s[3], kh: size[0], kw: size[1], sh: stride[0], sw: stride[1]}
+	s, stride, err := poolArgs(op, x, size, stride, f)
+	if err != nil {
+		return nil, err
+	}
+	n, c, h, w := f.dims(s)
+	p := &maxPoolOp{n: n, c: c, h: h, w: w, kh: size[0], kw: size[1], sh: stride[0], sw: stride[1], f: f}
 	p.oh, p.ow = (p.h-p.kh)/p.sh+1, (p.w-p.kw)/p.sw+1
 	out, err := G.ApplyOp(p, x)
 	if err != nil {
@@ -30,8 +39,8 @@ func MaxPool2D(x *G.Node, size, stride [2]int) (*G.Node, error) {
 	return out, nil
 }
 
-// poolInput checks a pooling's input: float, of shape (N, C, H, W).
-func poolInput(op string, x *G.Node) (tensor.Shape, error) {
+// poolInput checks a pooling's input: float, of 4 dimensions in order f.
+func poolInput(op string, x *G.Node, f Format) (tensor.Shape, error) {
 	if x == nil {
 		return nil, fmt.Errorf("%s: nil input", op)
 	}
@@ -40,22 +49,24 @@ func poolInput(op string, x *G.Node) (tensor.Shape, error) {
 	}
 	s := x.Shape()
 	if len(s) != 4 {
-		return nil, fmt.Errorf("%s(%s): input has shape %v, want (N, C, H, W)", op, x.Name(), s)
+		return nil, fmt.Errorf("%s(%s): input has shape %v, want %s", op, x.Name(), s, f.want())
 	}
 	return s, nil
 }
 
-// poolArgs checks a windowed pooling's input and window, and returns the
-// input's shape and the stride (a zero stride is the window's size).
-func poolArgs(op string, x *G.Node, size, stride [2]int) (tensor.Shape, [2]int, error) {
-	s, err := poolInput(op, x)
+// poolArgs checks a windowed pooling's input, in order f, and window, and
+// returns the input's shape and the stride (a zero stride is the window's
+// size).
+func poolArgs(op string, x *G.Node, size, stride [2]int, f Format) (tensor.Shape, [2]int, error) {
+	s, err := poolInput(op, x, f)
 	if err != nil {
 		return nil, stride, err
 	}
 	if stride[0] == 0 && stride[1] == 0 {
 		stride = size
 	}
-	if size[0] < 1 || size[1] < 1 || stride[0] < 1 || stride[1] < 1 || size[0] > s[2] || size[1] > s[3] {
+	_, _, h, w := f.dims(s)
+	if size[0] < 1 || size[1] < 1 || stride[0] < 1 || stride[1] < 1 || size[0] > h || size[1] > w {
 		return nil, stride, fmt.Errorf("%s(%s): window %v, stride %v on input %v: want positive sizes no larger than the input", op, x.Name(), size, stride, s)
 	}
 	return s, stride, nil
@@ -69,12 +80,13 @@ type maxPoolOp struct {
 	kh, kw     int
 	sh, sw     int
 	oh, ow     int
+	f          Format
 	out        buffer
 	arg        []int32
 }
 
-func (op *maxPoolOp) in() tensor.Shape  { return tensor.Shape{op.n, op.c, op.h, op.w} }
-func (op *maxPoolOp) res() tensor.Shape { return tensor.Shape{op.n, op.c, op.oh, op.ow} }
+func (op *maxPoolOp) in() tensor.Shape  { return op.f.shape(op.n, op.c, op.h, op.w) }
+func (op *maxPoolOp) res() tensor.Shape { return op.f.shape(op.n, op.c, op.oh, op.ow) }
 
 func (op *maxPoolOp) Arity() int { return 1 }
 
@@ -107,6 +119,10 @@ func maxPoolDo[T float](op *maxPoolOp, in G.Value) (G.Value, error) {
 	if len(op.arg) != len(o) {
 		op.arg = make([]int32, len(o))
 	}
+	if op.f == NHWC {
+		maxPoolRows(op, x, o)
+		return out, nil
+	}
 	k := 0
 	for plane := range op.n * op.c {
 		base := plane * op.h * op.w
@@ -138,9 +154,47 @@ func maxPoolDo[T float](op *maxPoolOp, in G.Value) (G.Value, error) {
 	return out, nil
 }
 
+// maxPoolRows is maxPoolDo with channels last: each output row of C
+// channels starts from its window's first row and takes the others in
+// the same order, each channel as maxPoolDo takes its plane's.
+func maxPoolRows[T float](op *maxPoolOp, x, o []T) {
+	c := op.c
+	k := 0
+	for i := range op.n {
+		for oy := range op.oh {
+			for ox := range op.ow {
+				start := ((i*op.h+oy*op.sh)*op.w + ox*op.sw) * c
+				m, arg := o[k:k+c:k+c], op.arg[k:k+c:k+c]
+				copy(m, x[start:start+c])
+				for ch := range arg {
+					arg[ch] = int32(start + ch)
+				}
+				for ky := range op.kh {
+					for kx := range op.kw {
+						r := start + (ky*op.w+kx)*c
+						for ch, v := range x[r : r+c : r+c] {
+							// Without a branch, as in maxPoolDo.
+							var gt int32
+							if v > m[ch] {
+								gt = 1
+							}
+							arg[ch] ^= (arg[ch] ^ int32(r+ch)) & -gt
+							m[ch] = max(m[ch], v)
+						}
+					}
+				}
+				k += c
+			}
+		}
+	}
+}
+
 func (op *maxPoolOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
 func (op *maxPoolOp) Hashcode() uint32      { return hashOf(op) }
 func (op *maxPoolOp) String() string {
+	if op.f == NHWC {
+		return fmt.Sprintf("MaxPool2D{%v NHWC, window (%d, %d), stride (%d, %d)}", op.in(), op.kh, op.kw, op.sh, op.sw)
+	}
 	return fmt.Sprintf("MaxPool2D{%v, window (%d, %d), stride (%d, %d)}", op.in(), op.kh, op.kw, op.sh, op.sw)
 }
 

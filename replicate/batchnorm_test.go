@@ -24,7 +24,11 @@ import (
 
 // bnModel: conv 3×3×4 → batch norm (+ReLU) → dense over the flattened map
 // → batch norm over features → dense 1, mean squared error, momentum SGD.
-func bnModel(perTower bool) model.Fn {
+func bnModel(perTower bool) model.Fn { return bnModelFormat(perTower, layers.NCHW) }
+
+// bnModelFormat is bnModel with the first batch normalization in format:
+// with NHWC the convolution's output is transposed to (N, H, W, C) for it.
+func bnModelFormat(perTower bool, format layers.Format) model.Fn {
 	return func(s *towers.Scope, mode model.Mode, features model.Features, labels model.Labels, _ model.Params) (*model.Spec, error) {
 		x := features.Get("x")
 		train := mode == model.Train
@@ -33,7 +37,12 @@ func bnModel(perTower bool) model.Fn {
 		if err != nil {
 			return nil, err
 		}
-		h, err := layers.BatchNorm(s, "bn1", c, train, layers.BatchNormConfig{Momentum: 0.9, Activation: layers.ReLU, PerTower: perTower})
+		if format == layers.NHWC {
+			if c, err = G.Transpose(c, 0, 2, 3, 1); err != nil {
+				return nil, err
+			}
+		}
+		h, err := layers.BatchNorm(s, "bn1", c, train, layers.BatchNormConfig{Momentum: 0.9, Activation: layers.ReLU, PerTower: perTower, Format: format})
 		if err != nil {
 			return nil, err
 		}
@@ -70,7 +79,8 @@ func bnModel(perTower bool) model.Fn {
 // like one device on the whole batch, moving statistics included, also
 // when an epoch's last batch has fewer rows than towers (batches of 11:
 // 11, 11, 1); per tower (PerTower), each shard is normalized with its own
-// statistics, and training differs from one device's.
+// statistics, and training differs from one device's. Images are
+// normalized channels first (NCHW) and channels last (NHWC).
 func TestBatchNormTowersEqualOneDevice(t *testing.T) {
 	const rows = 23
 	r := rand.New(rand.NewPCG(7, 8))
@@ -98,25 +108,27 @@ func TestBatchNormTowersEqualOneDevice(t *testing.T) {
 		}
 		return vartest.Variables(t, est)
 	}
-	for _, batch := range []int{rows, 11} {
-		want := train(bnModel(false), 1, batch)
-		if want["bn1/moving_mean"][0] == 0 || want["bn2/moving_variance"][0] == 1 {
-			t.Fatalf("moving statistics were not updated: %v", want)
+	for _, format := range []layers.Format{layers.NCHW, layers.NHWC} {
+		for _, batch := range []int{rows, 11} {
+			want := train(bnModelFormat(false, format), 1, batch)
+			if want["bn1/moving_mean"][0] == 0 || want["bn2/moving_variance"][0] == 1 {
+				t.Fatalf("%v: moving statistics were not updated: %v", format, want)
+			}
+			for _, n := range []int{2, 3, 4} {
+				t.Run(fmt.Sprintf("%v/synced/batch%d/towers%d", format, batch, n), func(t *testing.T) {
+					got := train(bnModelFormat(false, format), n, batch)
+					if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-9, 1e-12)); diff != "" {
+						t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
+					}
+				})
+			}
 		}
-		for _, n := range []int{2, 3, 4} {
-			t.Run(fmt.Sprintf("synced/batch%d/towers%d", batch, n), func(t *testing.T) {
-				got := train(bnModel(false), n, batch)
-				if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-9, 1e-12)); diff != "" {
-					t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
-				}
-			})
-		}
+		t.Run(fmt.Sprintf("%v/per tower", format), func(t *testing.T) {
+			one := train(bnModelFormat(true, format), 1, rows)
+			got := train(bnModelFormat(true, format), 3, rows)
+			if cmp.Equal(one["d2/kernel"], got["d2/kernel"], cmpopts.EquateApprox(1e-9, 1e-12)) {
+				t.Errorf("per-tower statistics trained exactly like one device: the option does nothing")
+			}
+		})
 	}
-	t.Run("per tower", func(t *testing.T) {
-		one := train(bnModel(true), 1, rows)
-		got := train(bnModel(true), 3, rows)
-		if cmp.Equal(one["d2/kernel"], got["d2/kernel"], cmpopts.EquateApprox(1e-9, 1e-12)) {
-			t.Errorf("per-tower statistics trained exactly like one device: the option does nothing")
-		}
-	})
 }

@@ -60,7 +60,7 @@ type kit struct {
 }
 
 var kits = map[string]kit{
-	"layers": {dense: layers.Dense, conv: layers.Conv2D, pool: layers.MaxPool2D, mse: layers.MeanSquaredError},
+	"layers": {dense: layers.Dense, conv: layers.Conv2D, pool: func(x *G.Node, size, stride [2]int) (*G.Node, error) { return layers.MaxPool2D(x, size, stride) }, mse: layers.MeanSquaredError},
 	"gorgonia": {
 		dense: func(x, kernel, bias *G.Node, act layers.Activation) (*G.Node, error) {
 			return reference.Dense(x, kernel, bias, act == layers.ReLU)

@@ -13,6 +13,11 @@
 // Go loops run everything else: float64, other architectures, machines
 // without AVX2, and the few elements past the last whole vector.
 //
+// The Rows functions (rows.go) are the per-channel passes over
+// channels-last (NHWC) data, rows of C values: vectors run across the
+// channels, and each channel's sums add its rows in order, in assembly and
+// in Go alike.
+//
 // Go's compiler does not vectorize these loops, and in ResNet-20 they took
 // about a third of a training step with oneDNN's convolutions (see README,
 // Performance); the assembly runs them 5-16x as fast (BenchmarkKernels).
