@@ -13,18 +13,25 @@ import (
 )
 
 // Conv configures Conv2D: the stride and the zero padding along height and
-// width, and the activation. A zero stride is 1.
+// width, the activation, and the order of the images' dimensions. A zero
+// stride is 1.
 type Conv struct {
 	Stride     [2]int
 	Padding    [2]int
 	Activation Activation
+	// Format is the order of the input x and of the output: NCHW (the
+	// zero value) or NHWC. The kernel is (F, C, KH, KW) in both, so a
+	// model's variables and checkpoints are the same in either order.
+	Format Format
 }
 
 // Conv2D returns act(x ⋆ kernel + bias), the 2-D cross-correlation gorgonia's
 // G.Conv2d computes (no dilation), for a batch x of shape (N, C, H, W), a
 // kernel of shape (F, C, KH, KW) and a bias of shape (F) or nil, as one op
 // with the bias and activation fused. The output has shape (N, F, OH, OW)
-// with OH = (H + 2·padding − KH)/stride + 1, likewise OW.
+// with OH = (H + 2·padding − KH)/stride + 1, likewise OW. With c.Format
+// NHWC, x is (N, H, W, C) and the output (N, OH, OW, F); the kernel is the
+// same.
 //
 // With stride 1, the batch is copied into a zero-padded layout a few images
 // at a time and multiplied by the kernel one tap at a time, KH·KW BLAS calls
@@ -32,7 +39,11 @@ type Conv struct {
 // each image is unfolded (im2col) and multiplied by the kernel in one BLAS
 // call. Nothing is allocated per run (the padded copies and the unfolded
 // images are scratch shared by every convolution), where G.Conv2d allocates
-// the unfolded batch, the product and a transposed copy every run.
+// the unfolded batch, the product and a transposed copy every run. An NHWC
+// batch is transposed to NCHW in scratch, computed as above and its result
+// transposed back, giving the NCHW op's bits; oneDNN (-tags dnnl) computes
+// on NHWC batches in place, where it reorders NCHW ones into its blocked
+// layout and back on every pass: NHWC is the faster order there.
 func Conv2D(x, kernel, bias *G.Node, c Conv) (*G.Node, error) {
 	const op = "layers.Conv2D"
 	ins, err := layerInputs(op, x, kernel, bias, c.Activation)
@@ -60,20 +71,25 @@ type convGeom struct {
 	sh, sw     int // stride
 	ph, pw     int // padding
 	oh, ow     int // output
+	format     Format
 }
 
 func newConvGeom(x, k tensor.Shape, c Conv) (convGeom, error) {
+	if err := c.Format.check(); err != nil {
+		return convGeom{}, err
+	}
 	if len(x) != 4 {
-		return convGeom{}, fmt.Errorf("input has shape %v, want (N, C, H, W)", x)
+		return convGeom{}, fmt.Errorf("input has shape %v, want %s", x, c.Format.want())
 	}
 	if len(k) != 4 {
 		return convGeom{}, fmt.Errorf("kernel has shape %v, want (F, C, KH, KW)", k)
 	}
-	if x[1] != k[1] {
-		return convGeom{}, fmt.Errorf("input has shape %v but kernel has %v: %d input channels ≠ %d", x, k, x[1], k[1])
+	n, ch, h, w := c.Format.dims(x)
+	if ch != k[1] {
+		return convGeom{}, fmt.Errorf("input has shape %v %s but kernel has %v: %d input channels ≠ %d", x, c.Format.want(), k, ch, k[1])
 	}
-	g := convGeom{n: x[0], c: x[1], h: x[2], w: x[3], f: k[0], kh: k[2], kw: k[3],
-		sh: max(c.Stride[0], 1), sw: max(c.Stride[1], 1), ph: c.Padding[0], pw: c.Padding[1]}
+	g := convGeom{n: n, c: ch, h: h, w: w, f: k[0], kh: k[2], kw: k[3],
+		sh: max(c.Stride[0], 1), sw: max(c.Stride[1], 1), ph: c.Padding[0], pw: c.Padding[1], format: c.Format}
 	if c.Stride[0] < 0 || c.Stride[1] < 0 || g.ph < 0 || g.pw < 0 {
 		return convGeom{}, fmt.Errorf("stride %v, padding %v: want no negative values", c.Stride, c.Padding)
 	}
@@ -85,14 +101,18 @@ func newConvGeom(x, k tensor.Shape, c Conv) (convGeom, error) {
 	return g, nil
 }
 
-func (g convGeom) in() tensor.Shape     { return tensor.Shape{g.n, g.c, g.h, g.w} }
+func (g convGeom) in() tensor.Shape     { return g.format.shape(g.n, g.c, g.h, g.w) }
 func (g convGeom) kernel() tensor.Shape { return tensor.Shape{g.f, g.c, g.kh, g.kw} }
-func (g convGeom) out() tensor.Shape    { return tensor.Shape{g.n, g.f, g.oh, g.ow} }
+func (g convGeom) out() tensor.Shape    { return g.format.shape(g.n, g.f, g.oh, g.ow) }
 func (g convGeom) ckk() int             { return g.c * g.kh * g.kw }
 func (g convGeom) ohw() int             { return g.oh * g.ow }
 func (g convGeom) strideOne() bool      { return g.sh == 1 && g.sw == 1 }
 func (g convGeom) String() string {
-	return fmt.Sprintf("%v⋆%v stride (%d, %d) padding (%d, %d)", g.in(), g.kernel(), g.sh, g.sw, g.ph, g.pw)
+	s := fmt.Sprintf("%v⋆%v stride (%d, %d) padding (%d, %d)", g.in(), g.kernel(), g.sh, g.sw, g.ph, g.pw)
+	if g.format != NCHW {
+		s += " " + g.format.String()
+	}
+	return s
 }
 
 // check verifies that shapes are the geometry's, in order.
@@ -226,9 +246,20 @@ func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 		}
 		return out, nil
 	}
-	if g.strideOne() {
-		convTaps(g, x, k, b, o, op.act == ReLU)
+	if g.format == NHWC {
+		convNHWC(g, x, k, b, o, op.act == ReLU)
 		return out, nil
+	}
+	convGo(g, x, k, b, o, op.act == ReLU)
+	return out, nil
+}
+
+// convGo sets o = act(x ⋆ k + b) (b nil: no bias) for NCHW x and o, in
+// this package's own code.
+func convGo[T float](g convGeom, x, k, b, o []T, relu bool) {
+	if g.strideOne() {
+		convTaps(g, x, k, b, o, relu)
+		return
 	}
 	cols := borrow[T](g.ckk() * g.ohw())
 	defer giveBack(cols)
@@ -238,16 +269,15 @@ func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 		on := o[n*outSize : (n+1)*outSize]
 		gemm(false, false, g.f, ohw, g.ckk(), k, cols, 0, on)
 		switch {
-		case op.bias:
+		case b != nil:
 			for f := range g.f {
 				plane := on[f*ohw : (f+1)*ohw]
-				addConst(plane, plane, b[f], op.act == ReLU)
+				addConst(plane, plane, b[f], relu)
 			}
-		case op.act == ReLU:
+		case relu:
 			vec.ReLU(on, on)
 		}
 	}
-	return out, nil
 }
 
 func (op *convOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
@@ -263,7 +293,7 @@ func (op *convOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	if len(in) != op.Arity() {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
-	return layerGrads(op, op.act, 4, op.bias, output, grad,
+	return layerGrads(op, op.act, 4, op.bias, op.geo.format == NHWC, output, grad,
 		func(dz *G.Node) (*G.Node, error) { return G.ApplyOp(&convGradOp{geo: op.geo, input: true}, in[1], dz) },
 		func(dz *G.Node) (*G.Node, error) { return G.ApplyOp(&convGradOp{geo: op.geo}, in[0], dz) })
 }
@@ -336,13 +366,25 @@ func convGradDo[T float](op *convGradOp, in []G.Value) (G.Value, error) {
 		}
 		return out, nil
 	}
-	switch {
-	case g.strideOne() && op.input:
-		convTapsInputGrad(g, a, dz, o)
+	if g.format == NHWC {
+		convGradNHWC(g, op.input, a, dz, o)
 		return out, nil
+	}
+	convGradGo(g, op.input, a, dz, o)
+	return out, nil
+}
+
+// convGradGo sets o to the input's gradient (input: from the kernel a and
+// dz) or the kernel's (from x a and dz), for NCHW x and dz, in this
+// package's own code.
+func convGradGo[T float](g convGeom, input bool, a, dz, o []T) {
+	switch {
+	case g.strideOne() && input:
+		convTapsInputGrad(g, a, dz, o)
+		return
 	case g.strideOne():
 		convTapsKernelGrad(g, a, dz, o)
-		return out, nil
+		return
 	}
 	clear(o)
 	cols := borrow[T](g.ckk() * g.ohw())
@@ -350,7 +392,7 @@ func convGradDo[T float](op *convGradOp, in []G.Value) (G.Value, error) {
 	inSize, outSize := g.c*g.h*g.w, g.f*g.ohw()
 	for n := range g.n {
 		dzn := dz[n*outSize : (n+1)*outSize]
-		if op.input { // a is the kernel
+		if input { // a is the kernel
 			gemm(true, false, g.ckk(), g.ohw(), g.f, a, dzn, 0, cols)
 			col2im(g, cols, o[n*inSize:(n+1)*inSize])
 			continue
@@ -358,7 +400,6 @@ func convGradDo[T float](op *convGradOp, in []G.Value) (G.Value, error) {
 		im2col(g, a[n*inSize:(n+1)*inSize], cols) // a is x
 		gemm(false, true, g.f, g.ckk(), g.ohw(), dzn, cols, 1, o)
 	}
-	return out, nil
 }
 
 func (op *convGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }

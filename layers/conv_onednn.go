@@ -16,7 +16,11 @@ func init() { oneDNN.Store(dnnl.Built) }
 // dnnlChunkBytes bounds the images oneDNN takes at a time: a chunk's input
 // and output, plain and reordered. ResNet-20 with two towers, on the
 // development VM: 256 KiB and 2 MiB the same, the whole batch at once 10%
-// slower (README, Performance).
+// slower (README, Performance). NHWC batches have no reordered copies;
+// chunked by the same bound they run as fast as in chunks of 4 images or
+// as the whole batch of 64 (ResNet-20's stride-1 passes, float32 and
+// bfloat16, one and two at once: go test -tags dnnl -bench Conv
+// ./internal/dnnl with Chunk varied), so the bound serves both orders.
 const dnnlChunkBytes = 2 << 20
 
 // dnnlChunkImages, when positive, overrides the chunk (tests).
@@ -70,7 +74,7 @@ func convOneDNN[T float](g convGeom, p dnnl.Pass, bias, relu, bf16 bool, in0, in
 	geo := dnnl.Geom{
 		N: g.n, C: g.c, H: g.h, W: g.w, F: g.f, KH: g.kh, KW: g.kw,
 		SH: g.sh, SW: g.sw, PH: g.ph, PW: g.pw, OH: g.oh, OW: g.ow,
-		Chunk: dnnlChunk(g), BF16: bf16,
+		Chunk: dnnlChunk(g), BF16: bf16, NHWC: g.format == NHWC,
 	}
 	if p == dnnl.Forward {
 		geo.Bias, geo.ReLU = bias, relu

@@ -17,7 +17,8 @@ import (
 // term by term to float32's precision (the margin growing with the terms
 // of a sum), for ResNet-20's geometries and
 // random ones (strides 1 to 3, padding up to 3, kernels up to 5, with and
-// without bias and ReLU; the batch whole and in chunks), with the shared scratch and the outputs full of
+// without bias and ReLU; the batch whole and in chunks), on NCHW and NHWC
+// batches, with the shared scratch and the outputs full of
 // NaNs before each run: an element read before it is written would show.
 func TestOneDNNAgainstDirectSums(t *testing.T) {
 	if !dnnl.Built {
@@ -69,32 +70,60 @@ func TestOneDNNAgainstDirectSums(t *testing.T) {
 		if ge.bias {
 			bias = float32s(b)
 		}
-		// Each result is a sum of terms float32 rounds: the margin grows
-		// with their number.
-		for _, r := range []struct {
-			pass     dnnl.Pass
-			in0, in1 []float64
-			want     []float64
-			terms    int
-		}{
-			{dnnl.Forward, x, k, wantY, g.ckk()},
-			{dnnl.InputGrad, dz, k, wantDX, g.f * g.kh * g.kw},
-			{dnnl.KernelGrad, x, dz, wantDK, g.n * g.ohw()},
-		} {
-			poisonScratch32()
-			got := float32s(r.want)
-			for j := range got {
-				got[j] = float32(math.NaN())
-			}
-			done, err := convOneDNN(g, r.pass, ge.bias, ge.relu, false, float32s(r.in0), float32s(r.in1), bias, got)
-			if !done || err != nil {
-				t.Fatalf("%v, %v: ran in oneDNN %t, error %v", g, r.pass, done, err)
-			}
-			if diff := cmp.Diff(float32s(r.want), got, cmpopts.EquateApprox(1e-4, max(1e-4, 2e-6*float64(r.terms)))); diff != "" {
-				t.Errorf("%v (bias %t, ReLU %t, %d images a chunk): %v (-direct +oneDNN):\n%s", g, ge.bias, ge.relu, dnnlChunk(g), r.pass, diff)
+		for _, f := range []Format{NCHW, NHWC} {
+			g := g.withFormat(f)
+			// Each result is a sum of terms float32 rounds: the margin
+			// grows with their number.
+			for _, r := range []struct {
+				pass     dnnl.Pass
+				in0, in1 []float64
+				want     []float64
+				terms    int
+			}{
+				{dnnl.Forward, g.images(x, g.c, g.h, g.w), k, g.images(wantY, g.f, g.oh, g.ow), g.ckk()},
+				{dnnl.InputGrad, g.images(dz, g.f, g.oh, g.ow), k, g.images(wantDX, g.c, g.h, g.w), g.f * g.kh * g.kw},
+				{dnnl.KernelGrad, g.images(x, g.c, g.h, g.w), g.images(dz, g.f, g.oh, g.ow), wantDK, g.n * g.ohw()},
+			} {
+				poisonScratch32()
+				got := float32s(r.want)
+				for j := range got {
+					got[j] = float32(math.NaN())
+				}
+				done, err := convOneDNN(g, r.pass, ge.bias, ge.relu, false, float32s(r.in0), float32s(r.in1), bias, got)
+				if !done || err != nil {
+					t.Fatalf("%v, %v: ran in oneDNN %t, error %v", g, r.pass, done, err)
+				}
+				if diff := cmp.Diff(float32s(r.want), got, cmpopts.EquateApprox(1e-4, max(1e-4, 2e-6*float64(r.terms)))); diff != "" {
+					t.Errorf("%v (bias %t, ReLU %t, %d images a chunk): %v (-direct +oneDNN):\n%s", g, ge.bias, ge.relu, dnnlChunk(g), r.pass, diff)
+				}
 			}
 		}
 	}
+}
+
+// withFormat returns g in order f.
+func (g convGeom) withFormat(f Format) convGeom {
+	g.format = f
+	return g
+}
+
+// images returns s, g.n NCHW images of c channels of h×w, in g's order:
+// transposed index by index for NHWC (not with the code under test).
+func (g convGeom) images(s []float64, c, h, w int) []float64 {
+	if g.format == NCHW {
+		return s
+	}
+	d := make([]float64, len(s))
+	for i := range g.n {
+		for ch := range c {
+			for y := range h {
+				for x := range w {
+					d[((i*h+y)*w+x)*c+ch] = s[((i*c+ch)*h+y)*w+x]
+				}
+			}
+		}
+	}
+	return d
 }
 
 // TestUseOneDNN: oneDNN is on by default exactly in a build with it, can be

@@ -207,7 +207,7 @@ func (op *denseOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	if len(in) != op.Arity() {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
-	return layerGrads(op, op.act, 2, op.bias, output, grad,
+	return layerGrads(op, op.act, 2, op.bias, false, output, grad,
 		func(dz *G.Node) (*G.Node, error) { return G.ApplyOp(&matMulOp{transB: true}, dz, in[1]) },
 		func(dz *G.Node) (*G.Node, error) { return G.ApplyOp(&matMulOp{transA: true}, in[0], dz) })
 }
@@ -216,8 +216,8 @@ func (op *denseOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 // of dims dimensions, given its output and the gradient grad flowing into
 // it: with dz = grad ⊙ act′(z), the gradients with respect to x and the
 // kernel that dx and dk make of dz, and with a bias the sums of dz over
-// every axis but 1.
-func layerGrads(op fmt.Stringer, act Activation, dims int, bias bool, output, grad *G.Node, dx, dk func(dz *G.Node) (*G.Node, error)) (G.Nodes, error) {
+// every axis but 1, or with last every axis but the last (channels last).
+func layerGrads(op fmt.Stringer, act Activation, dims int, bias, last bool, output, grad *G.Node, dx, dk func(dz *G.Node) (*G.Node, error)) (G.Nodes, error) {
 	dz := grad
 	if act == ReLU {
 		var err error
@@ -235,7 +235,7 @@ func layerGrads(op fmt.Stringer, act Activation, dims int, bias bool, output, gr
 	}
 	grads := G.Nodes{gx, gk}
 	if bias {
-		gb, err := G.ApplyOp(&sumOp{dims: dims}, dz)
+		gb, err := G.ApplyOp(&sumOp{dims: dims, last: last}, dz)
 		if err != nil {
 			return nil, fmt.Errorf("%v: bias gradient: %w", op, err)
 		}
@@ -327,11 +327,14 @@ func (op *matMulOp) String() string {
 
 // sumOp sums over every axis but 1: (N, F, ...) → (F). For a matrix these
 // are its column sums (a dense layer's bias gradient), for (N, F, H, W) the
-// sums over images and positions (a convolution's). Each is a product with
-// a vector of ones, in BLAS.
+// sums over images and positions (a convolution's). With last it sums over
+// every axis but the last, (..., F) → (F): the column sums of the rows of
+// F (an NHWC convolution's bias gradient). Each is a product with a vector
+// of ones, in BLAS.
 type sumOp struct {
 	gradOp
 	dims int
+	last bool
 	out  buffer
 	ones buffer
 }
@@ -350,6 +353,9 @@ func (op *sumOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	}
 	if len(s) != op.dims || len(s) < 2 {
 		return nil, fmt.Errorf("sum: shape %v, want %d dimensions", s, op.dims)
+	}
+	if op.last {
+		return tensor.Shape{s[len(s)-1]}, nil
 	}
 	return tensor.Shape{s[1]}, nil
 }
@@ -374,6 +380,9 @@ func sumDo[T float](op *sumOp, in G.Value) (G.Value, error) {
 	}
 	sh := in.Shape()
 	n, f, rest := sh[0], sh[1], sh[2:].TotalSize()
+	if op.last { // rows of F
+		n, f, rest = sh[:len(sh)-1].TotalSize(), sh[len(sh)-1], 1
+	}
 	out := op.out.get(in.Dtype(), s)
 	o := data[T](out)
 	ones := data[T](op.ones.get(in.Dtype(), tensor.Shape{max(n, rest)}))
@@ -382,7 +391,7 @@ func sumDo[T float](op *sumOp, in G.Value) (G.Value, error) {
 			ones[i] = 1
 		}
 	}
-	if len(sh) == 2 {
+	if len(sh) == 2 || op.last {
 		gemv(true, n, f, a, ones[:n], 0, o) // aᵀ·1
 		return out, nil
 	}
@@ -395,4 +404,9 @@ func sumDo[T float](op *sumOp, in G.Value) (G.Value, error) {
 
 func (op *sumOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%v", op) }
 func (op *sumOp) Hashcode() uint32      { return hashOf(op) }
-func (op *sumOp) String() string        { return fmt.Sprintf("Sum{%d}", op.dims) }
+func (op *sumOp) String() string {
+	if op.last {
+		return fmt.Sprintf("Sum{%d, last}", op.dims)
+	}
+	return fmt.Sprintf("Sum{%d}", op.dims)
+}

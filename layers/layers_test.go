@@ -430,6 +430,15 @@ func TestErrors(t *testing.T) {
 			return layers.Conv2D(f32("im3", 1, 1, 4, 4), f32("k3", 2, 1, 3, 3), f32("b5", 5), layers.Conv{})
 		}, []string{"b5", "(5)", "want (2)"}},
 		{"conv rank", func() (*G.Node, error) { return layers.Conv2D(x, f32("k4", 2, 3, 1, 1), nil, layers.Conv{}) }, []string{"want (N, C, H, W)"}},
+		{"conv NHWC channels", func() (*G.Node, error) {
+			return layers.Conv2D(f32("imh", 2, 8, 8, 3), f32("kh", 4, 8, 3, 3), nil, layers.Conv{Format: layers.NHWC})
+		}, []string{"layers.Conv2D", "imh", "(2, 8, 8, 3)", "(N, H, W, C)", "3 input channels ≠ 8"}},
+		{"conv NHWC rank", func() (*G.Node, error) {
+			return layers.Conv2D(x, f32("k6", 2, 3, 1, 1), nil, layers.Conv{Format: layers.NHWC})
+		}, []string{"want (N, H, W, C)"}},
+		{"conv format", func() (*G.Node, error) {
+			return layers.Conv2D(f32("im7", 1, 1, 4, 4), f32("k7", 1, 1, 3, 3), nil, layers.Conv{Format: layers.Format(7)})
+		}, []string{"layers.Conv2D", "im7", "Format(7)"}},
 		{"conv stride", func() (*G.Node, error) {
 			return layers.Conv2D(f32("im5", 1, 1, 4, 4), f32("k5", 1, 1, 3, 3), nil, layers.Conv{Stride: [2]int{-1, 1}})
 		}, []string{"no negative"}},

@@ -254,6 +254,18 @@ func TestLayerNames(t *testing.T) {
 			_, err := layers.NewConv2D(layers.NewModule(s, "enc"), "c", layers.Conv2DConfig{In: 3, Filters: 4, Size: [2]int{3, 3}, Conv: layers.Conv{Activation: layers.Activation(9)}})
 			return err
 		}, []string{`"enc/c"`, "unknown activation"}},
+		{"unknown format, conv", func(s *towers.Scope) error {
+			_, err := layers.NewConv2D(layers.NewModule(s, "enc"), "c", layers.Conv2DConfig{In: 3, Filters: 4, Size: [2]int{3, 3}, Conv: layers.Conv{Format: layers.Format(5)}})
+			return err
+		}, []string{`"enc/c"`, "Format(5)"}},
+		{"NCHW batch into an NHWC conv", func(s *towers.Scope) error {
+			l, err := layers.NewConv2D(layers.NewModule(s, "enc"), "c", layers.Conv2DConfig{In: 3, Filters: 4, Size: [2]int{3, 3}, Conv: layers.Conv{Format: layers.NHWC}})
+			if err != nil {
+				return err
+			}
+			_, err = l.Apply(towers.NewNode(s.Graph(), tensor.Float32, tensor.Shape{2, 3, 8, 8}, "x"))
+			return err
+		}, []string{`"enc/c"`, "(2, 3, 8, 8)", "(N, H, W, C)", "8 input channels ≠ 3"}},
 		{"biases of units and filters, none with NoBias", func(s *towers.Scope) error {
 			m := layers.NewModule(s, "")
 			d, err := layers.NewDense(m, "d", layers.DenseConfig{In: 3, Units: 5})

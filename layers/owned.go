@@ -107,7 +107,9 @@ type Conv2DConfig struct {
 	// Size[1]). All must be positive.
 	In, Filters int
 	Size        [2]int
-	// Conv is the stride, padding and activation of every application.
+	// Conv is the stride, padding, activation and data format of every
+	// application: with Format NHWC the layer takes (N, H, W, In) and
+	// gives (N, OH, OW, Filters); the variables are the same in either.
 	Conv
 	// NoBias leaves out the bias.
 	NoBias bool
@@ -142,6 +144,9 @@ func NewConv2D(m *Module, name string, cfg Conv2DConfig) (*Conv2DLayer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.Format.check(); err != nil {
+		return nil, fmt.Errorf("%s(%q): %w", op, l.name, err)
+	}
 	if cfg.In <= 0 || cfg.Filters <= 0 || cfg.Size[0] <= 0 || cfg.Size[1] <= 0 {
 		return nil, fmt.Errorf("%s(%q): %d inputs, %d filters of size %v: want all positive", op, l.name, cfg.In, cfg.Filters, cfg.Size)
 	}
@@ -153,8 +158,9 @@ func NewConv2D(m *Module, name string, cfg Conv2DConfig) (*Conv2DLayer, error) {
 	return l, nil
 }
 
-// Apply returns act(x ⋆ kernel + bias) for x of shape (N, In, H, W), a
-// node of the layer's graph with its dtype (Conv2D).
+// Apply returns act(x ⋆ kernel + bias) for x of shape (N, In, H, W), or
+// (N, H, W, In) with Format NHWC, a node of the layer's graph with its
+// dtype (Conv2D).
 func (l *Conv2DLayer) Apply(x *G.Node) (*G.Node, error) {
 	const op = "layers.Conv2DLayer"
 	if err := layerIn(op, l.name, x, l.kernel); err != nil {

@@ -65,7 +65,8 @@ func absAll(s []float64) []float64 {
 // calls them, equal the exact sums of their inputs rounded to bfloat16
 // (bf16.Round: oneDNN rounds as it does) to float32 summation's precision,
 // and the float32 inputs' exact sums within the bfloat16 tolerance above,
-// for ResNet-20's geometries and random ones, whole and in chunks.
+// for ResNet-20's geometries and random ones, whole and in chunks, on NCHW
+// and NHWC batches.
 func TestBF16ConvAgainstFloat32(t *testing.T) {
 	if !dnnl.Built || !dnnl.BF16() {
 		t.Skipf("needs oneDNN (-tags dnnl: %t) with AVX512_BF16 (%t)", dnnl.Built, dnnl.BF16())
@@ -136,32 +137,38 @@ func TestBF16ConvAgainstFloat32(t *testing.T) {
 		if ge.bias {
 			bias = float32s(b)
 		}
-		for _, r := range []struct {
-			pass          dnnl.Pass
-			in0, in1      []float64
-			rounded, want []float64
-			abs           []float64
-			terms         int
-		}{
-			{dnnl.Forward, x32, k32, yR, y32, yA, g.ckk() + 1},
-			{dnnl.InputGrad, dz32, k32, dxR, dx32, dxA, g.f * g.kh * g.kw},
-			{dnnl.KernelGrad, x32, dz32, dkR, dk32, dkA, g.n * g.ohw()},
-		} {
-			poisonScratch32()
-			got := make([]float32, len(r.want))
-			for j := range got {
-				got[j] = float32(math.NaN())
-			}
-			done, err := convOneDNN(g, r.pass, ge.bias, ge.relu, true, float32s(r.in0), float32s(r.in1), bias, got)
-			if !done || err != nil {
-				t.Fatalf("%v, %v: ran in oneDNN %t, error %v", g, r.pass, done, err)
-			}
-			sum := float64(r.terms) / (1 << 23)
-			if bad := withinBF16(got, r.rounded, r.abs, sum); bad != "" {
-				t.Errorf("%v (bias %t, ReLU %t, %d a chunk), %v: not the sums of the bfloat16-rounded inputs: %s", g, ge.bias, ge.relu, dnnlChunk(g), r.pass, bad)
-			}
-			if bad := withinBF16(got, r.want, r.abs, 2*bf16U+bf16U*bf16U+sum); bad != "" {
-				t.Errorf("%v (bias %t, ReLU %t, %d a chunk), %v: beyond bfloat16's tolerance of the float32 sums: %s", g, ge.bias, ge.relu, dnnlChunk(g), r.pass, bad)
+		for _, f := range []Format{NCHW, NHWC} {
+			g := g.withFormat(f)
+			// The input's and the output's images, and their gradients.
+			in := func(s []float64) []float64 { return g.images(s, g.c, g.h, g.w) }
+			out := func(s []float64) []float64 { return g.images(s, g.f, g.oh, g.ow) }
+			for _, r := range []struct {
+				pass          dnnl.Pass
+				in0, in1      []float64
+				rounded, want []float64
+				abs           []float64
+				terms         int
+			}{
+				{dnnl.Forward, in(x32), k32, out(yR), out(y32), out(yA), g.ckk() + 1},
+				{dnnl.InputGrad, out(dz32), k32, in(dxR), in(dx32), in(dxA), g.f * g.kh * g.kw},
+				{dnnl.KernelGrad, in(x32), out(dz32), dkR, dk32, dkA, g.n * g.ohw()},
+			} {
+				poisonScratch32()
+				got := make([]float32, len(r.want))
+				for j := range got {
+					got[j] = float32(math.NaN())
+				}
+				done, err := convOneDNN(g, r.pass, ge.bias, ge.relu, true, float32s(r.in0), float32s(r.in1), bias, got)
+				if !done || err != nil {
+					t.Fatalf("%v, %v: ran in oneDNN %t, error %v", g, r.pass, done, err)
+				}
+				sum := float64(r.terms) / (1 << 23)
+				if bad := withinBF16(got, r.rounded, r.abs, sum); bad != "" {
+					t.Errorf("%v (bias %t, ReLU %t, %d a chunk), %v: not the sums of the bfloat16-rounded inputs: %s", g, ge.bias, ge.relu, dnnlChunk(g), r.pass, bad)
+				}
+				if bad := withinBF16(got, r.want, r.abs, 2*bf16U+bf16U*bf16U+sum); bad != "" {
+					t.Errorf("%v (bias %t, ReLU %t, %d a chunk), %v: beyond bfloat16's tolerance of the float32 sums: %s", g, ge.bias, ge.relu, dnnlChunk(g), r.pass, bad)
+				}
 			}
 		}
 	}

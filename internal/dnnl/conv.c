@@ -170,18 +170,25 @@ static int make(const tf_geom *g, long n, dnnl_memory_desc_t *bias, pass *ps, co
 	dnnl_dims_t sd = {n, g->c, g->h, g->w}, wd = {g->f, g->c, g->kh, g->kw}, dd = {n, g->f, g->oh, g->ow};
 	dnnl_dims_t strides = {g->sh, g->sw}, pad = {g->ph, g->pw};
 	dnnl_memory_desc_t src, wei, dst, any_src, any_wei, any_dst, out_src, out_wei, out_dst;
-	TRY("input layout", dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_nchw));
+	// The images are NCHW or NHWC. In NHWC the primitive computes on them
+	// in that layout too (oneDNN's jit kernels take nhwc, "nspc", as it
+	// is), so no reorder runs for them: in float32 the plain and the
+	// primitive's layouts are the same, in bfloat16 they differ in data
+	// type alone. In NCHW the primitive picks its layout (any: nChw16c on
+	// AVX-512) and every run reorders into it and back.
+	dnnl_format_tag_t images = g->nhwc ? dnnl_nhwc : dnnl_nchw, inner = g->nhwc ? dnnl_nhwc : dnnl_format_tag_any;
+	TRY("input layout", dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, images));
 	TRY("kernel layout", dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_oihw));
-	TRY("output layout", dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_nchw));
+	TRY("output layout", dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, images));
 	// A pass's inputs (any_*) are bfloat16 in a bf16 convolution; its
 	// output (out_*) is float32 always.
 	dnnl_data_type_t in = g->bf16 ? dnnl_bf16 : dnnl_f32;
-	TRY("input layout", dnnl_memory_desc_init_by_tag(&any_src, 4, sd, in, dnnl_format_tag_any));
+	TRY("input layout", dnnl_memory_desc_init_by_tag(&any_src, 4, sd, in, inner));
 	TRY("kernel layout", dnnl_memory_desc_init_by_tag(&any_wei, 4, wd, in, dnnl_format_tag_any));
-	TRY("output layout", dnnl_memory_desc_init_by_tag(&any_dst, 4, dd, in, dnnl_format_tag_any));
-	TRY("input layout", dnnl_memory_desc_init_by_tag(&out_src, 4, sd, dnnl_f32, dnnl_format_tag_any));
+	TRY("output layout", dnnl_memory_desc_init_by_tag(&any_dst, 4, dd, in, inner));
+	TRY("input layout", dnnl_memory_desc_init_by_tag(&out_src, 4, sd, dnnl_f32, inner));
 	TRY("kernel layout", dnnl_memory_desc_init_by_tag(&out_wei, 4, wd, dnnl_f32, dnnl_format_tag_any));
-	TRY("output layout", dnnl_memory_desc_init_by_tag(&out_dst, 4, dd, dnnl_f32, dnnl_format_tag_any));
+	TRY("output layout", dnnl_memory_desc_init_by_tag(&out_dst, 4, dd, dnnl_f32, inner));
 
 	dnnl_primitive_attr_t a;
 	dnnl_status_t s;

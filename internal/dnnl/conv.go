@@ -84,6 +84,9 @@ func create(g Geom, oneStep bool) (*Conv, error) {
 	if g.BF16 {
 		cg.bf16 = 1
 	}
+	if g.NHWC {
+		cg.nhwc = 1
+	}
 	if oneStep {
 		cg.one_step = 1
 	}

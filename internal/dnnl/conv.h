@@ -1,6 +1,7 @@
 // The C side of package dnnl (build tag dnnl): oneDNN convolutions over
-// plain NCHW/OIHW float32 arrays, each run reordering into and out of the
-// layouts oneDNN's fastest implementation picks.
+// plain NCHW or NHWC and OIHW float32 arrays, each run reordering NCHW
+// images into and out of the layouts oneDNN's fastest implementation
+// picks; NHWC images are computed on in place.
 
 #include <stddef.h>
 
@@ -12,13 +13,15 @@ typedef struct tf_conv tf_conv;
 // a time, so that a chunk's copies stay in cache); and bf16: whether each
 // pass reads its two inputs in bfloat16 (converted, rounding to nearest
 // even, on the way into the layouts the primitive wants) and accumulates
-// and writes its output in float32.
+// and writes its output in float32; and nhwc: whether the images (the
+// input, the output and their gradients) are NHWC rather than NCHW.
 typedef struct {
 	long n, c, h, w, f, kh, kw, sh, sw, ph, pw, oh, ow;
 	int bias, relu;
 	long chunk;
 	int bf16;
 	int one_step; // bf16: convert each input in one reorder (tests)
+	int nhwc;
 } tf_geom;
 
 enum { TF_FORWARD, TF_INPUT_GRAD, TF_KERNEL_GRAD, TF_PASSES };

@@ -177,3 +177,46 @@ func TestBF16TwoStepConvertsAsOneStep(t *testing.T) {
 		}
 	}
 }
+
+// TestNHWCRunsInPlace: on NHWC batches, ResNet-20's convolutions (the
+// first layer's 3 input channels, 3×3 of 16 to 64 channels, the strided
+// 3×3 and 1×1 projections) run in oneDNN's AVX-512 kernels, not its gemm
+// or reference fallbacks, with no reorder of the images in float32 (the
+// input, the output and their gradients): only the kernel is reordered.
+// In bfloat16, the images' reorders convert their data type alone.
+func TestNHWCRunsInPlace(t *testing.T) {
+	type geometry struct{ c, f, hw, k, stride, pad int }
+	for _, s := range []geometry{{3, 16, 32, 3, 1, 1}, {16, 16, 32, 3, 1, 1}, {16, 32, 32, 3, 2, 1}, {16, 32, 32, 1, 2, 0}, {32, 32, 16, 3, 1, 1}, {64, 64, 8, 3, 1, 1}} {
+		for _, bf16 := range []bool{false, true} {
+			if bf16 && !BF16() {
+				continue
+			}
+			o := (s.hw+2*s.pad-s.k)/s.stride + 1
+			g := Geom{N: 8, C: s.c, H: s.hw, W: s.hw, F: s.f, KH: s.k, KW: s.k, SH: s.stride, SW: s.stride, PH: s.pad, PW: s.pad, OH: o, OW: o, Chunk: 4, BF16: bf16, NHWC: true}
+			c, err := Lookup(g)
+			if err != nil {
+				t.Fatalf("%+v: %v", g, err)
+			}
+			for _, p := range []Pass{Forward, InputGrad, KernelGrad} {
+				if impl := c.Impl(p); !strings.Contains(impl, "avx512") || strings.Contains(impl, "gemm:") || strings.HasPrefix(impl, "ref") {
+					t.Errorf("%+v, %v: implementation %q, want oneDNN's AVX-512 kernels", s, p, impl)
+				}
+			}
+			// The images among each pass's arguments: inputs x; dy; x and
+			// dy, outputs y; dx.
+			for _, a := range []struct {
+				p     Pass
+				arg   int
+				input bool
+			}{{Forward, 0, true}, {InputGrad, 0, true}, {KernelGrad, 0, true}, {KernelGrad, 1, true}, {Forward, 2, false}, {InputGrad, 2, false}} {
+				impl := c.reorderImpl(a.p, a.arg)
+				switch converted := bf16 && a.input; {
+				case converted && impl == "":
+					t.Errorf("%+v bfloat16, %v argument %d: no conversion to bfloat16", s, a.p, a.arg)
+				case !converted && impl != "":
+					t.Errorf("%+v (bfloat16 %t), %v argument %d: reordered (%q), want none", s, bf16, a.p, a.arg, impl)
+				}
+			}
+		}
+	}
+}

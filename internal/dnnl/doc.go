@@ -5,11 +5,12 @@
 //
 // A convolution's three passes (forward, the input's gradient, the
 // kernel's gradient) take and return the plain row-major layouts the rest
-// of towerflow uses (NCHW batches, OIHW kernels). Each run reorders its
-// inputs into the blocked layouts oneDNN's fastest kernels want (nChw16c
-// on AVX-512) and its result back, in a workspace the caller lends, so
-// primitives are shared by every tower and hold no memory of their own
-// between runs. oneDNN runs each pass on the calling thread alone: towers
+// of towerflow uses (NCHW or NHWC batches, OIHW kernels). Each run
+// reorders an NCHW batch into the blocked layout oneDNN's fastest kernels
+// want (nChw16c on AVX-512) and its result back, and the kernel into its
+// own, in a workspace the caller lends, so primitives are shared by every
+// tower and hold no memory of their own between runs; an NHWC batch is
+// computed on in place (Geom.NHWC), with no reorder in float32. oneDNN runs each pass on the calling thread alone: towers
 // are what use the cores. A geometry with BF16 set runs in bfloat16 with
 // float32 sums (mixed precision), on CPUs where BF16 reports that oneDNN
 // has native kernels for it; MatMul is a bfloat16 matrix product of the
@@ -25,12 +26,18 @@ var ErrNotBuilt = errors.New("towerflow was built without oneDNN (build with -ta
 // stride and zero padding; the output's OH, OW; whether the forward pass
 // adds a bias (shape F) and applies a ReLU; how many images oneDNN takes
 // at a time (Chunk, at least 1): the batch goes through a chunk at a time,
-// so that a chunk's reordered copies stay in cache; and BF16, whether
-// each pass computes in bfloat16 (see BF16).
+// so that a chunk's reordered copies stay in cache; BF16, whether each
+// pass computes in bfloat16 (see BF16); and NHWC, the images' order.
 type Geom struct {
 	N, C, H, W, F, KH, KW, SH, SW, PH, PW, OH, OW int
 	Bias, ReLU                                    bool
 	Chunk                                         int
+	// NHWC says the images (the input, the output and their gradients)
+	// are (N, H, W, C) and (N, OH, OW, F) rather than NCHW; the kernel
+	// is (F, C, KH, KW) either way. oneDNN computes on NHWC images in
+	// place, with no reorder in float32 (a bfloat16 pass still converts
+	// its inputs' data type).
+	NHWC bool
 	// BF16 makes each pass round its two inputs to bfloat16 (to nearest,
 	// ties to even: oneDNN's reorder into the primitive's layout does it,
 	// as bf16.FromFloat32 does) and multiply them in bfloat16, summing the
