@@ -87,7 +87,11 @@ func reformatDo[T float](op *reformatOp, in G.Value) (G.Value, error) {
 	}
 	out := op.out.get(in.Dtype(), s)
 	n, c, h, w := op.from.dims(in.Shape())
-	reorder(data[T](out), x, n, c, h*w, op.from)
+	rows, cols := c, h*w // an NCHW image's matrix
+	if op.from == NHWC {
+		rows, cols = h*w, c
+	}
+	transposeImages(data[T](out), x, n, rows, cols)
 	return out, nil
 }
 
@@ -101,31 +105,4 @@ func (op *reformatOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error)
 		return nil, fmt.Errorf("%v: gradient: %w", op, err)
 	}
 	return G.Nodes{d}, nil
-}
-
-// reorder writes to dst the n images of c channels of hw positions in src,
-// in order from, in the other order: each image's (c, hw) matrix
-// transposed. It walks tiles of the matrix so that both sides stay in
-// cache.
-func reorder[T float](dst, src []T, n, c, hw int, from Format) {
-	rows, cols := c, hw // src's matrix of an image
-	if from == NHWC {
-		rows, cols = hw, c
-	}
-	const tile = 32
-	per := c * hw
-	for i := range n {
-		s, d := src[i*per:(i+1)*per], dst[i*per:(i+1)*per]
-		for r0 := 0; r0 < rows; r0 += tile {
-			r1 := min(r0+tile, rows)
-			for c0 := 0; c0 < cols; c0 += tile {
-				c1 := min(c0+tile, cols)
-				for r := r0; r < r1; r++ {
-					for k := c0; k < c1; k++ {
-						d[k*rows+r] = s[r*cols+k]
-					}
-				}
-			}
-		}
-	}
 }
