@@ -15,7 +15,7 @@ import (
 
 // TestReformat checks Reformat's values and gradient against gorgonia's
 // G.Transpose, exactly: a reordering moves values and computes nothing.
-// The shapes cross the 32×32 tiles reorder walks.
+// The shapes cross the blocks and tiles transposeImages walks.
 func TestReformat(t *testing.T) {
 	for _, tc := range []struct {
 		from, to layers.Format
