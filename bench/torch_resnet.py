@@ -13,6 +13,10 @@ Batch norm uses epsilon 1e-3, as towerflow's layers.BatchNorm by default.
 
     /usr/bin/python3 bench/torch_resnet.py --threads 1
     /usr/bin/python3 bench/torch_resnet.py --threads 2
+    /usr/bin/python3 bench/torch_resnet.py --threads 2 --channels-last
+
+--channels-last computes in PyTorch's channels-last memory format (NHWC),
+as towerbench's resnet20 does with -format nhwc.
 """
 
 import sys
@@ -58,9 +62,14 @@ def resnet(depth, classes=10):
 
 
 def main():
-    args = torchbench.parse_args("resnet20", 128)
+    def extra(p):
+        p.add_argument("--channels-last", action="store_true",
+                       help="compute in the channels-last memory format (NHWC)")
+
+    args = torchbench.parse_args("resnet20", 128, extra)
     torch.manual_seed(args.seed)
-    torchbench.run("resnet20", resnet(20), (3, 32, 32), 10, args, classify=True)
+    torchbench.run("resnet20", resnet(20), (3, 32, 32), 10, args, classify=True,
+                   channels_last=args.channels_last)
 
 
 if __name__ == "__main__":

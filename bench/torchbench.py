@@ -65,14 +65,18 @@ DATA_BATCHES = 4
 MOMENTUM = 0.9
 
 
-def run(model_name, net, example_shape, outputs, args, classify=False):
+def run(model_name, net, example_shape, outputs, args, classify=False, channels_last=False):
     """Times training steps of net on random batches. With classify, the
     targets are random class ids, the loss softmax cross-entropy and the
     optimizer SGD with momentum; otherwise random targets, mean squared
-    error and plain SGD."""
+    error and plain SGD. With channels_last, the network and the images
+    are in PyTorch's channels-last memory format (NHWC)."""
     torch.set_num_threads(args.threads)
     gen = torch.Generator().manual_seed(args.seed)
     xs = [torch.randn((args.batch, *example_shape), generator=gen) for _ in range(DATA_BATCHES)]
+    if channels_last:
+        net = net.to(memory_format=torch.channels_last)
+        xs = [x.contiguous(memory_format=torch.channels_last) for x in xs]
     if classify:
         ys = [torch.randint(0, outputs, (args.batch,), generator=gen) for _ in range(DATA_BATCHES)]
         opt = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)

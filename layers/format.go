@@ -2,6 +2,7 @@ package layers
 
 import (
 	"fmt"
+	"strings"
 
 	"gorgonia.org/tensor"
 )
@@ -83,4 +84,26 @@ func formatArg(op string, fs []Format) (Format, error) {
 		return fs[0], nil
 	}
 	return 0, fmt.Errorf("%s: %d formats given, want at most one", op, len(fs))
+}
+
+// PreferredFormat returns the order in which this build computes float32
+// convolutions fastest: NHWC where they run in oneDNN (a build with -tags
+// dnnl, unless UseOneDNN(false)), NCHW in this package's own code, which
+// computes NHWC by reordering around its NCHW kernels. A model free to
+// choose its order can take this one; its variables are the same in both.
+func PreferredFormat() Format {
+	if oneDNN.Load() {
+		return NHWC
+	}
+	return NCHW
+}
+
+// ParseFormat returns the Format s names: "NCHW" or "NHWC", in any case.
+func ParseFormat(s string) (Format, error) {
+	for _, f := range []Format{NCHW, NHWC} {
+		if strings.EqualFold(s, f.String()) {
+			return f, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown data format %q (want nchw or nhwc)", s)
 }

@@ -43,3 +43,22 @@ func TestFormatArg(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFormat(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    Format
+		wantErr bool
+	}{
+		{"nchw", NCHW, false},
+		{"NHWC", NHWC, false},
+		{"nHwC", NHWC, false},
+		{"", 0, true},
+		{"chw", 0, true},
+	} {
+		got, err := ParseFormat(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("ParseFormat(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}

@@ -80,7 +80,7 @@ func newTowerflowTrainer(m benchModel, k kit, data *dataset, nTowers int, cfg co
 	}
 	opt, xKey, yKey := optimizers.SGD(learningRate), "x", "y"
 	if m.classifier != nil {
-		fn, xKey, yKey = m.classifier, "image", "label"
+		fn, xKey, yKey = m.classifier(cfg), "image", "label"
 		opt = optimizers.Momentum(learningRate, classifierMomentum)
 	}
 	devices := towers.CPUs(nTowers)

@@ -33,6 +33,10 @@
 //	       logit; sigmoid cross-entropy; Adagrad at 0.01 (-optimizer sgd:
 //	       SGD)
 //
+// resnet20 computes in -format's order (layers.Format): by default the one
+// the build computes fastest, NHWC where oneDNN computes the convolutions
+// (-tags dnnl) and NCHW otherwise; the images arrive in NCHW either way.
+//
 // -precision bf16 trains towerflow's runs with bfloat16 mixed precision
 // (replicate.Config.Precision: convolutions in oneDNN's bfloat16
 // primitives, matrix products in cblas_sbgemm or oneDNN, float32
@@ -105,6 +109,8 @@ type config struct {
 	procs collective.Comm
 	// precision is towerflow's replicate.Config.Precision (-precision).
 	precision towers.Precision
+	// format is the order of resnet20's activations (-format).
+	format layers.Format
 	// log receives the engines' warnings (nil: none).
 	log *slog.Logger
 }
@@ -124,6 +130,7 @@ func main() {
 	flag.IntVar(&cfg.rows, "rows", 0, "rows of each embedding table (model embed; default 100000)")
 	flag.StringVar(&cfg.optimizer, "optimizer", "", "optimizer of model embed: adagrad (the default) or sgd")
 	precisionFlag := flag.String("precision", "float32", "arithmetic of towerflow's convolutions and matrix products: float32 or bf16 (bfloat16 mixed precision, replicate.Config.Precision)")
+	formatFlag := flag.String("format", "auto", "order of resnet20's activations: nchw, nhwc, or auto (layers.PreferredFormat: nhwc where oneDNN computes the convolutions)")
 	ownConv := flag.Bool("own-conv", false, "compute convolutions with layers' own code, also in a build with oneDNN (-tags dnnl)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file (go tool pprof)")
 	traceFile := flag.String("trace", "", "write a runtime execution trace of the runs to this file (go tool trace)")
@@ -155,8 +162,15 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	cfg.format = layers.PreferredFormat()
+	if *formatFlag != "auto" {
+		if cfg.format, err = layers.ParseFormat(*formatFlag); err != nil {
+			fmt.Fprintln(os.Stderr, "towerbench: -format:", err)
+			os.Exit(2)
+		}
+	}
 	blas, threads := towers.BLAS()
-	fmt.Fprintf(os.Stderr, "towerbench: BLAS %s (%d threads a call), convolutions %s, GOMAXPROCS %d, ops %s, precision %v\n", blas, threads, layers.ConvBackend(), runtime.GOMAXPROCS(0), cfg.ops, cfg.precision)
+	fmt.Fprintf(os.Stderr, "towerbench: BLAS %s (%d threads a call), convolutions %s, GOMAXPROCS %d, ops %s, precision %v, resnet20 in %v\n", blas, threads, layers.ConvBackend(), runtime.GOMAXPROCS(0), cfg.ops, cfg.precision, cfg.format)
 	if cfg.precision == towers.BFloat16 {
 		conv, matmul, whyConv, whyMatmul := layers.BF16Support()
 		fmt.Fprintf(os.Stderr, "towerbench: bfloat16 convolutions %t, matrix products %t\n", conv, matmul)

@@ -36,8 +36,9 @@ type benchModel struct {
 	// classifier, when set, is a whole model function instead: an example's
 	// classifier over the feature "image" and int64 class ids "label"
 	// (random, of outputs classes), trained with softmax cross-entropy and
-	// SGD with momentum, on towerflow only.
-	classifier model.Fn
+	// SGD with momentum, on towerflow only; it may depend on the run's
+	// configuration (the order of ResNet-20's activations).
+	classifier func(cfg config) model.Fn
 	// custom, when set, is the model's own towerflow trainer (its data,
 	// model function and optimizer), on towerflow only.
 	custom func(cfg config, nTowers int) (trainer, error)
@@ -84,9 +85,9 @@ var models = map[string]benchModel{
 	"mlp": {name: "mlp", defaultBatch: 512, example: tensor.Shape{256}, outputs: 10, loss: mlpLoss},
 	"cnn": {name: "cnn", defaultBatch: 128, example: tensor.Shape{3, 32, 32}, outputs: 10, loss: cnnLoss},
 	// ResNet-20 of examples/cifar10 on CIFAR-10's shapes.
-	"resnet20": {name: "resnet20", defaultBatch: 128, example: tensor.Shape{3, 32, 32}, outputs: cifar.Classes, classifier: cifar.ResNet{Depth: 20}.Model},
+	"resnet20": {name: "resnet20", defaultBatch: 128, example: tensor.Shape{3, 32, 32}, outputs: cifar.Classes, classifier: func(cfg config) model.Fn { return cifar.ResNet{Depth: 20, Format: cfg.format}.Model }},
 	// The MLP of examples/mnist (784 → 128 ReLU → 10) at a small batch.
-	"mnist": {name: "mnist", defaultBatch: 50, example: tensor.Shape{mnist.Side * mnist.Side}, outputs: mnist.Classes, classifier: mnist.MLP{}.Model},
+	"mnist": {name: "mnist", defaultBatch: 50, example: tensor.Shape{mnist.Side * mnist.Side}, outputs: mnist.Classes, classifier: func(config) model.Fn { return mnist.MLP{}.Model }},
 	// A click-through-rate model over 26 embedding tables (embed.go).
 	"embed": {name: "embed", defaultBatch: 2048, custom: func(cfg config, n int) (trainer, error) { return newEmbedTrainer(cfg, n) }},
 }

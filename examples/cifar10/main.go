@@ -46,6 +46,7 @@ import (
 	"github.com/towerflow/towerflow/collective"
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/examples/cifar10/cifar"
+	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/runner"
 	"github.com/towerflow/towerflow/towers"
@@ -70,10 +71,13 @@ type options struct {
 	procs collective.Comm
 	// precision is -precision (replicate.Config.Precision).
 	precision towers.Precision
+	// format is -format: the network's order (cifar.ResNet.Format), or
+	// auto for layers.PreferredFormat.
+	format string
 }
 
 // defaults are the flags' defaults: a short run.
-var defaults = options{depth: 20, steps: 300, batch: 128, lr: 0.1, boundaries: []int64{200, 250}, weightDecay: 1e-4, evalEvery: 100, seed: 1, synthetic: [2]int{2000, 500}, logEvery: 50}
+var defaults = options{depth: 20, steps: 300, batch: 128, lr: 0.1, boundaries: []int64{200, 250}, weightDecay: 1e-4, evalEvery: 100, seed: 1, synthetic: [2]int{2000, 500}, logEvery: 50, format: "auto"}
 
 func main() {
 	o := defaults
@@ -90,6 +94,7 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", o.seed, "seed of the initial variables, the shuffling, the augmentation and the synthetic data")
 	flag.IntVar(&o.synthetic[0], "synthetic_train", o.synthetic[0], "training examples of the synthetic data set")
 	flag.IntVar(&o.synthetic[1], "synthetic_test", o.synthetic[1], "test examples of the synthetic data set")
+	flag.StringVar(&o.format, "format", o.format, "order the network computes in: nchw, nhwc, or auto (nhwc where oneDNN computes the convolutions, -tags dnnl; else nchw); the images, variables and checkpoints are the same in all")
 	prec := flag.String("precision", "float32", "arithmetic of the convolutions and matrix products: float32 or bf16 (bfloat16 mixed precision; replicate.Config.Precision)")
 	flag.Parse()
 	p, perr := towers.ParsePrecision(*prec)
@@ -132,6 +137,9 @@ func (o options) check() error {
 			c.Add(fmt.Errorf("-depth %d: %w", o.depth, err))
 		}
 	}
+	if _, err := o.networkFormat(); err != nil {
+		c.Add(fmt.Errorf("-format: %w", err))
+	}
 	c.Int("steps", o.steps, 1, runner.NoLimit)
 	c.Int("batch", int64(o.batch), 1, runner.NoLimit)
 	c.Float("lr", o.lr, 0, math.Inf(1))
@@ -145,6 +153,14 @@ func (o options) check() error {
 		c.Memory(fmt.Sprintf("-synthetic_train %d -synthetic_test %d", o.synthetic[0], o.synthetic[1]), "the data", examples*cifar.Channels*cifar.Side*cifar.Side*(1+4))
 	}
 	return c.Err()
+}
+
+// networkFormat returns the order -format asks for.
+func (o options) networkFormat() (layers.Format, error) {
+	if o.format == "auto" {
+		return layers.PreferredFormat(), nil
+	}
+	return layers.ParseFormat(o.format)
 }
 
 func joinInts(v []int64) string {
@@ -176,7 +192,11 @@ func newModel(o options) (*replicate.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	net := cifar.ResNet{Depth: o.depth, WeightDecay: o.weightDecay}
+	format, err := o.networkFormat()
+	if err != nil {
+		return nil, fmt.Errorf("-format: %w", err)
+	}
+	net := cifar.ResNet{Depth: o.depth, WeightDecay: o.weightDecay, Format: format}
 	if o.weightDecay == 0 {
 		net.WeightDecay = -1 // none
 	}

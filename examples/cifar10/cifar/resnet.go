@@ -37,9 +37,15 @@ type ResNet struct {
 	// WeightDecay scales the kernels' L2 loss; 0 means 1e-4, negative
 	// none.
 	WeightDecay float64
-	// BatchNorm configures every batch normalization (its Activation is
-	// set per use); a zero Momentum means 0.9, PyTorch's 0.1.
+	// BatchNorm configures every batch normalization (its Activation and
+	// Format are set per use); a zero Momentum means 0.9, PyTorch's 0.1.
 	BatchNorm layers.BatchNormConfig
+	// Format is the order of the network's activations. The images come
+	// in (N, 3, H, W) either way; with NHWC the network reorders them once
+	// and computes channels last, which oneDNN's convolutions do fastest
+	// (layers.PreferredFormat). The variables, and so the checkpoints, are
+	// the same in both orders.
+	Format layers.Format
 }
 
 // Blocks returns the number of basic blocks per stage, or an error for a
@@ -65,8 +71,12 @@ func (r ResNet) Model(s *towers.Scope, mode model.Mode, features model.Features,
 	if sh := x.Shape(); x.Dtype() != tensor.Float32 || len(sh) != 4 || sh[1] != 3 {
 		return nil, fmt.Errorf("ResNet: feature %q is %v of shape %v, want float32 images (N, 3, H, W)", ImageKey, x.Dtype(), sh)
 	}
-	b := &builder{s: s, training: mode == model.Train, bn: r.BatchNorm}
+	b := &builder{s: s, training: mode == model.Train, bn: r.BatchNorm, format: r.Format}
 	b.bn.Momentum = cmp.Or(b.bn.Momentum, 0.9)
+	b.bn.Format = r.Format
+	if x, err = layers.Reformat(x, layers.NCHW, r.Format); err != nil {
+		return nil, fmt.Errorf("ResNet-%d: %w", 6*n+2, err)
+	}
 	h := b.convBN("conv0", x, 16, 3, 1, layers.ReLU)
 	for stage, filters := range []int{16, 32, 64} {
 		for i := range n {
@@ -80,7 +90,7 @@ func (r ResNet) Model(s *towers.Scope, mode model.Mode, features model.Features,
 	var logits *G.Node
 	if b.err == nil {
 		var pooled *G.Node
-		if pooled, b.err = layers.GlobalAvgPool2D(h); b.err == nil {
+		if pooled, b.err = layers.GlobalAvgPool2D(h, b.format); b.err == nil {
 			kernel := b.variable("logits/kernel", tensor.Shape{64, Classes}, towers.GlorotUniform())
 			bias := b.variable("logits/bias", tensor.Shape{Classes}, towers.Zeros())
 			if b.err == nil {
@@ -117,6 +127,7 @@ type builder struct {
 	s        *towers.Scope
 	training bool
 	bn       layers.BatchNormConfig
+	format   layers.Format
 	kernels  []*G.Node
 	err      error
 }
@@ -133,17 +144,25 @@ func (b *builder) variable(name string, shape tensor.Shape, init towers.Initiali
 	return v
 }
 
+// channels returns the channels of x, a batch of images in b's order.
+func (b *builder) channels(x *G.Node) int {
+	if b.format == layers.NHWC {
+		return x.Shape()[3]
+	}
+	return x.Shape()[1]
+}
+
 // convBN is a convolution of filters k×k kernels ("same" padding, no bias)
 // and a batch normalization with act.
 func (b *builder) convBN(name string, x *G.Node, filters, k, stride int, act layers.Activation) *G.Node {
 	if b.err != nil {
 		return nil
 	}
-	kernel := b.variable(name+"/kernel", tensor.Shape{filters, x.Shape()[1], k, k}, towers.HeNormal())
+	kernel := b.variable(name+"/kernel", tensor.Shape{filters, b.channels(x), k, k}, towers.HeNormal())
 	if b.err != nil {
 		return nil
 	}
-	c, err := layers.Conv2D(x, kernel, nil, layers.Conv{Stride: [2]int{stride, stride}, Padding: [2]int{k / 2, k / 2}})
+	c, err := layers.Conv2D(x, kernel, nil, layers.Conv{Stride: [2]int{stride, stride}, Padding: [2]int{k / 2, k / 2}, Format: b.format})
 	if b.err = err; err != nil {
 		return nil
 	}
@@ -162,7 +181,7 @@ func (b *builder) block(name string, x *G.Node, filters, stride int) *G.Node {
 	h := b.convBN(name+"/conv1", x, filters, 3, stride, layers.ReLU)
 	h = b.convBN(name+"/conv2", h, filters, 3, 1, layers.Linear)
 	shortcut := x
-	if stride != 1 || x.Shape()[1] != filters {
+	if stride != 1 || b.channels(x) != filters {
 		shortcut = b.convBN(name+"/shortcut", x, filters, 1, stride, layers.Linear)
 	}
 	if b.err != nil {

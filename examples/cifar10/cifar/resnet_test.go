@@ -15,6 +15,7 @@ import (
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/examples/cifar10/cifar"
 	"github.com/towerflow/towerflow/internal/numeric"
+	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/model"
 	"github.com/towerflow/towerflow/replicate"
 	"github.com/towerflow/towerflow/sharding"
@@ -46,9 +47,9 @@ func colourData(rows, side int, seed uint64) (map[string]*tensor.Dense, map[stri
 		map[string]*tensor.Dense{cifar.LabelKey: numeric.Over(tensor.Shape{rows}, ys)}
 }
 
-func newEstimator(t *testing.T, depth, nTowers int, dir string) *estimator.Estimator {
+func newEstimator(t *testing.T, format layers.Format, depth, nTowers int, dir string) *estimator.Estimator {
 	t.Helper()
-	net := cifar.ResNet{Depth: depth}
+	net := cifar.ResNet{Depth: depth, Format: format}
 	// The rate drops tenfold after step 3: the resume test crosses it.
 	mdl := replicate.ModelFn(net.Model, replicate.Config{Devices: towers.CPUs(nTowers), Optimizer: cifar.Optimizer(0.05, 3, 1000)})
 	est, err := estimator.New(mdl, estimator.RunConfig{Seed: 11, LogEvery: -1, ModelDir: dir})
@@ -113,18 +114,22 @@ func TestResNetParameters(t *testing.T) {
 
 // TestResNetTowersEqualOneDevice: a ResNet (batch norm synchronized over
 // the towers, momentum, weight decay) trains on N towers, uneven shards
-// included, as on one device, to float32's precision.
+// included, as on one device, to float32's precision; and so in either
+// order of its activations, NCHW or NHWC.
 func TestResNetTowersEqualOneDevice(t *testing.T) {
 	feats, labels := colourData(10, 8, 2)
-	one := newEstimator(t, 8, 1, "")
+	one := newEstimator(t, layers.NCHW, 8, 1, "")
 	train(t, one, feats, labels, 10, 3)
 	want := vartest.Variables(t, one)
-	for _, n := range []int{2, 3} {
-		t.Run(fmt.Sprintf("towers%d", n), func(t *testing.T) {
-			est := newEstimator(t, 8, n, "")
+	for _, tc := range []struct {
+		format layers.Format
+		towers int
+	}{{layers.NCHW, 2}, {layers.NCHW, 3}, {layers.NHWC, 1}, {layers.NHWC, 2}, {layers.NHWC, 3}} {
+		t.Run(fmt.Sprintf("%v/towers%d", tc.format, tc.towers), func(t *testing.T) {
+			est := newEstimator(t, tc.format, 8, tc.towers, "")
 			train(t, est, feats, labels, 10, 3)
 			if diff := cmp.Diff(want, vartest.Variables(t, est), cmpopts.EquateApprox(1e-4, 1e-5)); diff != "" {
-				t.Errorf("%d towers differ from one device (-one +towers):\n%s", n, diff)
+				t.Errorf("%v on %d towers differs from NCHW on one device (-one +towers):\n%s", tc.format, tc.towers, diff)
 			}
 		})
 	}
@@ -137,15 +142,15 @@ func TestResNetTowersEqualOneDevice(t *testing.T) {
 func TestResNetResumesExactly(t *testing.T) {
 	const k = 2
 	feats, labels := colourData(6, 8, 3)
-	ref := newEstimator(t, 8, 2, t.TempDir())
+	ref := newEstimator(t, layers.NCHW, 8, 2, t.TempDir())
 	train(t, ref, feats, labels, 6, 2*k)
 	dir := t.TempDir()
-	first := newEstimator(t, 8, 2, dir)
+	first := newEstimator(t, layers.NCHW, 8, 2, dir)
 	train(t, first, feats, labels, 6, k)
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	second := newEstimator(t, 8, 2, dir)
+	second := newEstimator(t, layers.NCHW, 8, 2, dir)
 	train(t, second, feats, labels, 6, k)
 	want, got := vartest.Variables(t, ref), vartest.Variables(t, second)
 	if got[model.GlobalStepName][0] != 2*k {
