@@ -247,31 +247,6 @@ func TestBatchNormLargeMean(t *testing.T) {
 	}
 }
 
-// toNHWC returns x, (n, c, h, w), in order (n, h, w, c); fromNHWC undoes it.
-func toNHWC(x []float64, n, c, h, w int) []float64 {
-	t := make([]float64, len(x))
-	for i := range n {
-		for ch := range c {
-			for p := range h * w {
-				t[(i*h*w+p)*c+ch] = x[(i*c+ch)*h*w+p]
-			}
-		}
-	}
-	return t
-}
-
-func fromNHWC(t []float64, n, c, h, w int) []float64 {
-	x := make([]float64, len(t))
-	for i := range n {
-		for ch := range c {
-			for p := range h * w {
-				x[(i*c+ch)*h*w+p] = t[(i*h*w+p)*c+ch]
-			}
-		}
-	}
-	return x
-}
-
 // TestBatchNormNHWC: BatchNorm with Format NHWC on the transposed input
 // gives the transposed output, the transposed gradient with respect to x,
 // and the gradients with respect to γ and β and the moving statistics of

@@ -13,48 +13,6 @@ import (
 	"github.com/towerflow/towerflow/layers"
 )
 
-// imagesNHWC returns the n images of c channels of h×w in s (NCHW) in NHWC,
-// or, with back, the NHWC images of s in NCHW.
-func imagesNHWC(s []float64, n, c, h, w int, back bool) []float64 {
-	d := make([]float64, len(s))
-	for i := range n {
-		for ch := range c {
-			for y := range h {
-				for x := range w {
-					nchw, nhwc := ((i*c+ch)*h+y)*w+x, ((i*h+y)*w+x)*c+ch
-					if back {
-						d[nchw] = s[nhwc]
-					} else {
-						d[nhwc] = s[nchw]
-					}
-				}
-			}
-		}
-	}
-	return d
-}
-
-// imagesShape is the shape of n images of c channels of h×w in order f.
-func imagesShape(f layers.Format, n, c, h, w int) tensor.Shape {
-	if f == layers.NHWC {
-		return tensor.Shape{n, h, w, c}
-	}
-	return tensor.Shape{n, c, h, w}
-}
-
-// convValue returns v as a tensor of dtype dt and the shape.
-func convValue(dt tensor.Dtype, shape tensor.Shape, v []float64) *tensor.Dense {
-	var back any = v
-	if dt == tensor.Float32 {
-		f := make([]float32, len(v))
-		for i, x := range v {
-			f[i] = float32(x)
-		}
-		back = f
-	}
-	return tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(back))
-}
-
 // TestConv2DNHWCAgainstNCHW: Conv2D with Format NHWC gives the output and
 // the gradients of x and the kernel that Conv2D in NCHW gives on the
 // transposed batch, transposed back: bit for bit in this package's own code
@@ -104,13 +62,13 @@ func TestConv2DNHWCAgainstNCHW(t *testing.T) {
 					oh := (ge.h+2*ge.conv.Padding[0]-ge.kh)/max(ge.conv.Stride[0], 1) + 1
 					ow := (ge.w+2*ge.conv.Padding[1]-ge.kw)/max(ge.conv.Stride[1], 1) + 1
 					rng := rand.New(rand.NewPCG(3, 4))
-					x, k, tg, b := convNormals(rng, ge.n*ge.c*ge.h*ge.w), convNormals(rng, ge.f*ge.c*ge.kh*ge.kw), convNormals(rng, ge.n*ge.f*oh*ow), convNormals(rng, ge.f)
+					x, k, tg, b := randomFloats(rng, ge.n*ge.c*ge.h*ge.w), randomFloats(rng, ge.f*ge.c*ge.kh*ge.kw), randomFloats(rng, ge.n*ge.f*oh*ow), randomFloats(rng, ge.f)
 					run := func(f layers.Format, x, tg []float64) [][]float64 {
 						shapes := []tensor.Shape{imagesShape(f, ge.n, ge.c, ge.h, ge.w), {ge.f, ge.c, ge.kh, ge.kw}, imagesShape(f, ge.n, ge.f, oh, ow)}
-						vals := []*tensor.Dense{convValue(dt, shapes[0], x), convValue(dt, shapes[1], k), convValue(dt, shapes[2], tg)}
+						vals := []*tensor.Dense{tensorOf(dt, shapes[0], x), tensorOf(dt, shapes[1], k), tensorOf(dt, shapes[2], tg)}
 						if ge.bias {
 							shapes = append(shapes, tensor.Shape{ge.f})
-							vals = append(vals, convValue(dt, shapes[3], b))
+							vals = append(vals, tensorOf(dt, shapes[3], b))
 						}
 						c := ge.conv
 						c.Format = f
@@ -128,9 +86,9 @@ func TestConv2DNHWCAgainstNCHW(t *testing.T) {
 						return n.run(t, vals)[1:] // dx, dk, y, db
 					}
 					nchw := run(layers.NCHW, x, tg)
-					nhwc := run(layers.NHWC, imagesNHWC(x, ge.n, ge.c, ge.h, ge.w, false), imagesNHWC(tg, ge.n, ge.f, oh, ow, false))
-					nhwc[0] = imagesNHWC(nhwc[0], ge.n, ge.c, ge.h, ge.w, true)
-					nhwc[2] = imagesNHWC(nhwc[2], ge.n, ge.f, oh, ow, true)
+					nhwc := run(layers.NHWC, toNHWC(x, ge.n, ge.c, ge.h, ge.w), toNHWC(tg, ge.n, ge.f, oh, ow))
+					nhwc[0] = fromNHWC(nhwc[0], ge.n, ge.c, ge.h, ge.w)
+					nhwc[2] = fromNHWC(nhwc[2], ge.n, ge.f, oh, ow)
 					exact := []cmp.Option{}
 					if oneDNN {
 						exact = append(exact, cmpopts.EquateApprox(1e-4, 1e-4))
@@ -182,15 +140,15 @@ func TestConv2DLayerNHWC(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(9, 10))
 	const n, c, h, w, f, oh, ow = 2, 3, 7, 6, 4, 4, 3
-	x, tg := convNormals(rng, n*c*h*w), convNormals(rng, n*f*oh*ow)
+	x, tg := randomFloats(rng, n*c*h*w), randomFloats(rng, n*f*oh*ow)
 	g := s.Graph()
 	xs := []*G.Node{
-		constant(g, "x_nchw", convValue(tensor.Float64, tensor.Shape{n, c, h, w}, x)),
-		constant(g, "x_nhwc", convValue(tensor.Float64, tensor.Shape{n, h, w, c}, imagesNHWC(x, n, c, h, w, false))),
+		constant(g, "x_nchw", tensorOf(tensor.Float64, tensor.Shape{n, c, h, w}, x)),
+		constant(g, "x_nhwc", tensorOf(tensor.Float64, tensor.Shape{n, h, w, c}, toNHWC(x, n, c, h, w))),
 	}
 	ts := []*G.Node{
-		constant(g, "t_nchw", convValue(tensor.Float64, tensor.Shape{n, f, oh, ow}, tg)),
-		constant(g, "t_nhwc", convValue(tensor.Float64, tensor.Shape{n, oh, ow, f}, imagesNHWC(tg, n, f, oh, ow, false))),
+		constant(g, "t_nchw", tensorOf(tensor.Float64, tensor.Shape{n, f, oh, ow}, tg)),
+		constant(g, "t_nhwc", tensorOf(tensor.Float64, tensor.Shape{n, oh, ow, f}, toNHWC(tg, n, f, oh, ow))),
 	}
 	var loss *G.Node
 	ys := make([]*G.Node, 2)
@@ -210,21 +168,12 @@ func TestConv2DLayerNHWC(t *testing.T) {
 	}
 	// The gradients with respect to t are the outputs.
 	got := gradients(t, g, loss, xs[0], xs[1], ts[0], ts[1])
-	got[1] = imagesNHWC(got[1], n, c, h, w, true)
-	got[3] = imagesNHWC(got[3], n, f, oh, ow, true)
+	got[1] = fromNHWC(got[1], n, c, h, w)
+	got[3] = fromNHWC(got[3], n, f, oh, ow)
 	if diff := cmp.Diff(got[0], got[1]); diff != "" {
 		t.Errorf("input gradient (-NCHW +NHWC, transposed):\n%s", diff)
 	}
 	if diff := cmp.Diff(got[2], got[3]); diff != "" {
 		t.Errorf("output (-NCHW +NHWC, transposed):\n%s", diff)
 	}
-}
-
-// convNormals returns n normal numbers.
-func convNormals(rng *rand.Rand, n int) []float64 {
-	s := make([]float64, n)
-	for i := range s {
-		s[i] = rng.NormFloat64()
-	}
-	return s
 }

@@ -29,8 +29,8 @@ func TestReformat(t *testing.T) {
 	} {
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 			t.Run(fmt.Sprintf("%v→%v %v %v", tc.from, tc.to, tc.in, dt), func(t *testing.T) {
-				n, c, h, w := formatDims(tc.from, tc.in)
-				out := formatShape(tc.to, n, c, h, w)
+				n, c, h, w := imagesDims(tc.from, tc.in)
+				out := imagesShape(tc.to, n, c, h, w)
 				shapes := []tensor.Shape{tc.in, out}
 				ours := build(t, dt, shapes, func(in []*G.Node) (*G.Node, error) {
 					y, err := layers.Reformat(in[0], tc.from, tc.to)
@@ -92,19 +92,4 @@ func TestReformatErrors(t *testing.T) {
 			wanterr.Mentions(t, err, tc.want...)
 		})
 	}
-}
-
-// formatDims and formatShape are layers.Format's order, for the tests.
-func formatDims(f layers.Format, s tensor.Shape) (n, c, h, w int) {
-	if f == layers.NHWC {
-		return s[0], s[3], s[1], s[2]
-	}
-	return s[0], s[1], s[2], s[3]
-}
-
-func formatShape(f layers.Format, n, c, h, w int) tensor.Shape {
-	if f == layers.NHWC {
-		return tensor.Shape{n, h, w, c}
-	}
-	return tensor.Shape{n, c, h, w}
 }
