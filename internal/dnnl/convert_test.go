@@ -29,10 +29,11 @@ var specialBits = []uint32{
 // TestToBF16MatchesFromFloat32: the conversion bfloat16 passes use on
 // dense inputs gives bf16.FromFloat32's bits on every special class of
 // float32 and on random bits, at every position of a 16-float step, on
-// lengths that are and are not multiples of 16, from unaligned starts.
+// lengths that are and are not multiples of 16 and 32 (both vector
+// steps and the scalar tail), from unaligned starts.
 func TestToBF16MatchesFromFloat32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, n := range []int{0, 1, 15, 16, 17, 31, 33, 64, 1000, 4099} {
+	for _, n := range []int{0, 1, 15, 16, 17, 31, 32, 33, 48, 49, 64, 1000, 4099} {
 		for _, skip := range []int{0, 1, 3} {
 			src := make([]float32, n+skip)
 			for i := range src {
@@ -55,9 +56,9 @@ func TestToBF16MatchesFromFloat32(t *testing.T) {
 			}
 		}
 	}
-	// Each special value at each of the 16 lanes and in the tail.
+	// Each special value in every lane of both vector steps and the tail.
 	for _, b := range specialBits {
-		src := make([]float32, 35)
+		src := make([]float32, 32+16+3)
 		for i := range src {
 			src[i] = math.Float32frombits(b)
 		}
@@ -131,4 +132,18 @@ func hexes(b []uint32) []string {
 		s[i] = fmt.Sprintf("%#08x", v)
 	}
 	return s
+}
+
+// BenchmarkToBF16 converts a chunk of a bfloat16 pass's input, 4 NHWC
+// images of 32×32×16, reporting bytes read and written.
+func BenchmarkToBF16(b *testing.B) {
+	src := make([]float32, 4*32*32*16)
+	dst := make([]uint16, len(src))
+	for i := range src {
+		src[i] = float32(i) * 0.37
+	}
+	b.SetBytes(int64(len(src) * 6))
+	for range b.N {
+		toBF16(dst, src)
+	}
 }
