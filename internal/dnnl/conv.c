@@ -3,10 +3,12 @@
 #include "conv.h"
 
 #include <dnnl.h>
+#include <immintrin.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 // One engine serves every convolution; oneDNN primitives may run on many
 // threads at once when, as here, each run brings its own scratchpad.
@@ -26,14 +28,29 @@ static dnnl_engine_t engine;
 // (jit:uni), about half as fast as the blocked reorder followed by the
 // conversion; the values are the same, since moving floats is exact and
 // the conversion is elementwise.
+//
+// Where the conversion to bfloat16 is of a dense buffer (the layouts
+// differ in data type alone and have no padding: NHWC images from plain
+// to inner, blocked layouts whose dimensions fill their blocks from mid to
+// inner), tf_f32_to_bf16 does it (cvt: the elements) instead of oneDNN's
+// reorder, which runs in its generic implementation: NHWC images then need
+// no reorder at all.
 typedef struct {
 	int which;   // DNNL_ARG_*
 	int batch;   // 1: per image, taken a chunk at a time; 0: the kernel
 	dnnl_memory_desc_t plain, inner, mid;
 	dnnl_primitive_t reorder, accumulate, convert;
+	long cvt;       // elements tf_f32_to_bf16 converts into inner; 0: none
 	size_t off;     // of inner in the workspace
-	size_t mid_off; // of mid in the workspace, where convert is set
+	size_t mid_off; // of mid in the workspace, where convert or cvt is set
 } arg;
+
+// staged says the primitive reads or writes a in the workspace (inner)
+// rather than in the caller's array.
+static int staged(const arg *a) { return a->reorder || a->cvt; }
+
+// has_mid says input a is reordered into mid before its conversion.
+static int has_mid(const arg *a) { return a->convert || (a->cvt && a->reorder); }
 
 // pass is one pass of a convolution of a chunk of images.
 typedef struct {
@@ -99,6 +116,69 @@ static int reorder_pd(dnnl_primitive_t *r, const dnnl_memory_desc_t *from, const
 	return dnnl_success;
 }
 
+// dense_bf16 returns the elements of from, a float32 layout, when to is
+// the same layout in bfloat16 and both are dense (every byte an element:
+// no padding), so that converting from's buffer element by element gives
+// to's; 0 otherwise.
+static long dense_bf16(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to) {
+	if (from->data_type != dnnl_f32 || to->data_type != dnnl_bf16 || from->offset0 || to->offset0) return 0;
+	dnnl_memory_desc_t same = *from;
+	same.data_type = dnnl_bf16;
+	if (from->format_kind != dnnl_blocked || !dnnl_memory_desc_equal(&same, to)) return 0;
+	long n = 1;
+	for (int i = 0; i < from->ndims; i++) {
+		if (from->padded_dims[i] != from->dims[i]) return 0;
+		n *= from->dims[i];
+	}
+	if (n <= 0 || dnnl_memory_desc_get_size(from) != 4 * (size_t)n || dnnl_memory_desc_get_size(to) != 2 * (size_t)n) return 0;
+	return n;
+}
+
+// round_bf16 is f rounded to bfloat16 as bf16.FromFloat32 rounds it: a NaN
+// keeps its sign and high payload, made quiet; adding 0x7fff and the kept
+// half's low bit rounds the rest to nearest, ties to even.
+static inline uint16_t round_bf16(const float *f) {
+	uint32_t u;
+	memcpy(&u, f, 4);
+	if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)(u >> 16 | 0x0040);
+	return (uint16_t)((u + 0x7fff + (u >> 16 & 1)) >> 16);
+}
+
+static void f32_to_bf16_scalar(uint16_t *dst, const float *src, long n) {
+	for (long i = 0; i < n; i++) dst[i] = round_bf16(src + i);
+}
+
+// round16 is round_bf16 of 16 floats, each bfloat16 in the upper half of
+// its 32 bits.
+__attribute__((target("avx512f,avx512bw")))
+static inline __m512i round16(__m512i u) {
+	const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff), abs = _mm512_set1_epi32(0x7fffffff),
+		inf = _mm512_set1_epi32(0x7f800000), quiet = _mm512_set1_epi32(0x00400000);
+	__m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+	__mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+	return _mm512_mask_or_epi32(r, nan, u, quiet);
+}
+
+// f32_to_bf16_avx512 is round_bf16 32 floats at a time (the upper halves
+// of two vectors' 32-bit lanes gathered in one permute), then 16.
+__attribute__((target("avx512f,avx512bw")))
+static void f32_to_bf16_avx512(uint16_t *dst, const float *src, long n) {
+	const __m512i odd = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
+		31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+	long i = 0;
+	for (; i + 32 <= n; i += 32) {
+		__m512i r0 = round16(_mm512_loadu_si512(src + i)), r1 = round16(_mm512_loadu_si512(src + i + 16));
+		_mm512_storeu_si512(dst + i, _mm512_permutex2var_epi16(r0, odd, r1));
+	}
+	for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(round16(_mm512_loadu_si512(src + i)), 16)));
+	f32_to_bf16_scalar(dst + i, src + i, n - i);
+}
+
+void tf_f32_to_bf16(uint16_t *dst, const float *src, long n) {
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) f32_to_bf16_avx512(dst, src, n);
+	else f32_to_bf16_scalar(dst, src, n);
+}
+
 // set_arg fills a from the primitive's layout for argument which; out says
 // a is the output. It grows the pass's workspace and scratchpad.
 static int set_arg(pass *p, arg *a, int which, int batch, dnnl_query_t q, const dnnl_memory_desc_t *plain, int out, int one_step, size_t *scratch, const char **step) {
@@ -116,10 +196,12 @@ static int set_arg(pass *p, arg *a, int which, int batch, dnnl_query_t q, const 
 	if (!out && !one_step && a->plain.data_type != a->inner.data_type) {
 		a->mid = a->inner;
 		a->mid.data_type = a->plain.data_type;
+		if ((a->cvt = dense_bf16(&a->plain, &a->inner))) return dnnl_success;
 		if (!dnnl_memory_desc_equal(&a->mid, &a->plain)) {
 			a->mid_off = p->size;
 			p->size += align64(dnnl_memory_desc_get_size(&a->mid));
 			if ((r = reorder_pd(&a->reorder, &a->plain, &a->mid, 0, scratch, step))) return r;
+			if ((a->cvt = dense_bf16(&a->mid, &a->inner))) return dnnl_success;
 			return reorder_pd(&a->convert, &a->mid, &a->inner, 0, scratch, step);
 		}
 	}
@@ -279,12 +361,21 @@ const char *tf_conv_impl(const tf_conv *c, int p) {
 	return impl;
 }
 
-const char *tf_conv_reorder_impl(const tf_conv *c, int p, int i) {
+static const char *impl_of(dnnl_primitive_t r) {
 	const char *impl = "";
 	const_dnnl_primitive_desc_t pd;
-	dnnl_primitive_t r = c->sub[0][p].a[i].reorder;
 	if (r && dnnl_primitive_get_primitive_desc(r, &pd) == dnnl_success) dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
 	return impl;
+}
+
+const char *tf_conv_reorder_impl(const tf_conv *c, int p, int i) { return impl_of(c->sub[0][p].a[i].reorder); }
+
+const char *tf_conv_convert_impl(const tf_conv *c, int p, int i) {
+	const arg *a = &c->sub[0][p].a[i];
+	if (a->cvt) return TF_CONVERT_IMPL;
+	if (a->convert) return impl_of(a->convert);
+	if (a->reorder && a->plain.data_type != a->inner.data_type) return impl_of(a->reorder);
+	return "";
 }
 
 static dnnl_status_t reorder(dnnl_stream_t st, dnnl_primitive_t r, dnnl_memory_t from, dnnl_memory_t to, dnnl_memory_t scratch) {
@@ -296,6 +387,7 @@ static dnnl_status_t reorder(dnnl_stream_t st, dnnl_primitive_t r, dnnl_memory_t
 // says the kernel's layouts must be (re)made: the sub's first chunk.
 static dnnl_status_t run_sub(const tf_conv *c, const pass *p, int which, dnnl_stream_t st, long first, const void *user[3], const float *bias, char *base, int kernel, const char **step) {
 	dnnl_memory_t plain[3] = {0}, inner[3] = {0}, mid[3] = {0}, scratch = NULL, b = NULL;
+	const float *u[3];
 	dnnl_status_t s;
 	// Which of in0, in1, out is the input's images and which the output's.
 	long per[3] = {c->per[0], 0, c->per[1]};
@@ -304,27 +396,25 @@ static dnnl_status_t run_sub(const tf_conv *c, const pass *p, int which, dnnl_st
 	*step = "memory";
 	if ((s = dnnl_memory_create(&scratch, &p->scratch, engine, base + p->scratch_off)) != dnnl_success) goto done;
 	for (int i = 0; i < 3; i++) {
-		const float *u = (const float *)user[i] + first * per[i];
-		if ((s = dnnl_memory_create(&plain[i], &p->a[i].plain, engine, (void *)u)) != dnnl_success) goto done;
-		if (p->a[i].reorder && (s = dnnl_memory_create(&inner[i], &p->a[i].inner, engine, base + p->a[i].off)) != dnnl_success) goto done;
-		if (p->a[i].convert && (s = dnnl_memory_create(&mid[i], &p->a[i].mid, engine, base + p->a[i].mid_off)) != dnnl_success) goto done;
+		const arg *x = &p->a[i];
+		u[i] = (const float *)user[i] + first * per[i];
+		if ((s = dnnl_memory_create(&plain[i], &x->plain, engine, (void *)u[i])) != dnnl_success) goto done;
+		if (staged(x) && (s = dnnl_memory_create(&inner[i], &x->inner, engine, base + x->off)) != dnnl_success) goto done;
+		if (has_mid(x) && (s = dnnl_memory_create(&mid[i], &x->mid, engine, base + x->mid_off)) != dnnl_success) goto done;
 	}
 	*step = "reorder in";
 	for (int i = 0; i < 2; i++) {
 		const arg *in = &p->a[i];
-		if (!in->reorder || !(in->batch || kernel)) continue;
-		if (!in->convert) {
-			if ((s = reorder(st, in->reorder, plain[i], inner[i], scratch)) != dnnl_success) goto done;
-			continue;
-		}
-		if ((s = reorder(st, in->reorder, plain[i], mid[i], scratch)) != dnnl_success) goto done;
-		if ((s = reorder(st, in->convert, mid[i], inner[i], scratch)) != dnnl_success) goto done;
+		if (!staged(in) || !(in->batch || kernel)) continue;
+		if (in->reorder && (s = reorder(st, in->reorder, plain[i], has_mid(in) ? mid[i] : inner[i], scratch)) != dnnl_success) goto done;
+		if (in->convert && (s = reorder(st, in->convert, mid[i], inner[i], scratch)) != dnnl_success) goto done;
+		if (in->cvt) tf_f32_to_bf16((uint16_t *)(base + in->off), in->reorder ? (const float *)(base + in->mid_off) : u[i], in->cvt);
 	}
 	dnnl_exec_arg_t a[5];
 	int n = 0;
 	for (int i = 0; i < 3; i++) {
 		a[n].arg = p->a[i].which;
-		a[n++].memory = p->a[i].reorder ? inner[i] : plain[i];
+		a[n++].memory = staged(&p->a[i]) ? inner[i] : plain[i];
 	}
 	a[n].arg = DNNL_ARG_SCRATCHPAD;
 	a[n++].memory = scratch;

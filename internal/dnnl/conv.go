@@ -144,3 +144,24 @@ func status(s C.int) string {
 	}
 	return fmt.Sprintf("status %d", int(s))
 }
+
+// convertImpl names what converts input arg (0 or 1) of pass p to
+// bfloat16: convertOurs where toBF16's C side does, the oneDNN reorder's
+// implementation where oneDNN does, "" where the input is not converted.
+func (c *Conv) convertImpl(p Pass, arg int) string {
+	return C.GoString(C.tf_conv_convert_impl(c.c, C.int(p), C.int(arg)))
+}
+
+// convertOurs is convertImpl's name for towerflow's own conversion.
+const convertOurs = C.TF_CONVERT_IMPL
+
+// toBF16 sets dst[i] to src[i] rounded to bfloat16, for i < len(src), with
+// the conversion a bfloat16 pass uses on dense inputs (bf16.FromFloat32's
+// rounding, bit for bit); dst must be at least as long as src.
+func toBF16(dst []uint16, src []float32) {
+	if len(src) == 0 {
+		return
+	}
+	dst = dst[:len(src)]
+	C.tf_f32_to_bf16((*C.uint16_t)(unsafe.Pointer(&dst[0])), ptr(src), C.long(len(src)))
+}

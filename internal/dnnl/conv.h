@@ -4,6 +4,7 @@
 // picks; NHWC images are computed on in place.
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct tf_conv tf_conv;
 
@@ -20,7 +21,7 @@ typedef struct {
 	int bias, relu;
 	long chunk;
 	int bf16;
-	int one_step; // bf16: convert each input in one reorder (tests)
+	int one_step; // bf16: convert each input in one oneDNN reorder (tests)
 	int nhwc;
 } tf_geom;
 
@@ -39,6 +40,16 @@ const char *tf_conv_impl(const tf_conv *c, int pass);
 // layout of input arg (0, 1) of pass (on a full chunk): "" where the
 // input needs no reorder.
 const char *tf_conv_reorder_impl(const tf_conv *c, int pass, int arg);
+// tf_conv_convert_impl names what converts input arg (0, 1) of pass (on a
+// full chunk) to bfloat16: TF_CONVERT_IMPL where tf_f32_to_bf16 does, the
+// oneDNN implementation where a reorder does, "" where nothing does.
+const char *tf_conv_convert_impl(const tf_conv *c, int pass, int arg);
+#define TF_CONVERT_IMPL "tf_f32_to_bf16"
+// tf_f32_to_bf16 sets dst[i] to src[i] rounded to bfloat16 as
+// bf16.FromFloat32 rounds it (to nearest, ties to even; a NaN stays a
+// quiet NaN of its sign; no flush to zero), for i < n: with AVX-512, 16 at
+// a time, where the CPU has it.
+void tf_f32_to_bf16(uint16_t *dst, const float *src, long n);
 // tf_conv_run runs pass: forward y = conv(x, k) (+ bias, ReLU) from
 // (in0, in1, bias) = (x, k, b); the input's gradient from (dy, k); the
 // kernel's from (x, dy). ws holds tf_conv_workspace bytes, any alignment.

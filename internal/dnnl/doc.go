@@ -39,10 +39,12 @@ type Geom struct {
 	// its inputs' data type).
 	NHWC bool
 	// BF16 makes each pass round its two inputs to bfloat16 (to nearest,
-	// ties to even: oneDNN's reorder into the primitive's layout does it,
-	// as bf16.FromFloat32 does) and multiply them in bfloat16, summing the
-	// products and writing its output in float32: the caller's arrays
-	// stay float32. The bias is added in float32.
+	// ties to even, as bf16.FromFloat32 does, bit for bit, in the
+	// primitive's layout; where that layout is padded, oneDNN's reorder
+	// does it, flushing float32 subnormals to zero) and multiply them in
+	// bfloat16 (oneDNN's products treat bfloat16 subnormals as zero),
+	// summing the products and writing its output in float32: the
+	// caller's arrays stay float32. The bias is added in float32.
 	BF16 bool
 }
 
