@@ -2,12 +2,13 @@
 // with float32's sign and 8-bit exponent and 7 stored mantissa bits (8 with
 // the implicit one): the upper half of a float32.
 //
-// FromFloat32 rounds to nearest, ties to even, as the AVX512_BF16
-// instruction vcvtneps2bf16, oneDNN's reorders and PyTorch's
-// Tensor.bfloat16() do; a NaN stays a quiet NaN of the same sign, ±Inf and
-// ±0 stay themselves, and a float32 within half a unit of the last place
-// below bfloat16's largest finite value rounds to it, above to ±Inf.
-// Subnormals round like any other value (no flush to zero).
+// FromFloat32 rounds to nearest, ties to even, as PyTorch's
+// Tensor.bfloat16() does; a NaN stays a quiet NaN of the same sign, ±Inf
+// and ±0 stay themselves, and a float32 within half a unit of the last
+// place below bfloat16's largest finite value rounds to it, above to ±Inf.
+// Subnormals round like any other value (no flush to zero), where the
+// AVX512_BF16 instruction vcvtneps2bf16 and oneDNN's reorders flush them
+// to zero; on normal values all of them agree.
 package bf16
 
 import "math"
