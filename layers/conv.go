@@ -20,8 +20,8 @@ type Conv struct {
 	Padding    [2]int
 	Activation Activation
 	// Format is the order of the input x and of the output: NCHW (the
-	// zero value) or NHWC. The kernel is (F, C, KH, KW) in both, so a
-	// model's variables and checkpoints are the same in either order.
+	// zero value) or NHWC. The kernel is (F, C, KH, KW) in both (see
+	// Format for what else a change of order changes).
 	Format Format
 }
 
@@ -87,6 +87,9 @@ func newConvGeom(x, k tensor.Shape, c Conv) (convGeom, error) {
 	n, ch, h, w := c.Format.dims(x)
 	if ch != k[1] {
 		return convGeom{}, fmt.Errorf("input has shape %v %s but kernel has %v: %d input channels ≠ %d", x, c.Format.want(), k, ch, k[1])
+	}
+	if ch < 1 || k[0] < 1 {
+		return convGeom{}, fmt.Errorf("input %v %s and kernel %v: %d input channels, %d filters; want at least 1 of each", x, c.Format.want(), k, ch, k[0])
 	}
 	g := convGeom{n: n, c: ch, h: h, w: w, f: k[0], kh: k[2], kw: k[3],
 		sh: max(c.Stride[0], 1), sw: max(c.Stride[1], 1), ph: c.Padding[0], pw: c.Padding[1], format: c.Format}

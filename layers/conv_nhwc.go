@@ -51,6 +51,9 @@ func (g convGeom) nchw() convGeom {
 func transposeImages[T float](dst, src []T, n, rows, cols int) {
 	const tile = 32
 	per := rows * cols
+	if per == 0 {
+		return // no values: an empty image
+	}
 	block := max(tile, (16<<10)/(cols*sizeOf[T]()))
 	for i := range n {
 		s, d := src[i*per:(i+1)*per], dst[i*per:(i+1)*per]

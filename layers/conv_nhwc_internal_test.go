@@ -15,6 +15,7 @@ func TestTransposeImages(t *testing.T) {
 	for _, s := range []struct{ n, rows, cols int }{
 		{1, 1, 1}, {3, 1024, 16}, {3, 16, 1024}, {2, 1000, 3}, {2, 3, 1000}, {2, 64, 64},
 		{2, 33, 65}, {2, 65, 33}, {1, 4097, 5}, {1, 5, 4097}, {4, 7, 1},
+		{2, 4, 0}, {2, 0, 4}, {0, 3, 3}, // empty images, or none
 	} {
 		t.Run(fmt.Sprintf("%dx%dx%d", s.n, s.rows, s.cols), func(t *testing.T) {
 			transposeCheck[float32](t, s.n, s.rows, s.cols)

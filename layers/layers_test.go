@@ -433,6 +433,12 @@ func TestErrors(t *testing.T) {
 		{"conv NHWC channels", func() (*G.Node, error) {
 			return layers.Conv2D(f32("imh", 2, 8, 8, 3), f32("kh", 4, 8, 3, 3), nil, layers.Conv{Format: layers.NHWC})
 		}, []string{"layers.Conv2D", "imh", "(2, 8, 8, 3)", "(N, H, W, C)", "3 input channels ≠ 8"}},
+		{"conv no channels", func() (*G.Node, error) {
+			return layers.Conv2D(f32("im0", 1, 4, 4, 0), f32("k0", 2, 0, 3, 3), nil, layers.Conv{Format: layers.NHWC})
+		}, []string{"im0", "0 input channels, 2 filters"}},
+		{"conv no filters", func() (*G.Node, error) {
+			return layers.Conv2D(f32("imf", 1, 1, 4, 4), f32("kf", 0, 1, 3, 3), nil, layers.Conv{})
+		}, []string{"imf", "1 input channels, 0 filters"}},
 		{"conv NHWC rank", func() (*G.Node, error) {
 			return layers.Conv2D(x, f32("k6", 2, 3, 1, 1), nil, layers.Conv{Format: layers.NHWC})
 		}, []string{"want (N, H, W, C)"}},
