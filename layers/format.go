@@ -13,8 +13,13 @@ import (
 // The layers that see images (Conv2D, BatchNorm of 4-D inputs, the
 // poolings) take the batch in either order and give their output in the
 // same order; a model keeps one order throughout. A convolution's kernel
-// is (F, C, KH, KW) in both, so a model's variables, and its checkpoints,
-// are the same in either order.
+// is (F, C, KH, KW) in both, and batch norm's variables are per channel,
+// so their variables, and checkpoints of them, are the same in either
+// order. What flattens images into features does depend on it: after
+// Flatten or Reshape of (N, C, H, W) a dense layer's kernel rows are
+// features in (C, H, W) order, of (N, H, W, C) in (H, W, C) order, and a
+// checkpoint of one order loads into the other without an error but does
+// not compute the same. A global pooling gives (N, C) in both.
 type Format int
 
 const (
@@ -90,7 +95,7 @@ func formatArg(op string, fs []Format) (Format, error) {
 // convolutions fastest: NHWC where they run in oneDNN (a build with -tags
 // dnnl, unless UseOneDNN(false)), NCHW in this package's own code, which
 // computes NHWC by reordering around its NCHW kernels. A model free to
-// choose its order can take this one; its variables are the same in both.
+// choose its order can take this one (see Format for what changes with it).
 func PreferredFormat() Format {
 	if oneDNN.Load() {
 		return NHWC
@@ -98,12 +103,16 @@ func PreferredFormat() Format {
 	return NCHW
 }
 
-// ParseFormat returns the Format s names: "NCHW" or "NHWC", in any case.
+// ParseFormat returns the Format s names, in any case: "NCHW", "NHWC", or
+// "auto" for PreferredFormat (as it is when called: after any UseOneDNN).
 func ParseFormat(s string) (Format, error) {
+	if strings.EqualFold(s, "auto") {
+		return PreferredFormat(), nil
+	}
 	for _, f := range []Format{NCHW, NHWC} {
 		if strings.EqualFold(s, f.String()) {
 			return f, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown data format %q (want nchw or nhwc)", s)
+	return 0, fmt.Errorf("unknown data format %q (want nchw, nhwc or auto)", s)
 }

@@ -53,6 +53,8 @@ func TestParseFormat(t *testing.T) {
 		{"nchw", NCHW, false},
 		{"NHWC", NHWC, false},
 		{"nHwC", NHWC, false},
+		{"auto", PreferredFormat(), false},
+		{"AUTO", PreferredFormat(), false},
 		{"", 0, true},
 		{"chw", 0, true},
 	} {

@@ -162,12 +162,9 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	cfg.format = layers.PreferredFormat()
-	if *formatFlag != "auto" {
-		if cfg.format, err = layers.ParseFormat(*formatFlag); err != nil {
-			fmt.Fprintln(os.Stderr, "towerbench: -format:", err)
-			os.Exit(2)
-		}
+	if cfg.format, err = layers.ParseFormat(*formatFlag); err != nil {
+		fmt.Fprintln(os.Stderr, "towerbench: -format:", err)
+		os.Exit(2)
 	}
 	blas, threads := towers.BLAS()
 	fmt.Fprintf(os.Stderr, "towerbench: BLAS %s (%d threads a call), convolutions %s, GOMAXPROCS %d, ops %s, precision %v, resnet20 in %v\n", blas, threads, layers.ConvBackend(), runtime.GOMAXPROCS(0), cfg.ops, cfg.precision, cfg.format)

@@ -137,7 +137,7 @@ func (o options) check() error {
 			c.Add(fmt.Errorf("-depth %d: %w", o.depth, err))
 		}
 	}
-	if _, err := o.networkFormat(); err != nil {
+	if _, err := layers.ParseFormat(o.format); err != nil {
 		c.Add(fmt.Errorf("-format: %w", err))
 	}
 	c.Int("steps", o.steps, 1, runner.NoLimit)
@@ -153,14 +153,6 @@ func (o options) check() error {
 		c.Memory(fmt.Sprintf("-synthetic_train %d -synthetic_test %d", o.synthetic[0], o.synthetic[1]), "the data", examples*cifar.Channels*cifar.Side*cifar.Side*(1+4))
 	}
 	return c.Err()
-}
-
-// networkFormat returns the order -format asks for.
-func (o options) networkFormat() (layers.Format, error) {
-	if o.format == "auto" {
-		return layers.PreferredFormat(), nil
-	}
-	return layers.ParseFormat(o.format)
 }
 
 func joinInts(v []int64) string {
@@ -192,7 +184,7 @@ func newModel(o options) (*replicate.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	format, err := o.networkFormat()
+	format, err := layers.ParseFormat(o.format)
 	if err != nil {
 		return nil, fmt.Errorf("-format: %w", err)
 	}

@@ -65,7 +65,7 @@ func TestOptionErrors(t *testing.T) {
 		{"synthetic_test", func(o *options) { o.synthetic[1] = -1 }, "-synthetic_test -1: want at least 1"},
 		{"synthetic data too large", func(o *options) { o.synthetic[0] = 1e9 }, "-synthetic_train 1000000000 -synthetic_test 500 needs about 15360 GB for the data; this machine has 24 GB available"},
 		{"towers", func(o *options) { o.Towers = -2 }, "-towers -2: want 0 to 1024"},
-		{"format", func(o *options) { o.format = "chw" }, `-format: unknown data format "chw" (want nchw or nhwc)`},
+		{"format", func(o *options) { o.format = "chw" }, `-format: unknown data format "chw" (want nchw, nhwc or auto)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
