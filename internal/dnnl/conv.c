@@ -469,6 +469,11 @@ const char *tf_version(void) {
 	return buf;
 }
 
+int tf_avx512(void) {
+	dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+	return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+}
+
 int tf_bf16(void) {
 	dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
 	return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;

@@ -30,6 +30,10 @@ var bf16 = sync.OnceValue(func() bool { return C.tf_bf16() != 0 })
 // would run bfloat16 geometries in slow reference code.
 func BF16() bool { return bf16() }
 
+// avx512 says whether oneDNN's effective instruction set includes
+// AVX-512 (avx512_core).
+var avx512 = sync.OnceValue(func() bool { return C.tf_avx512() != 0 })
+
 // Conv is a convolution's oneDNN primitives, made once per geometry and
 // kept for the life of the process (a model has a handful of geometries).
 type Conv struct {

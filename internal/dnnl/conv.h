@@ -47,8 +47,8 @@ const char *tf_conv_convert_impl(const tf_conv *c, int pass, int arg);
 #define TF_CONVERT_IMPL "tf_f32_to_bf16"
 // tf_f32_to_bf16 sets dst[i] to src[i] rounded to bfloat16 as
 // bf16.FromFloat32 rounds it (to nearest, ties to even; a NaN stays a
-// quiet NaN of its sign; no flush to zero), for i < n: with AVX-512, 16 at
-// a time, where the CPU has it.
+// quiet NaN of its sign; no flush to zero), for i < n: with AVX-512, 32
+// and then 16 at a time, where the CPU has it.
 void tf_f32_to_bf16(uint16_t *dst, const float *src, long n);
 // tf_conv_run runs pass: forward y = conv(x, k) (+ bias, ReLU) from
 // (in0, in1, bias) = (x, k, b); the input's gradient from (dy, k); the
@@ -68,3 +68,6 @@ int tf_matmul_run(const tf_matmul *mm, const void *a, const void *b, float *c, v
 // tf_bf16 is 1 where oneDNN runs bfloat16 convolutions natively: its
 // effective ISA has AVX512_BF16 (avx512_core_bf16 or above).
 int tf_bf16(void);
+// tf_avx512 is 1 where oneDNN's effective ISA has AVX-512 (avx512_core or
+// above).
+int tf_avx512(void);
