@@ -211,12 +211,6 @@ func (b *batchNorm) geometry(s tensor.Shape) (n, c, hw int) {
 	return n, c, hw
 }
 
-// rowBlock is how many rows of c channels the channels-last passes take
-// at a time: about 2048 values, whose per-channel sums are in T (in
-// float64 across blocks) and which stay in the core's cache between a
-// block's two passes.
-func rowBlock(c int) int { return max(1, 2048/c) }
-
 // channelScratch returns n values of T for per-channel parameters and sums,
 // kept in *p from run to run.
 func channelScratch[T float](p *any, n int) []T {
@@ -241,7 +235,7 @@ func moments[T float](b *batchNorm, x, shift, tmp []T, n, c, hw int) error {
 	if b.last {
 		// In T within a block of rows, in float64 across them.
 		s, ss := tmp[:c], tmp[c:2*c]
-		for lo, k := 0, rowBlock(c); lo < n; lo += k {
+		for lo, k := 0, vec.BlockRows(c); lo < n; lo += k {
 			vec.SumsAboutRows(x[lo*c:min(lo+k, n)*c], shift, s, ss)
 			for ch := range c {
 				p[ch] += float64(s[ch])
@@ -598,7 +592,7 @@ func bnGradRows[T float](b *batchNorm, o, y, g, x, gamma, par []T, c int, relu b
 	for ch := range c {
 		m[ch] = T(b.mean[ch])
 	}
-	for lo, k := 0, rowBlock(c)*c; lo < len(o); lo += k {
+	for lo, k := 0, vec.BlockRows(c)*c; lo < len(o); lo += k {
 		hi := min(lo+k, len(o))
 		vec.MaskSumAndDotAboutRows(o[lo:hi], y[lo:hi], g[lo:hi], x[lo:hi], m, s, sx, relu)
 		for ch := range c {

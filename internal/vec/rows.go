@@ -28,7 +28,7 @@ func SumsAboutRows[T Float](x, m, s, ss []T) {
 	if x32, ok := any(x).([]float32); ok && useAVX2 && rows > 0 {
 		m32, s32, ss32 := any(m).([]float32), any(s).([]float32), any(ss).([]float32)
 		ch = c &^ 7
-		for lo, n := 0, blockRows(c); lo < rows; lo += n {
+		for lo, n := 0, BlockRows(c); lo < rows; lo += n {
 			n = min(n, rows-lo)
 			for k := 0; k < ch; k += 32 {
 				sumsRowsAVX2(&x32[lo*c+k], n, c, &m32[k], min(4, (ch-k)/8), &s32[k], &ss32[k])
@@ -64,7 +64,7 @@ func SumAndDotAboutRows[T Float](d, x, m, s, sx []T) {
 	if d32, ok := any(d).([]float32); ok && useAVX2 && rows > 0 {
 		x32, m32, s32, sx32 := any(x).([]float32), any(m).([]float32), any(s).([]float32), any(sx).([]float32)
 		ch = c &^ 7
-		for lo, n := 0, blockRows(c); lo < rows; lo += n {
+		for lo, n := 0, BlockRows(c); lo < rows; lo += n {
 			n = min(n, rows-lo)
 			for k := 0; k < ch; k += 32 {
 				sumAndDotRowsAVX2(&d32[lo*c+k], &x32[lo*c+k], n, c, &m32[k], min(4, (ch-k)/8), &s32[k], &sx32[k])
@@ -98,7 +98,7 @@ func AffineRows[T Float](o, x, m, s, g, b []T, relu bool) {
 	if o32, ok := any(o).([]float32); ok && useAVX2 && rows > 0 {
 		x32, m32, s32, g32, b32 := any(x).([]float32), any(m).([]float32), any(s).([]float32), any(g).([]float32), any(b).([]float32)
 		if c8 = c &^ 7; c8 > 0 {
-			for lo, n := 0, blockRows(c); lo < rows; lo += n {
+			for lo, n := 0, BlockRows(c); lo < rows; lo += n {
 				n = min(n, rows-lo)
 				affineRowsAVX2(&o32[lo*c], &x32[lo*c], n, c, c8, &m32[0], &s32[0], &g32[0], &b32[0], relu)
 			}
@@ -133,7 +133,7 @@ func ProjectRows[T Float](d, x, k, ms, m, mx []T) {
 	if d32, ok := any(d).([]float32); ok && useAVX2 && rows > 0 {
 		x32, k32, ms32, m32, mx32 := any(x).([]float32), any(k).([]float32), any(ms).([]float32), any(m).([]float32), any(mx).([]float32)
 		if c8 = c &^ 7; c8 > 0 {
-			for lo, n := 0, blockRows(c); lo < rows; lo += n {
+			for lo, n := 0, BlockRows(c); lo < rows; lo += n {
 				n = min(n, rows-lo)
 				projectRowsAVX2(&d32[lo*c], &x32[lo*c], n, c, c8, &k32[0], &ms32[0], &m32[0], &mx32[0])
 			}
@@ -150,10 +150,12 @@ func ProjectRows[T Float](d, x, k, ms, m, mx []T) {
 	}
 }
 
-// blockRows is how many rows of c channels the assembly takes at a time:
-// 8 KiB of float32s (at least one row), which stay in the core's first
-// cache while it passes over them once per vector of channels.
-func blockRows(c int) int { return max(1, 2048/c) }
+// BlockRows is how many rows of c channels the Rows functions' assembly
+// takes at a time, and a good block for their callers: about 2048 values
+// (8 KiB of float32s, at least one row), which stay in the core's first
+// cache while a pass goes over them once per vector of channels, and
+// between a caller's passes over the same block.
+func BlockRows(c int) int { return max(1, 2048/c) }
 
 // MaskSumAndDotAboutRows sets d[i] = g[i] where y[i] > 0, else 0, as Mask
 // does, when relu is set, else d[i] = g[i]; then it sets s and sx as
@@ -178,7 +180,7 @@ func MaskSumAndDotAboutRows[T Float](d, y, g, x, m, s, sx []T, relu bool) {
 	clear(s32)
 	clear(sx32)
 	c8 := c &^ 7
-	for lo, n := 0, blockRows(c); lo < rows; lo += n {
+	for lo, n := 0, BlockRows(c); lo < rows; lo += n {
 		n = min(n, rows-lo)
 		for k := 0; k < c8; k += 32 {
 			maskSumAndDotRowsAVX2(&d32[lo*c+k], &y32[lo*c+k], &g32[lo*c+k], &x32[lo*c+k], n, c, &m32[k], min(4, (c8-k)/8), &s32[k], &sx32[k], relu)
