@@ -343,7 +343,7 @@ func TestBatchNormFormatErrors(t *testing.T) {
 		{"layer channels", func() error {
 			l, err := layer("bn4", layers.NHWC)
 			if err != nil {
-				return nil
+				return err
 			}
 			_, err = l.Apply(in("x4", 2, 16, 4, 4), true)
 			return err
@@ -351,7 +351,7 @@ func TestBatchNormFormatErrors(t *testing.T) {
 		{"layer channels NCHW", func() error {
 			l, err := layer("bn5", layers.NCHW)
 			if err != nil {
-				return nil
+				return err
 			}
 			_, err = l.Apply(in("x5", 2, 4, 4, 16), true)
 			return err

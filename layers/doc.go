@@ -43,11 +43,12 @@
 //     PureGoConvolution finds the convolutions oneDNN would speed up.
 //
 // Batches of images are NCHW or NHWC (Format, a field of Conv and
-// BatchNormConfig and an optional argument of the pools); the kernels and
-// so the variables are the same in both. oneDNN computes NHWC in place and
-// NCHW through reorders, so NHWC is the faster order with -tags dnnl
-// (PreferredFormat); Reformat converts a batch from one order to the
-// other.
+// BatchNormConfig and an optional argument of the pools); convolution
+// kernels and batch norm's variables are the same in both, but not what a
+// dense layer reads from flattened images (Format). oneDNN computes NHWC
+// in place and NCHW through reorders, so NHWC is the faster order with
+// -tags dnnl (PreferredFormat); Reformat converts a batch from one order
+// to the other.
 //
 // Gradients are symbolic, like gorgonia's: G.Grad (and so a tower's
 // Gradients) differentiates through these ops, and a tower leaves out of

@@ -190,8 +190,8 @@ type BatchNormLayerConfig struct {
 	// Dtype is the variables' and inputs' type: Float32 (the zero value)
 	// or Float64.
 	Dtype tensor.Dtype
-	// BatchNormConfig is the momentum, epsilon, synchronization and
-	// activation of every application.
+	// BatchNormConfig is the momentum, epsilon, synchronization,
+	// activation and image order of every application.
 	BatchNormConfig
 }
 

@@ -15,7 +15,8 @@ import (
 
 // TestReformat checks Reformat's values and gradient against gorgonia's
 // G.Transpose, exactly: a reordering moves values and computes nothing.
-// The shapes cross the blocks and tiles transposeImages walks.
+// The shapes cross the 32×32 tiles transposeImages walks in a wide image
+// (TestTransposeImages covers its blocks of rows).
 func TestReformat(t *testing.T) {
 	for _, tc := range []struct {
 		from, to layers.Format
