@@ -81,6 +81,8 @@ def main():
         p.add_argument("--optimizer", choices=("adagrad", "sgd"), default="adagrad")
 
     args = torchbench.parse_args("embed", 2048, extra)
+    if args.device != "cpu" or args.bf16:
+        sys.exit("torch_embed.py: runs on the CPU in float32 only (no --device, no --bf16)")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     net = Net(args.rows)

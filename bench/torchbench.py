@@ -18,6 +18,9 @@ update-alternatives, so set_num_threads alone leaves OpenBLAS a thread per
 core on top of it. Import this module before torch: the variable must be set
 before OpenBLAS loads. An OPENBLAS_NUM_THREADS already in the environment
 wins over both.
+
+--device cuda runs on the GPU (timing waits for it after each step);
+--bf16 computes in bfloat16 autocast (torch.autocast) on either device.
 """
 
 import argparse
@@ -52,6 +55,8 @@ def parse_args(model, default_batch, extra=None):
     p.add_argument("--warmup", type=int, default=5, help="untimed steps before the timed ones")
     p.add_argument("--batch", type=int, default=default_batch, help="batch size")
     p.add_argument("--seed", type=int, default=1, help="seed of the data and the model")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast (torch.autocast)")
     return p.parse_args()
 
 
@@ -74,26 +79,39 @@ def run(model_name, net, example_shape, outputs, args, classify=False, channels_
     torch.set_num_threads(args.threads)
     gen = torch.Generator().manual_seed(args.seed)
     xs = [torch.randn((args.batch, *example_shape), generator=gen) for _ in range(DATA_BATCHES)]
+    if classify:
+        ys = [torch.randint(0, outputs, (args.batch,), generator=gen) for _ in range(DATA_BATCHES)]
+    else:
+        ys = [torch.randn((args.batch, outputs), generator=gen) for _ in range(DATA_BATCHES)]
+    net = net.to(args.device)
+    xs = [x.to(args.device) for x in xs]
+    ys = [y.to(args.device) for y in ys]
     if channels_last:
         net = net.to(memory_format=torch.channels_last)
         xs = [x.contiguous(memory_format=torch.channels_last) for x in xs]
     if classify:
-        ys = [torch.randint(0, outputs, (args.batch,), generator=gen) for _ in range(DATA_BATCHES)]
         opt = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
         loss_fn = torch.nn.CrossEntropyLoss()
     else:
-        ys = [torch.randn((args.batch, outputs), generator=gen) for _ in range(DATA_BATCHES)]
         opt = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE)
         loss_fn = torch.nn.MSELoss()
+    cuda = args.device.startswith("cuda")
+
+    def now():
+        if cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
     net.train()
-    stamps = [time.perf_counter()]
+    stamps = [now()]
     for i in range(args.warmup + args.steps):
         x, y = xs[i % DATA_BATCHES], ys[i % DATA_BATCHES]
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(x), y)
+        with torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16, enabled=args.bf16):
+            loss = loss_fn(net(x), y)
         loss.backward()
         opt.step()
-        stamps.append(time.perf_counter())
+        stamps.append(now())
     report(model_name, args, stamps)
 
 
@@ -104,7 +122,8 @@ def report(model_name, args, stamps):
     steps = [b - a for a, b in zip(timed, timed[1:])]
     total = timed[-1] - timed[0]
     print(f"# torch threads {torch.get_num_threads()}, "
-          f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}", file=sys.stderr)
+          f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}, "
+          f"device {args.device}, bf16 autocast {args.bf16}", file=sys.stderr)
     print(f"model={model_name} impl=pytorch towers={args.threads} "
           f"samples_per_sec={args.batch * args.steps / total:.1f} "
           f"step_ms_p50={statistics.median(steps) * 1000:.3f}", flush=True)
