@@ -8,6 +8,18 @@
 // as the Go loops do; the elementwise loops keep the Go loops' operations
 // and their order.
 
+// PARAMS16 loads the four parameter vectors of 16 channels at R8, R9,
+// R10 and R11 into Y1–Y4 (channels 0–7) and Y7–Y10 (channels 8–15).
+#define PARAMS16 \
+	VMOVUPS (R8), Y1; \
+	VMOVUPS (R9), Y2; \
+	VMOVUPS (R10), Y3; \
+	VMOVUPS (R11), Y4; \
+	VMOVUPS 32(R8), Y7; \
+	VMOVUPS 32(R9), Y8; \
+	VMOVUPS 32(R10), Y9; \
+	VMOVUPS 32(R11), Y10
+
 // SUMS_ROW adds one row's x − m to s and (x − m)² to ss for the eight
 // channels at off(SI).
 #define SUMS_ROW(off, t, m, s, ss) \
@@ -330,14 +342,7 @@ affineRowsReLULoop:
 	VADDPS b, t, t
 
 affine16:
-	VMOVUPS (R8), Y1
-	VMOVUPS (R9), Y2
-	VMOVUPS (R10), Y3
-	VMOVUPS (R11), Y4
-	VMOVUPS 32(R8), Y7
-	VMOVUPS 32(R9), Y8
-	VMOVUPS 32(R10), Y9
-	VMOVUPS 32(R11), Y10
+	PARAMS16
 	CMPB    relu+72(FP), $0
 	JNE     affine16ReLU
 
@@ -462,14 +467,7 @@ project32Loop:
 	VMULPS d, k, d
 
 project16:
-	VMOVUPS (R8), Y1
-	VMOVUPS (R9), Y2
-	VMOVUPS (R10), Y3
-	VMOVUPS (R11), Y4
-	VMOVUPS 32(R8), Y7
-	VMOVUPS 32(R9), Y8
-	VMOVUPS 32(R10), Y9
-	VMOVUPS 32(R11), Y10
+	PARAMS16
 
 project16Loop:
 	VMOVUPS (DI), Y0
