@@ -160,3 +160,41 @@ func TestResNetResumesExactly(t *testing.T) {
 		t.Errorf("resumed run differs from an uninterrupted one (-uninterrupted +resumed):\n%s", diff)
 	}
 }
+
+// TestResNetCheckpointAcrossFormats: a checkpoint written by the network
+// in one order restores into the network in the other, which then
+// evaluates as the first does (the variables are the same in both orders:
+// convolution kernels, batch norm's, the dense layer after the global
+// pooling).
+func TestResNetCheckpointAcrossFormats(t *testing.T) {
+	feats, labels := colourData(12, 8, 6)
+	for _, tc := range []struct{ from, to layers.Format }{{layers.NCHW, layers.NHWC}, {layers.NHWC, layers.NCHW}} {
+		t.Run(fmt.Sprintf("%v to %v", tc.from, tc.to), func(t *testing.T) {
+			dir := t.TempDir()
+			first := newEstimator(t, tc.from, 8, 1, dir)
+			train(t, first, feats, labels, 6, 3)
+			if err := first.Close(); err != nil {
+				t.Fatal(err)
+			}
+			evaluate := func(f layers.Format) map[string]float64 {
+				est := newEstimator(t, f, 8, 1, dir)
+				in, err := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: 12})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := est.Evaluate(context.Background(), in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			want, got := evaluate(tc.from), evaluate(tc.to)
+			if want["global_step"] != 3 {
+				t.Errorf("evaluated at step %v, want the checkpoint's 3", want["global_step"])
+			}
+			if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-5, 1e-6)); diff != "" {
+				t.Errorf("%v restored into %v evaluates otherwise (-%v +%v):\n%s", tc.from, tc.to, tc.from, tc.to, diff)
+			}
+		})
+	}
+}
