@@ -375,13 +375,9 @@ func (h BinaryHead) Spec(mode model.Mode, logits *G.Node, features model.Feature
 			if err != nil {
 				return nil, nil, err
 			}
-			classify := model.ClassificationOutput{Scores: p[ProbabilitiesKey], ClassNames: h.ClassNames()}
-			return p, map[string]model.ExportOutput{
-				model.DefaultServingSignature: classify,
-				ClassifySignature:             classify,
-				RegressSignature:              model.RegressionOutput{Value: p[LogisticKey]},
-				PredictSignature:              model.PredictOutput{Outputs: p},
-			}, nil
+			out := classifierExports(p, h.ClassNames())
+			out[RegressSignature] = model.RegressionOutput{Value: p[LogisticKey]}
+			return p, out, nil
 		},
 		kind: sigmoidLoss,
 		metrics: func(y *G.Node, p map[string]*G.Node, w []metrics.Option) map[string]metrics.Bound {
@@ -422,18 +418,25 @@ func (h MultiClassHead) Spec(mode model.Mode, logits *G.Node, features model.Fea
 			if err != nil {
 				return nil, nil, err
 			}
-			classify := model.ClassificationOutput{Scores: p[ProbabilitiesKey], ClassNames: h.ClassNames()}
-			return p, map[string]model.ExportOutput{
-				model.DefaultServingSignature: classify,
-				ClassifySignature:             classify,
-				PredictSignature:              model.PredictOutput{Outputs: p},
-			}, nil
+			return p, classifierExports(p, h.ClassNames()), nil
 		},
 		kind: softmaxLoss,
 		metrics: func(y *G.Node, p map[string]*G.Node, w []metrics.Option) map[string]metrics.Bound {
 			return map[string]metrics.Bound{AccuracyKey: metrics.Accuracy(y, p[ClassIDsKey], w...)}
 		},
 	})
+}
+
+// classifierExports returns a classifier's signatures over its
+// predictions p: classify (also the default) with the probabilities as
+// scores of classNames, and predict with every prediction.
+func classifierExports(p map[string]*G.Node, classNames []string) map[string]model.ExportOutput {
+	classify := model.ClassificationOutput{Scores: p[ProbabilitiesKey], ClassNames: classNames}
+	return map[string]model.ExportOutput{
+		model.DefaultServingSignature: classify,
+		ClassifySignature:             classify,
+		PredictSignature:              model.PredictOutput{Outputs: p},
+	}
 }
 
 // Spec returns the regression head's spec (see Head).
