@@ -71,15 +71,21 @@ func SumAndDotAboutRows[T Float](d, x, m, s, sx []T) {
 			}
 		}
 	}
-	if ch == c {
-		return
+	if ch < c {
+		sumAndDotFrom(d, x, m, s, sx, ch)
 	}
-	for r := range rows {
+}
+
+// sumAndDotFrom adds to s and sx SumAndDotAboutRows' sums of the channels
+// from on, of the rows of d, in the Go loop.
+func sumAndDotFrom[T Float](d, x, m, s, sx []T, from int) {
+	c := len(m)
+	for r := range len(d) / c {
 		dr, xr := d[r*c:(r+1)*c:(r+1)*c], x[r*c:(r+1)*c:(r+1)*c]
-		for k := ch; k < c; k++ {
+		for k := from; k < c; k++ {
 			v := dr[k]
 			s[k] += v
-			sx[k] += T(v * (xr[k] - m[k]))
+			sx[k] += T(v * (xr[k] - m[k])) // T(…): no fused multiply-add
 		}
 	}
 }
@@ -191,15 +197,11 @@ func MaskSumAndDotAboutRows[T Float](d, y, g, x, m, s, sx []T, relu bool) {
 	}
 	for r := range rows {
 		lo, hi := r*c+c8, (r+1)*c
-		dr, xr := d32[lo:hi:hi], x32[lo:hi:hi]
 		if relu {
-			Mask(dr, y32[lo:hi], g32[lo:hi])
+			Mask(d32[lo:hi], y32[lo:hi], g32[lo:hi])
 		} else {
-			copy(dr, g32[lo:hi])
-		}
-		for j, v := range dr {
-			s32[c8+j] += v
-			sx32[c8+j] += float32(v * (xr[j] - m32[c8+j])) // no fused multiply-add, as in SumAndDotAboutRows
+			copy(d32[lo:hi], g32[lo:hi])
 		}
 	}
+	sumAndDotFrom(d32[:rows*c], x32, m32, s32, sx32, c8)
 }
