@@ -6,10 +6,8 @@
 package cifar_test
 
 import (
-	"context"
 	"testing"
 
-	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/layers"
 )
 
@@ -20,21 +18,10 @@ func TestResNetLearns(t *testing.T) {
 	feats, labels := colourData(256, 8, 4)
 	testFeats, testLabels := colourData(200, 8, 5)
 	est := newEstimator(t, layers.PreferredFormat(), 8, 2, "")
-	evaluate := func() map[string]float64 {
-		in, err := estimator.FromTensors(testFeats, testLabels, estimator.TensorInput{BatchSize: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := est.Evaluate(context.Background(), in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
 	train(t, est, feats, labels, 32, 1)
-	before := evaluate()
+	before := evaluate(t, est, testFeats, testLabels, 100)
 	train(t, est, feats, labels, 32, 80)
-	after := evaluate()
+	after := evaluate(t, est, testFeats, testLabels, 100)
 	if before["accuracy"] > 0.3 || after["accuracy"] < 0.8 || after["top5"] < after["accuracy"] {
 		t.Errorf("accuracy %.3f before, %.3f (top-5 %.3f) after 80 steps: want at most 0.3, then at least 0.8", before["accuracy"], after["accuracy"], after["top5"])
 	}

@@ -71,6 +71,20 @@ func train(t *testing.T, est *estimator.Estimator, feats, labels map[string]*ten
 	}
 }
 
+// evaluate returns est's metrics on the examples, batch at a time.
+func evaluate(t *testing.T, est *estimator.Estimator, feats, labels map[string]*tensor.Dense, batch int) map[string]float64 {
+	t.Helper()
+	in, err := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := est.Evaluate(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // TestResNetParameters: ResNet-N has the trainable parameters of He et
 // al.'s CIFAR network with projection shortcuts, as counted by PyTorch for
 // bench/torch_resnet.py's identical network (kernels, batch norm γ and β,
@@ -176,19 +190,8 @@ func TestResNetCheckpointAcrossFormats(t *testing.T) {
 			if err := first.Close(); err != nil {
 				t.Fatal(err)
 			}
-			evaluate := func(f layers.Format) map[string]float64 {
-				est := newEstimator(t, f, 8, 1, dir)
-				in, err := estimator.FromTensors(feats, labels, estimator.TensorInput{BatchSize: 12})
-				if err != nil {
-					t.Fatal(err)
-				}
-				m, err := est.Evaluate(context.Background(), in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return m
-			}
-			want, got := evaluate(tc.from), evaluate(tc.to)
+			want := evaluate(t, newEstimator(t, tc.from, 8, 1, dir), feats, labels, 12)
+			got := evaluate(t, newEstimator(t, tc.to, 8, 1, dir), feats, labels, 12)
 			if want["global_step"] != 3 {
 				t.Errorf("evaluated at step %v, want the checkpoint's 3", want["global_step"])
 			}
