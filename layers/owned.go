@@ -246,7 +246,21 @@ func NewBatchNorm(m *Module, name string, cfg BatchNormLayerConfig) (*BatchNormL
 // dtype, as BatchNorm does; see
 // BatchNormLayer for applying it in training more than once.
 func (l *BatchNormLayer) Apply(x *G.Node, training bool) (*G.Node, error) {
-	const op = "layers.BatchNormLayer"
+	return l.apply("layers.BatchNormLayer", x, nil, training)
+}
+
+// ApplyAdd returns act(Apply(x) + side) as one op, as BatchNormAdd does,
+// with the activation applied after the sum; it counts as an application
+// as Apply does.
+func (l *BatchNormLayer) ApplyAdd(x, side *G.Node, training bool) (*G.Node, error) {
+	const op = "layers.BatchNormLayer.ApplyAdd"
+	if side == nil {
+		return nil, fmt.Errorf("%s(%q): nil side input", op, l.name)
+	}
+	return l.apply(op, x, side, training)
+}
+
+func (l *BatchNormLayer) apply(op string, x, side *G.Node, training bool) (*G.Node, error) {
 	if err := layerIn(op, l.name, x, l.vars[0]); err != nil {
 		return nil, err
 	}
@@ -263,7 +277,7 @@ func (l *BatchNormLayer) Apply(x *G.Node, training bool) (*G.Node, error) {
 		}
 		l.training = true
 	}
-	return applyBatchNorm(op, l.s, l.name, x, l.vars, training, l.cfg)
+	return applyBatchNorm(op, l.s, l.name, x, side, l.vars, training, l.cfg)
 }
 
 // Name returns the layer's full name, the prefix of its variables.
