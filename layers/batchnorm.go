@@ -60,6 +60,11 @@ func batchNormOf(op string, s *towers.Scope, name string, x, side *G.Node, train
 	if err := checkFloat(op, x); err != nil {
 		return nil, err
 	}
+	if side != nil {
+		if err := checkSide(op, name, x, side); err != nil {
+			return nil, err
+		}
+	}
 	if _, _, err := cfg.settings(); err != nil {
 		return nil, fmt.Errorf("%s(%q): %w", op, name, err)
 	}
@@ -158,16 +163,12 @@ func batchNormVariables(s *towers.Scope, name string, dt tensor.Dtype, c int) ([
 // applyBatchNorm normalizes x with the variables of the batch
 // normalization name (gamma, beta, moving mean, moving variance, in s's
 // graph) and, in training, declares the updates of its moving statistics.
-// x is a float tensor of 2 or 4 dimensions; op names the caller in errors.
+// x is a float tensor of 2 or 4 dimensions, side nil or checked against
+// it (checkSide); op names the caller in errors.
 func applyBatchNorm(op string, s *towers.Scope, name string, x, side *G.Node, vars [4]*G.Node, training bool, cfg BatchNormConfig) (*G.Node, error) {
 	mom, eps, err := cfg.settings()
 	if err != nil {
 		return nil, fmt.Errorf("%s(%q): %w", op, name, err)
-	}
-	if side != nil {
-		if err := checkSide(op, name, x, side); err != nil {
-			return nil, err
-		}
 	}
 	shape := x.Shape()
 	bn := &batchNorm{name: name, training: training, eps: eps, act: cfg.Activation, dims: len(shape), tower: s.Index(),
@@ -434,9 +435,8 @@ func batchNormDo[T float](op *batchNormOp, in []G.Value) (G.Value, error) {
 	out := op.out.get(in[0].Dtype(), in[0].Shape())
 	o := data[T](out)
 	relu := b.act == ReLU
-	// With a side input, act(affine + side) a block of rows or a plane at
-	// a time: the affine part's values are added while in the first
-	// cache.
+	// With a side input, act(affine + side) a block of rows or a sample
+	// at a time: the affine part's values are added while in cache.
 	if b.last {
 		m, s := par[:c], par[c:2*c]
 		for ch := range c {
@@ -457,12 +457,10 @@ func batchNormDo[T float](op *batchNormOp, in []G.Value) (G.Value, error) {
 		for ch := range c {
 			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
 			m, s := T(b.mean[ch]), T(b.invStd[ch])
-			g, be := gamma[ch], beta[ch]
-			if side == nil {
-				vec.Affine(o[lo:hi], x[lo:hi], m, s, g, be, relu)
-				continue
-			}
-			vec.Affine(o[lo:hi], x[lo:hi], m, s, g, be, false)
+			vec.Affine(o[lo:hi], x[lo:hi], m, s, gamma[ch], beta[ch], relu && side == nil)
+		}
+		if side != nil { // the sample's values, c·hw, while in cache
+			lo, hi := i*c*hw, (i+1)*c*hw
 			vec.Add(o[lo:hi], o[lo:hi], side[lo:hi], relu)
 		}
 	}
@@ -576,8 +574,11 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 	n, c, hw := b.geometry(in[0].Shape())
 	if op.which == gradSide {
 		dz := b.dz.t
-		if dz == nil || !dz.Shape().Eq(in[0].Shape()) || dz.Dtype() != in[0].Dtype() {
+		if dz == nil {
 			return nil, fmt.Errorf("%v: before the input gradient", op)
+		}
+		if !dz.Shape().Eq(in[0].Shape()) || dz.Dtype() != in[0].Dtype() {
+			return nil, fmt.Errorf("%v: the input gradient is %v of shape %v, its dz %v of shape %v", op, in[0].Dtype(), in[0].Shape(), dz.Dtype(), dz.Shape())
 		}
 		return dz, nil
 	}
@@ -619,7 +620,7 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 	// dz = grad ⊙ act′ into d, and this tower's Σ dz, Σ dz·x̂ per channel
 	// (β's and γ's gradients). d is o, where the rest happens in place,
 	// but with a side input, whose gradient dz is, it is dz's own buffer,
-	// and the rest goes from there into o a block or a plane at a time.
+	// and the rest goes from there into o a block or a sample at a time.
 	d := o
 	if b.side {
 		d = data[T](b.dz.get(in[0].Dtype(), in[0].Shape()))
@@ -710,14 +711,14 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 		return out, nil
 	}
 	for i := range n {
+		if b.side {
+			copy(o[i*c*hw:(i+1)*c*hw], d[i*c*hw:(i+1)*c*hw])
+		}
 		for ch := range c {
 			k := float64(gamma[ch]) * b.invStd[ch]
 			// x̂·Σ dz·x̂/M = (x − mean)·mx with mx = σ⁻¹·Σ dz·x̂/M.
 			ms, mx := T(scale*sums[ch]/b.count), T(b.invStd[ch]*scale*sums[c+ch]/b.count)
 			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
-			if b.side {
-				copy(o[lo:hi], d[lo:hi])
-			}
 			vec.Project(o[lo:hi], x[lo:hi], T(k), ms, T(b.mean[ch]), mx)
 		}
 	}

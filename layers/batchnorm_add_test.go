@@ -232,4 +232,19 @@ func TestBatchNormAddErrors(t *testing.T) {
 			wanterr.Mentions(t, tc.do(), tc.want...)
 		})
 	}
+	// A refused side input leaves nothing behind: BatchNormAdd creates no
+	// variables, and a layer refused in training may still be applied.
+	if _, err := store.Lookup("bn2/gamma"); err == nil {
+		t.Errorf("BatchNormAdd refused a side input but created bn2/gamma")
+	}
+	l, err := layers.NewBatchNorm(layers.NewModule(s, ""), "bn7", layers.BatchNormLayerConfig{Channels: 8, BatchNormConfig: layers.BatchNormConfig{Format: layers.NHWC}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ApplyAdd(x, in(s, "s7", tensor.Float32, 2, 4, 8), true); err == nil {
+		t.Fatal("ApplyAdd took a side input of another shape")
+	}
+	if _, err := l.ApplyAdd(x, in(s, "s8", tensor.Float32, 2, 4, 4, 8), true); err != nil {
+		t.Errorf("ApplyAdd in training after a refused side input: %v", err)
+	}
 }

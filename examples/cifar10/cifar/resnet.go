@@ -155,7 +155,7 @@ func (b *builder) channels(x *G.Node) int {
 // convBN is a convolution of filters k×k kernels ("same" padding, no bias)
 // and a batch normalization with act.
 func (b *builder) convBN(name string, x *G.Node, filters, k, stride int, act layers.Activation) *G.Node {
-	return b.normalize(name, b.conv(name, x, filters, k, stride), nil, act)
+	return b.normalize(name, b.conv(name, x, filters, k, stride), act)
 }
 
 // conv is convBN's convolution.
@@ -172,36 +172,50 @@ func (b *builder) conv(name string, x *G.Node, filters, k, stride int) *G.Node {
 	return c
 }
 
-// normalize is convBN's batch normalization of c, act(BN(c) + side) with
-// a side input (layers.BatchNormAdd), else act(BN(c)).
-func (b *builder) normalize(name string, c, side *G.Node, act layers.Activation) *G.Node {
+// normalize is convBN's batch normalization of c with act.
+func (b *builder) normalize(name string, c *G.Node, act layers.Activation) *G.Node {
 	if b.err != nil {
 		return nil
 	}
-	cfg := b.bn
-	cfg.Activation = act
 	var y *G.Node
-	if side != nil {
-		y, b.err = layers.BatchNormAdd(b.s, name+"/bn", c, side, b.training, cfg)
-	} else {
-		y, b.err = layers.BatchNorm(b.s, name+"/bn", c, b.training, cfg)
-	}
+	y, b.err = layers.BatchNorm(b.s, name+"/bn", c, b.training, b.bnConfig(act))
 	return y
 }
 
+func (b *builder) bnConfig(act layers.Activation) layers.BatchNormConfig {
+	cfg := b.bn
+	cfg.Activation = act
+	return cfg
+}
+
 // block is a basic residual block: the second normalization, the sum with
-// the shortcut and the ReLU are one op (layers.BatchNormAdd).
+// the shortcut and the ReLU are one op (BatchNormLayer.ApplyAdd, made
+// before the shortcut so that the variables are created in the order of
+// a convBN and an Add).
 func (b *builder) block(name string, x *G.Node, filters, stride int) *G.Node {
 	if b.err != nil {
 		return nil
 	}
 	h := b.convBN(name+"/conv1", x, filters, 3, stride, layers.ReLU)
 	h = b.conv(name+"/conv2", h, filters, 3, 1)
+	if b.err != nil {
+		return nil
+	}
+	bn, err := layers.NewBatchNorm(layers.NewModule(b.s, ""), name+"/conv2/bn",
+		layers.BatchNormLayerConfig{Channels: filters, Dtype: tensor.Float32, BatchNormConfig: b.bnConfig(layers.ReLU)})
+	if b.err = err; err != nil {
+		return nil
+	}
 	shortcut := x
 	if stride != 1 || b.channels(x) != filters {
 		shortcut = b.convBN(name+"/shortcut", x, filters, 1, stride, layers.Linear)
 	}
-	return b.normalize(name+"/conv2", h, shortcut, layers.ReLU)
+	if b.err != nil {
+		return nil
+	}
+	var y *G.Node
+	y, b.err = bn.ApplyAdd(h, shortcut, b.training)
+	return y
 }
 
 // Optimizer is the paper's: SGD with momentum 0.9 and a learning rate of
