@@ -9,7 +9,6 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/scopes"
 	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/layers"
@@ -70,16 +69,7 @@ func newBNAddNet(t *testing.T, dt tensor.Dtype, shape tensor.Shape, training boo
 	loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, n.w))))
 	gamma, _ := s.VariableNode("bn/gamma")
 	beta, _ := s.VariableNode("bn/beta")
-	for name, vals := range map[string][]float64{"bn/gamma": {1.5, -0.5, 2}, "bn/beta": {0.1, 0.3, -0.2}, "bn/moving_mean": {0.2, -0.1, 0.4}, "bn/moving_variance": {1.5, 0.7, 2}} {
-		v, _ := store.Lookup(name)
-		cycled := make([]float64, v.Size())
-		for i := range cycled {
-			cycled[i] = vals[i%len(vals)]
-		}
-		if err := numeric.SetFloat64s(v.Data(), cycled); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setBNParams(t, store)
 	grads, err := G.Grad(loss, n.x, n.side, gamma, beta)
 	if err != nil {
 		t.Fatal(err)
@@ -111,15 +101,7 @@ func (n *bnAddNet) run(t *testing.T, dt tensor.Dtype, shape tensor.Shape, x, sid
 	if err := n.vm.RunAll(); err != nil {
 		t.Fatal(err)
 	}
-	var out [][]float64
-	for _, v := range n.vals {
-		f, err := numeric.Float64s(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, f)
-	}
-	return out
+	return float64sOf(t, n.vals)
 }
 
 // TestBatchNormAdd: BatchNormAdd and BatchNormLayer.ApplyAdd compute what
