@@ -49,12 +49,21 @@ type BatchNormConfig struct {
 // kernel do (the normalization uses the biased one). Otherwise the moving
 // statistics normalize, and nothing is updated.
 func BatchNorm(s *towers.Scope, name string, x *G.Node, training bool, cfg BatchNormConfig) (*G.Node, error) {
-	const op = "layers.BatchNorm"
+	return batchNormOf("layers.BatchNorm", s, name, x, nil, training, cfg)
+}
+
+// batchNormOf is BatchNorm, with side (nil: none) BatchNormAdd's.
+func batchNormOf(op string, s *towers.Scope, name string, x, side *G.Node, training bool, cfg BatchNormConfig) (*G.Node, error) {
 	if s == nil || x == nil {
 		return nil, fmt.Errorf("%s(%q): nil scope or input", op, name)
 	}
 	if err := checkFloat(op, x); err != nil {
 		return nil, err
+	}
+	if side != nil {
+		if err := checkSide(op, name, x, side); err != nil {
+			return nil, err
+		}
 	}
 	if _, _, err := cfg.settings(); err != nil {
 		return nil, fmt.Errorf("%s(%q): %w", op, name, err)
@@ -67,7 +76,35 @@ func BatchNorm(s *towers.Scope, name string, x *G.Node, training bool, cfg Batch
 	if err != nil {
 		return nil, fmt.Errorf("%s(%q): %w", op, name, err)
 	}
-	return applyBatchNorm(op, s, name, x, vars, training, cfg)
+	return applyBatchNorm(op, s, name, x, side, vars, training, cfg)
+}
+
+// BatchNormAdd returns act(BatchNorm(x) + side) as one op, for side of x's
+// shape and dtype: a residual block's last normalization, its sum with the
+// shortcut and the block's ReLU (TensorFlow's fused batch norm with a side
+// input), with cfg.Activation applied after the sum. The variables are
+// BatchNorm's, under the same names, and the values are those of
+// Add(BatchNorm(x), side, act) with BatchNorm's activation Linear, bit for
+// bit; the op makes one pass over the batch where those two make two, and
+// its gradient with respect to side is the one the normalization's own
+// gradient computes on its way, where Add's is a pass of its own.
+func BatchNormAdd(s *towers.Scope, name string, x, side *G.Node, training bool, cfg BatchNormConfig) (*G.Node, error) {
+	const op = "layers.BatchNormAdd"
+	if side == nil {
+		return nil, fmt.Errorf("%s(%q): nil side input", op, name)
+	}
+	return batchNormOf(op, s, name, x, side, training, cfg)
+}
+
+// checkSide checks that side, BatchNormAdd's side input, matches x.
+func checkSide(op, name string, x, side *G.Node) error {
+	if side.Dtype() != x.Dtype() || !side.Shape().Eq(x.Shape()) {
+		return fmt.Errorf("%s(%q): side input %s is %v of shape %v, want %v of %s's shape %v", op, name, side.Name(), side.Dtype(), side.Shape(), x.Dtype(), x.Name(), x.Shape())
+	}
+	if side.Graph() != x.Graph() {
+		return fmt.Errorf("%s(%q): side input %s is of another graph than %s", op, name, side.Name(), x.Name())
+	}
+	return nil
 }
 
 // channelAxis returns the axis of shape, (N, C) or 4-D in order f, that
@@ -126,15 +163,16 @@ func batchNormVariables(s *towers.Scope, name string, dt tensor.Dtype, c int) ([
 // applyBatchNorm normalizes x with the variables of the batch
 // normalization name (gamma, beta, moving mean, moving variance, in s's
 // graph) and, in training, declares the updates of its moving statistics.
-// x is a float tensor of 2 or 4 dimensions; op names the caller in errors.
-func applyBatchNorm(op string, s *towers.Scope, name string, x *G.Node, vars [4]*G.Node, training bool, cfg BatchNormConfig) (*G.Node, error) {
+// x is a float tensor of 2 or 4 dimensions, side nil or checked against
+// it (checkSide); op names the caller in errors.
+func applyBatchNorm(op string, s *towers.Scope, name string, x, side *G.Node, vars [4]*G.Node, training bool, cfg BatchNormConfig) (*G.Node, error) {
 	mom, eps, err := cfg.settings()
 	if err != nil {
 		return nil, fmt.Errorf("%s(%q): %w", op, name, err)
 	}
 	shape := x.Shape()
 	bn := &batchNorm{name: name, training: training, eps: eps, act: cfg.Activation, dims: len(shape), tower: s.Index(),
-		last: channelAxis(shape, cfg.Format) == 3}
+		last: channelAxis(shape, cfg.Format) == 3, side: side != nil}
 	if training && !cfg.PerTower && s.Towers() > 1 {
 		bn.moments = s.Group(name + "/moments")
 		bn.grads = s.Group(name + "/moments_grad")
@@ -145,6 +183,9 @@ func applyBatchNorm(op string, s *towers.Scope, name string, x *G.Node, vars [4]
 	ins := G.Nodes{x, vars[0], vars[1], vars[2]}
 	if !training {
 		ins = append(ins, vars[3])
+	}
+	if side != nil {
+		ins = append(ins, side)
 	}
 	y, err := G.ApplyOp(&batchNormOp{bn: bn}, ins...)
 	if err != nil {
@@ -176,6 +217,7 @@ type batchNorm struct {
 	act      Activation
 	dims     int
 	last     bool // channels last (NHWC): the input is rows of C values
+	side     bool // BatchNormAdd's: the forward adds its last input
 	tower    int
 	moments  *towers.Group // nil: this tower's statistics only
 	grads    *towers.Group
@@ -188,13 +230,20 @@ type batchNorm struct {
 	// dSums is this tower's Σ dz and Σ dz·x̂ per channel, from the input
 	// gradient's op: β's and γ's gradients.
 	dSums []float64
+	// dz is dz = grad ⊙ act′ with a side input, from the input gradient's
+	// op: the side input's gradient.
+	dz buffer
 }
 
 func (b *batchNorm) String() string {
-	if b.last {
-		return fmt.Sprintf("BatchNorm{%q, training=%t, synced=%t, %v, NHWC}", b.name, b.training, b.moments != nil, b.act)
+	var more string
+	if b.side {
+		more += ", side"
 	}
-	return fmt.Sprintf("BatchNorm{%q, training=%t, synced=%t, %v}", b.name, b.training, b.moments != nil, b.act)
+	if b.last {
+		more += ", NHWC"
+	}
+	return fmt.Sprintf("BatchNorm{%q, training=%t, synced=%t, %v%s}", b.name, b.training, b.moments != nil, b.act, more)
 }
 
 // geometry returns the batch, channels and positions per channel of x: n
@@ -278,20 +327,36 @@ type batchNormOp struct {
 	par any // []T: per-channel sums and parameters, with channels last
 }
 
-func (op *batchNormOp) Arity() int {
+func (op *batchNormOp) Arity() int { return 1 + op.params() + op.sides() }
+
+// params is how many per-channel inputs follow x: γ, β, the moving mean
+// and, out of training, the moving variance.
+func (op *batchNormOp) params() int {
 	if op.bn.training {
-		return 4
+		return 3
 	}
-	return 5
+	return 4
+}
+
+// sides is how many side inputs follow the parameters: 1 or 0.
+func (op *batchNormOp) sides() int {
+	if op.bn.side {
+		return 1
+	}
+	return 0
 }
 
 func (op *batchNormOp) Type() hm.Type {
 	a := hm.TypeVariable('a')
 	t, v := tensorType(op.bn.dims, a), tensorType(1, a)
-	if op.bn.training {
-		return hm.NewFnType(t, v, v, v, t)
+	ts := []hm.Type{t}
+	for range op.params() {
+		ts = append(ts, v)
 	}
-	return hm.NewFnType(t, v, v, v, v, t)
+	for range op.sides() {
+		ts = append(ts, t)
+	}
+	return hm.NewFnType(append(ts, t)...)
 }
 
 func (op *batchNormOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
@@ -306,6 +371,9 @@ func (op *batchNormOp) DiffWRT(n int) []bool {
 	d := make([]bool, n)
 	for i := range min(n, 3) {
 		d[i] = true
+	}
+	if op.bn.side && n == op.Arity() {
+		d[n-1] = true
 	}
 	return d
 }
@@ -327,7 +395,16 @@ func batchNormDo[T float](op *batchNormOp, in []G.Value) (G.Value, error) {
 	}
 	n, c, hw := b.geometry(in[0].Shape())
 	var buf [4][]T // γ, β, the moving mean and (out of training) variance
-	params := buf[:len(in)-1]
+	params := buf[:op.params()]
+	var side []T
+	if b.side {
+		if side, err = backing[T]("side input", in[len(in)-1]); err != nil {
+			return nil, err
+		}
+		if len(side) != len(x) {
+			return nil, fmt.Errorf("%v: side input has shape %v, input %v", op, in[len(in)-1].Shape(), in[0].Shape())
+		}
+	}
 	for i := range params {
 		if params[i], err = backing[T]("parameter", in[i+1]); err != nil {
 			return nil, err
@@ -358,20 +435,33 @@ func batchNormDo[T float](op *batchNormOp, in []G.Value) (G.Value, error) {
 	out := op.out.get(in[0].Dtype(), in[0].Shape())
 	o := data[T](out)
 	relu := b.act == ReLU
+	// With a side input, act(affine + side) a block of rows or a sample
+	// at a time: the affine part's values are added while in cache.
 	if b.last {
 		m, s := par[:c], par[c:2*c]
 		for ch := range c {
 			m[ch], s[ch] = T(b.mean[ch]), T(b.invStd[ch])
 		}
-		vec.AffineRows(o, x, m, s, gamma, beta, relu)
+		if side == nil {
+			vec.AffineRows(o, x, m, s, gamma, beta, relu)
+			return out, nil
+		}
+		for lo, k := 0, vec.BlockRows(c)*c; lo < len(o); lo += k {
+			hi := min(lo+k, len(o))
+			vec.AffineRows(o[lo:hi], x[lo:hi], m, s, gamma, beta, false)
+			vec.Add(o[lo:hi], o[lo:hi], side[lo:hi], relu)
+		}
 		return out, nil
 	}
 	for i := range n {
 		for ch := range c {
 			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
 			m, s := T(b.mean[ch]), T(b.invStd[ch])
-			g, be := gamma[ch], beta[ch]
-			vec.Affine(o[lo:hi], x[lo:hi], m, s, g, be, relu)
+			vec.Affine(o[lo:hi], x[lo:hi], m, s, gamma[ch], beta[ch], relu && side == nil)
+		}
+		if side != nil { // the sample's values, c·hw, while in cache
+			lo, hi := i*c*hw, (i+1)*c*hw
+			vec.Add(o[lo:hi], o[lo:hi], side[lo:hi], relu)
 		}
 	}
 	return out, nil
@@ -401,6 +491,15 @@ func (op *batchNormOp) SymDiff(in G.Nodes, output, grad *G.Node) (G.Nodes, error
 		}
 		out[i+1] = d
 	}
+	if op.bn.side {
+		// The side input's gradient is dz, which x's op computes and
+		// keeps: its op hands it out (taking dx as input, for the order).
+		d, err := G.ApplyOp(&batchNormGradOp{bn: op.bn, which: gradSide}, dx)
+		if err != nil {
+			return nil, fmt.Errorf("%v: side input gradient: %w", op, err)
+		}
+		out[len(out)-1] = d
+	}
 	return out, nil
 }
 
@@ -410,6 +509,7 @@ const (
 	gradX bnGrad = iota
 	gradGamma
 	gradBeta
+	gradSide
 )
 
 // batchNormGradOp is one gradient of a normalization: x's from the
@@ -425,8 +525,11 @@ type batchNormGradOp struct {
 }
 
 func (op *batchNormGradOp) Arity() int {
-	if op.which == gradX {
+	switch op.which {
+	case gradX:
 		return 4
+	case gradSide:
+		return 1
 	}
 	return 2
 }
@@ -434,8 +537,11 @@ func (op *batchNormGradOp) Arity() int {
 func (op *batchNormGradOp) Type() hm.Type {
 	a := hm.TypeVariable('a')
 	t, v := tensorType(op.bn.dims, a), tensorType(1, a)
-	if op.which == gradX {
+	switch op.which {
+	case gradX:
 		return hm.NewFnType(t, t, v, t, t)
+	case gradSide:
+		return hm.NewFnType(t, t)
 	}
 	return hm.NewFnType(t, v, v)
 }
@@ -445,7 +551,7 @@ func (op *batchNormGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	if err != nil {
 		return nil, err
 	}
-	if op.which == gradX {
+	if op.which == gradX || op.which == gradSide {
 		return s.Clone(), nil
 	}
 	if op.bn.last {
@@ -466,6 +572,16 @@ func (op *batchNormGradOp) Do(in ...G.Value) (G.Value, error) {
 func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error) {
 	b := op.bn
 	n, c, hw := b.geometry(in[0].Shape())
+	if op.which == gradSide {
+		dz := b.dz.t
+		if dz == nil {
+			return nil, fmt.Errorf("%v: before the input gradient", op)
+		}
+		if !dz.Shape().Eq(in[0].Shape()) || dz.Dtype() != in[0].Dtype() {
+			return nil, fmt.Errorf("%v: the input gradient is %v of shape %v, its dz %v of shape %v", op, in[0].Dtype(), in[0].Shape(), dz.Dtype(), dz.Shape())
+		}
+		return dz, nil
+	}
 	if op.which != gradX {
 		if len(b.dSums) != 2*c {
 			return nil, fmt.Errorf("%v: before the input gradient", op)
@@ -501,8 +617,14 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 	}
 	out := op.out.get(in[0].Dtype(), in[0].Shape())
 	o := data[T](out)
-	// dz = grad ⊙ act′ into o, and this tower's Σ dz, Σ dz·x̂ per channel
-	// (β's and γ's gradients).
+	// dz = grad ⊙ act′ into d, and this tower's Σ dz, Σ dz·x̂ per channel
+	// (β's and γ's gradients). d is o, where the rest happens in place,
+	// but with a side input, whose gradient dz is, it is dz's own buffer,
+	// and the rest goes from there into o a block or a sample at a time.
+	d := o
+	if b.side {
+		d = data[T](b.dz.get(in[0].Dtype(), in[0].Shape()))
+	}
 	if cap(b.dSums) < 2*c {
 		b.dSums = make([]float64, 2*c)
 	}
@@ -511,15 +633,25 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 	relu := b.act == ReLU
 	if b.last {
 		par := channelScratch[T](&op.par, 6*c)
-		bnGradRows(b, o, y, g, x, gamma, par, c, relu)
+		bnGradRows(b, d, y, g, x, par, c, relu)
 		if !b.training {
+			k := par[c : 2*c]
+			for ch := range c {
+				k[ch] = T(float64(gamma[ch]) * b.invStd[ch])
+			}
+			for lo := 0; lo < len(o); lo += c {
+				row, dz := o[lo:lo+c], d[lo:lo+c]
+				for ch, v := range k {
+					row[ch] = dz[ch] * v
+				}
+			}
 			return out, nil
 		}
 	} else {
 		for i := range n {
 			for ch := range c {
 				lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
-				ds := o[lo:hi]
+				ds := d[lo:hi]
 				if relu {
 					vec.Mask(ds, y[lo:hi], g[lo:hi])
 				} else {
@@ -535,7 +667,7 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 				for ch := range c {
 					k := T(float64(gamma[ch]) * b.invStd[ch])
 					for j := (i*c + ch) * hw; j < (i*c+ch+1)*hw; j++ {
-						o[j] *= k
+						o[j] = d[j] * k
 					}
 				}
 			}
@@ -567,10 +699,21 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 			k[ch] = T(float64(gamma[ch]) * b.invStd[ch])
 			ms[ch], mx[ch] = T(scale*sums[ch]/b.count), T(b.invStd[ch]*scale*sums[c+ch]/b.count)
 		}
-		vec.ProjectRows(o, x, k, ms, m, mx)
+		if !b.side {
+			vec.ProjectRows(o, x, k, ms, m, mx)
+			return out, nil
+		}
+		for lo, n := 0, vec.BlockRows(c)*c; lo < len(o); lo += n {
+			hi := min(lo+n, len(o))
+			copy(o[lo:hi], d[lo:hi])
+			vec.ProjectRows(o[lo:hi], x[lo:hi], k, ms, m, mx)
+		}
 		return out, nil
 	}
 	for i := range n {
+		if b.side {
+			copy(o[i*c*hw:(i+1)*c*hw], d[i*c*hw:(i+1)*c*hw])
+		}
 		for ch := range c {
 			k := float64(gamma[ch]) * b.invStd[ch]
 			// x̂·Σ dz·x̂/M = (x − mean)·mx with mx = σ⁻¹·Σ dz·x̂/M.
@@ -583,34 +726,21 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 }
 
 // bnGradRows is the first pass of the input's gradient with channels last:
-// dz = grad ⊙ act′ into o, and this tower's Σ dz, Σ dz·x̂ per channel into
-// b.dSums, a block of rows at a time; out of training it then scales o by
-// γ·σ⁻¹, the whole gradient. par holds 6c values: the mean and the
-// parameters of the second pass (left in par[:c]), and a block's sums.
-func bnGradRows[T float](b *batchNorm, o, y, g, x, gamma, par []T, c int, relu bool) {
+// dz = grad ⊙ act′ into d, and this tower's Σ dz, Σ dz·x̂ per channel into
+// b.dSums, a block of rows at a time. par holds 6c values: the mean (left
+// in par[:c], for the second pass), the second pass's parameters and a
+// block's sums.
+func bnGradRows[T float](b *batchNorm, d, y, g, x, par []T, c int, relu bool) {
 	m, s, sx := par[:c], par[4*c:5*c], par[5*c:6*c]
 	for ch := range c {
 		m[ch] = T(b.mean[ch])
 	}
-	for lo, k := 0, vec.BlockRows(c)*c; lo < len(o); lo += k {
-		hi := min(lo+k, len(o))
-		vec.MaskSumAndDotAboutRows(o[lo:hi], y[lo:hi], g[lo:hi], x[lo:hi], m, s, sx, relu)
+	for lo, k := 0, vec.BlockRows(c)*c; lo < len(d); lo += k {
+		hi := min(lo+k, len(d))
+		vec.MaskSumAndDotAboutRows(d[lo:hi], y[lo:hi], g[lo:hi], x[lo:hi], m, s, sx, relu)
 		for ch := range c {
 			b.dSums[ch] += float64(s[ch])
 			b.dSums[c+ch] += float64(sx[ch]) * b.invStd[ch]
-		}
-	}
-	if b.training {
-		return
-	}
-	k := par[c : 2*c]
-	for ch := range c {
-		k[ch] = T(float64(gamma[ch]) * b.invStd[ch])
-	}
-	for lo := 0; lo < len(o); lo += c {
-		row := o[lo : lo+c]
-		for ch, v := range k {
-			row[ch] *= v
 		}
 	}
 }

@@ -51,17 +51,7 @@ func newBNNetFormat(t *testing.T, dt tensor.Dtype, shape tensor.Shape, training 
 	loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, n.w))))
 	gamma, _ := s.VariableNode("bn/gamma")
 	beta, _ := s.VariableNode("bn/beta")
-	// Non-trivial γ and β.
-	for name, vals := range map[string][]float64{"bn/gamma": {1.5, -0.5, 2}, "bn/beta": {0.1, 0.3, -0.2}, "bn/moving_mean": {0.2, -0.1, 0.4}, "bn/moving_variance": {1.5, 0.7, 2}} {
-		v, _ := store.Lookup(name)
-		cycled := make([]float64, v.Size())
-		for i := range cycled {
-			cycled[i] = vals[i%len(vals)]
-		}
-		if err := numeric.SetFloat64s(v.Data(), cycled); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setBNParams(t, store)
 	grads, err := G.Grad(loss, n.x, gamma, beta)
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +72,39 @@ func newBNNetFormat(t *testing.T, dt tensor.Dtype, shape tensor.Shape, training 
 	return n
 }
 
+// setBNParams gives the normalization bn in store non-trivial γ and β and
+// moving statistics: the values refBatchNorm takes for 3 channels, cycled.
+func setBNParams(t *testing.T, store *towers.Store) {
+	t.Helper()
+	for name, vals := range map[string][]float64{"bn/gamma": {1.5, -0.5, 2}, "bn/beta": {0.1, 0.3, -0.2}, "bn/moving_mean": {0.2, -0.1, 0.4}, "bn/moving_variance": {1.5, 0.7, 2}} {
+		v, err := store.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cycled := make([]float64, v.Size())
+		for i := range cycled {
+			cycled[i] = vals[i%len(vals)]
+		}
+		if err := numeric.SetFloat64s(v.Data(), cycled); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// float64sOf returns the elements of each value as float64s.
+func float64sOf(t *testing.T, vals []G.Value) [][]float64 {
+	t.Helper()
+	var out [][]float64
+	for _, v := range vals {
+		f, err := numeric.Float64s(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 func (n *bnNet) run(t *testing.T, dt tensor.Dtype, shape tensor.Shape, x, w []float64) (float64, [][]float64) {
 	t.Helper()
 	n.vm.Reset()
@@ -94,14 +117,7 @@ func (n *bnNet) run(t *testing.T, dt tensor.Dtype, shape tensor.Shape, x, w []fl
 	if err := n.vm.RunAll(); err != nil {
 		t.Fatal(err)
 	}
-	var out [][]float64
-	for _, v := range []G.Value{n.loss, n.out, n.gx, n.gg, n.gb} {
-		f, err := numeric.Float64s(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, f)
-	}
+	out := float64sOf(t, []G.Value{n.loss, n.out, n.gx, n.gg, n.gb})
 	return out[0][0], out[1:]
 }
 
@@ -300,15 +316,7 @@ func TestBatchNormNHWC(t *testing.T) {
 // updateValues returns the moving statistics' new values of the last run.
 func (n *bnNet) updateValues(t *testing.T) [][]float64 {
 	t.Helper()
-	var out [][]float64
-	for _, v := range n.updates {
-		f, err := numeric.Float64s(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, f)
-	}
-	return out
+	return float64sOf(t, n.updates)
 }
 
 // TestBatchNormFormatErrors: an unknown format, or an input of another

@@ -246,9 +246,29 @@ func NewBatchNorm(m *Module, name string, cfg BatchNormLayerConfig) (*BatchNormL
 // dtype, as BatchNorm does; see
 // BatchNormLayer for applying it in training more than once.
 func (l *BatchNormLayer) Apply(x *G.Node, training bool) (*G.Node, error) {
-	const op = "layers.BatchNormLayer"
+	return l.apply("layers.BatchNormLayer", x, nil, training)
+}
+
+// ApplyAdd returns act(BN(x) + side) as one op, as BatchNormAdd does: the
+// layer's normalization of x, the sum with side (of x's shape and dtype)
+// and then the layer's activation. It counts as an application as Apply
+// does.
+func (l *BatchNormLayer) ApplyAdd(x, side *G.Node, training bool) (*G.Node, error) {
+	const op = "layers.BatchNormLayer.ApplyAdd"
+	if side == nil {
+		return nil, fmt.Errorf("%s(%q): nil side input", op, l.name)
+	}
+	return l.apply(op, x, side, training)
+}
+
+func (l *BatchNormLayer) apply(op string, x, side *G.Node, training bool) (*G.Node, error) {
 	if err := layerIn(op, l.name, x, l.vars[0]); err != nil {
 		return nil, err
+	}
+	if side != nil {
+		if err := checkSide(op, l.name, x, side); err != nil {
+			return nil, err
+		}
 	}
 	if sh, c := x.Shape(), l.vars[0].Shape()[0]; (len(sh) != 2 && len(sh) != 4) || sh[channelAxis(sh, l.cfg.Format)] != c {
 		images := fmt.Sprintf("(N, %d, H, W)", c)
@@ -261,9 +281,12 @@ func (l *BatchNormLayer) Apply(x *G.Node, training bool) (*G.Node, error) {
 		if l.training {
 			return nil, fmt.Errorf("%s(%q): applied in training a second time in %v: its moving statistics take one update per step; normalize another input with a layer of another name", op, l.name, l.s)
 		}
-		l.training = true
 	}
-	return applyBatchNorm(op, l.s, l.name, x, l.vars, training, l.cfg)
+	y, err := applyBatchNorm(op, l.s, l.name, x, side, l.vars, training, l.cfg)
+	if err == nil && training {
+		l.training = true // only an application that succeeded counts
+	}
+	return y, err
 }
 
 // Name returns the layer's full name, the prefix of its variables.

@@ -155,6 +155,11 @@ func (b *builder) channels(x *G.Node) int {
 // convBN is a convolution of filters k×k kernels ("same" padding, no bias)
 // and a batch normalization with act.
 func (b *builder) convBN(name string, x *G.Node, filters, k, stride int, act layers.Activation) *G.Node {
+	return b.normalize(name, b.conv(name, x, filters, k, stride), act)
+}
+
+// conv is convBN's convolution.
+func (b *builder) conv(name string, x *G.Node, filters, k, stride int) *G.Node {
 	if b.err != nil {
 		return nil
 	}
@@ -163,23 +168,44 @@ func (b *builder) convBN(name string, x *G.Node, filters, k, stride int, act lay
 		return nil
 	}
 	c, err := layers.Conv2D(x, kernel, nil, layers.Conv{Stride: [2]int{stride, stride}, Padding: [2]int{k / 2, k / 2}, Format: b.format})
-	if b.err = err; err != nil {
+	b.err = err
+	return c
+}
+
+// normalize is convBN's batch normalization of c with act.
+func (b *builder) normalize(name string, c *G.Node, act layers.Activation) *G.Node {
+	if b.err != nil {
 		return nil
 	}
-	cfg := b.bn
-	cfg.Activation = act
-	y, err := layers.BatchNorm(b.s, name+"/bn", c, b.training, cfg)
-	b.err = err
+	var y *G.Node
+	y, b.err = layers.BatchNorm(b.s, name+"/bn", c, b.training, b.bnConfig(act))
 	return y
 }
 
-// block is a basic residual block.
+func (b *builder) bnConfig(act layers.Activation) layers.BatchNormConfig {
+	cfg := b.bn
+	cfg.Activation = act
+	return cfg
+}
+
+// block is a basic residual block: the second normalization, the sum with
+// the shortcut and the ReLU are one op (BatchNormLayer.ApplyAdd, made
+// before the shortcut so that the variables are created in the order of
+// a convBN and an Add).
 func (b *builder) block(name string, x *G.Node, filters, stride int) *G.Node {
 	if b.err != nil {
 		return nil
 	}
 	h := b.convBN(name+"/conv1", x, filters, 3, stride, layers.ReLU)
-	h = b.convBN(name+"/conv2", h, filters, 3, 1, layers.Linear)
+	h = b.conv(name+"/conv2", h, filters, 3, 1)
+	if b.err != nil {
+		return nil
+	}
+	bn, err := layers.NewBatchNorm(layers.NewModule(b.s, ""), name+"/conv2/bn",
+		layers.BatchNormLayerConfig{Channels: filters, Dtype: tensor.Float32, BatchNormConfig: b.bnConfig(layers.ReLU)})
+	if b.err = err; err != nil {
+		return nil
+	}
 	shortcut := x
 	if stride != 1 || b.channels(x) != filters {
 		shortcut = b.convBN(name+"/shortcut", x, filters, 1, stride, layers.Linear)
@@ -187,8 +213,8 @@ func (b *builder) block(name string, x *G.Node, filters, stride int) *G.Node {
 	if b.err != nil {
 		return nil
 	}
-	y, err := layers.Add(h, shortcut, layers.ReLU)
-	b.err = err
+	var y *G.Node
+	y, b.err = bn.ApplyAdd(h, shortcut, b.training)
 	return y
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/towerflow/towerflow/internal/vartest"
@@ -118,6 +119,23 @@ func TestResNetParameters(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("ResNet-%d has %d trainable parameters, want %d", tc.depth, got, tc.want)
+			}
+			// A block's variables are created in the order of its ops (a
+			// store's flat layout and checkpoint manifest follow it): a
+			// projection shortcut's after the second normalization's.
+			names, shortcuts := e.Store().Names(), 0
+			for i, name := range names {
+				block, ok := strings.CutSuffix(name, "/shortcut/kernel")
+				if !ok {
+					continue
+				}
+				shortcuts++
+				if want := block + "/conv2/bn/moving_variance"; i == 0 || names[i-1] != want {
+					t.Errorf("%s follows %q, want %q", name, names[max(i-1, 0)], want)
+				}
+			}
+			if shortcuts != 2 {
+				t.Errorf("%d projection shortcuts, want 2 in %q", shortcuts, names)
 			}
 		})
 	}
