@@ -654,7 +654,8 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value, plus G.Value) (
 	// dz = grad ⊙ act′ into d, and this tower's Σ dz, Σ dz·x̂ per channel
 	// (β's and γ's gradients). d is o, where the rest happens in place,
 	// but with a side input, whose gradient dz is, it is dz's own buffer,
-	// and the rest goes from there into o a block or a sample at a time.
+	// and the rest goes from there into o (with channels first, a sample
+	// at a time).
 	d := o
 	if b.side {
 		d = data[T](b.dz.get(in[0].Dtype(), in[0].Shape()))
@@ -733,15 +734,7 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value, plus G.Value) (
 			k[ch] = T(float64(gamma[ch]) * b.invStd[ch])
 			ms[ch], mx[ch] = T(scale*sums[ch]/b.count), T(b.invStd[ch]*scale*sums[c+ch]/b.count)
 		}
-		if !b.side {
-			vec.ProjectRows(o, x, k, ms, m, mx)
-			return out, nil
-		}
-		for lo, n := 0, vec.BlockRows(c)*c; lo < len(o); lo += n {
-			hi := min(lo+n, len(o))
-			copy(o[lo:hi], d[lo:hi])
-			vec.ProjectRows(o[lo:hi], x[lo:hi], k, ms, m, mx)
-		}
+		vec.ProjectRowsFrom(o, d, x, k, ms, m, mx)
 		return out, nil
 	}
 	for i := range n {
