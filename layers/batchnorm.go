@@ -565,11 +565,39 @@ func (op *batchNormGradOp) Do(in ...G.Value) (G.Value, error) {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
 	return dispatch(op, in[0].Dtype(),
-		func() (G.Value, error) { return batchNormGradDo[float32](op, in) },
-		func() (G.Value, error) { return batchNormGradDo[float64](op, in) })
+		func() (G.Value, error) { return batchNormGradDo[float32](op, in, nil) },
+		func() (G.Value, error) { return batchNormGradDo[float64](op, in, nil) })
 }
 
-func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error) {
+// SumsInput: with channels last, the input gradient takes its incoming
+// gradient (input 1) as a sum's two terms, which its first pass adds a
+// block of rows at a time (towers.SumInput).
+func (op *batchNormGradOp) SumsInput() int {
+	if op.which == gradX && op.bn.last {
+		return 1
+	}
+	return -1
+}
+
+// DoSum is Do with the incoming gradient in[1] + b.
+func (op *batchNormGradOp) DoSum(b G.Value, in ...G.Value) (G.Value, error) {
+	if op.SumsInput() != 1 {
+		return nil, fmt.Errorf("%v: takes no input as a sum", op)
+	}
+	if len(in) != op.Arity() {
+		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
+	}
+	if b == nil || b.Dtype() != in[1].Dtype() || !b.Shape().Eq(in[1].Shape()) {
+		return nil, fmt.Errorf("%v: the gradient's terms differ: %v and %v", op, in[1], b)
+	}
+	return dispatch(op, in[0].Dtype(),
+		func() (G.Value, error) { return batchNormGradDo[float32](op, in, b) },
+		func() (G.Value, error) { return batchNormGradDo[float64](op, in, b) })
+}
+
+// batchNormGradDo is the gradients' Do; for the input's, with plus not
+// nil, the incoming gradient is in[1] + plus (DoSum).
+func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value, plus G.Value) (G.Value, error) {
 	b := op.bn
 	n, c, hw := b.geometry(in[0].Shape())
 	if op.which == gradSide {
@@ -601,6 +629,12 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 	if err != nil {
 		return nil, err
 	}
+	var g2 []T
+	if plus != nil {
+		if g2, err = backing[T]("gradient's second term", plus); err != nil {
+			return nil, err
+		}
+	}
 	if len(b.invStd) < c {
 		return nil, fmt.Errorf("%v: gradient before the forward pass", op)
 	}
@@ -620,7 +654,8 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 	// dz = grad ⊙ act′ into d, and this tower's Σ dz, Σ dz·x̂ per channel
 	// (β's and γ's gradients). d is o, where the rest happens in place,
 	// but with a side input, whose gradient dz is, it is dz's own buffer,
-	// and the rest goes from there into o a block or a sample at a time.
+	// and the rest goes from there into o (with channels first, a sample
+	// at a time).
 	d := o
 	if b.side {
 		d = data[T](b.dz.get(in[0].Dtype(), in[0].Shape()))
@@ -633,7 +668,7 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 	relu := b.act == ReLU
 	if b.last {
 		par := channelScratch[T](&op.par, 6*c)
-		bnGradRows(b, d, y, g, x, par, c, relu)
+		bnGradRows(b, d, y, g, g2, x, par, c, relu)
 		if !b.training {
 			k := par[c : 2*c]
 			for ch := range c {
@@ -699,15 +734,7 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 			k[ch] = T(float64(gamma[ch]) * b.invStd[ch])
 			ms[ch], mx[ch] = T(scale*sums[ch]/b.count), T(b.invStd[ch]*scale*sums[c+ch]/b.count)
 		}
-		if !b.side {
-			vec.ProjectRows(o, x, k, ms, m, mx)
-			return out, nil
-		}
-		for lo, n := 0, vec.BlockRows(c)*c; lo < len(o); lo += n {
-			hi := min(lo+n, len(o))
-			copy(o[lo:hi], d[lo:hi])
-			vec.ProjectRows(o[lo:hi], x[lo:hi], k, ms, m, mx)
-		}
+		vec.ProjectRowsFrom(o, d, x, k, ms, m, mx)
 		return out, nil
 	}
 	for i := range n {
@@ -726,18 +753,30 @@ func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value) (G.Value, error
 }
 
 // bnGradRows is the first pass of the input's gradient with channels last:
-// dz = grad ⊙ act′ into d, and this tower's Σ dz, Σ dz·x̂ per channel into
-// b.dSums, a block of rows at a time. par holds 6c values: the mean (left
-// in par[:c], for the second pass), the second pass's parameters and a
-// block's sums.
-func bnGradRows[T float](b *batchNorm, d, y, g, x, par []T, c int, relu bool) {
+// dz = grad ⊙ act′ into d, grad being g, or g + g2 (added a block at a
+// time) where g2 is not nil, and this tower's Σ dz, Σ dz·x̂ per channel
+// into b.dSums, a block of rows at a time. par holds 6c values: the mean
+// (left in par[:c], for the second pass), the second pass's parameters
+// and a block's sums.
+func bnGradRows[T float](b *batchNorm, d, y, g, g2, x, par []T, c int, relu bool) {
 	m, s, sx := par[:c], par[4*c:5*c], par[5*c:6*c]
 	for ch := range c {
 		m[ch] = T(b.mean[ch])
 	}
-	for lo, k := 0, vec.BlockRows(c)*c; lo < len(d); lo += k {
+	k := vec.BlockRows(c) * c
+	var sum []T // a block of g + g2, with g2
+	if g2 != nil {
+		sum = borrow[T](k)
+		defer giveBack(sum)
+	}
+	for lo := 0; lo < len(d); lo += k {
 		hi := min(lo+k, len(d))
-		vec.MaskSumAndDotAboutRows(d[lo:hi], y[lo:hi], g[lo:hi], x[lo:hi], m, s, sx, relu)
+		gb := g[lo:hi]
+		if g2 != nil {
+			gb = sum[:hi-lo]
+			vec.Add(gb, g[lo:hi], g2[lo:hi], false)
+		}
+		vec.MaskSumAndDotAboutRows(d[lo:hi], y[lo:hi], gb, x[lo:hi], m, s, sx, relu)
 		for ch := range c {
 			b.dSums[ch] += float64(s[ch])
 			b.dSums[c+ch] += float64(sx[ch]) * b.invStd[ch]

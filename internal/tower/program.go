@@ -45,6 +45,10 @@ type program struct {
 	ops map[int]interface {
 		Do(...G.Value) (G.Value, error)
 	}
+	// sums[r] is the tensor addition whose terms node r takes in place of
+	// its sum (see fuseSums); such an addition is never run.
+	sums    map[int]fusedSum
+	skipped []bool // skipped[i]: node i is an addition a reader takes as its terms
 
 	// Deferred sinks (see deferSinks): queue holds the sinks reached and
 	// not yet run, in program order; head is the next to run. idleIn is
@@ -109,7 +113,55 @@ func newProgram(g *G.ExprGraph, roots G.Nodes, watched []*G.Node) (*program, err
 		p.watched = append(p.watched, p.index[n])
 	}
 	p.vals = make([]G.Value, len(p.nodes))
+	p.fuseSums()
 	return p, nil
+}
+
+// fusedSum is an addition whose reader takes its two terms: the reader's
+// argument arg is the addition add.
+type fusedSum struct{ arg, add int }
+
+// fuseSums hands each tensor addition the program runs in a kept buffer
+// (isTensorAdd) whose one reader, reading it once, takes that argument as
+// two terms (towers.SumInput), and that is not watched, to the reader: the
+// addition is skipped, and the reader gets its terms.
+func (p *program) fuseSums() {
+	readers := p.readers()
+	for i, op := range p.ops {
+		if _, ok := op.(*adder); !ok || len(readers[i]) != 1 || slices.Contains(p.watched, i) {
+			continue
+		}
+		r := readers[i][0]
+		if _, own := p.ops[r]; own {
+			continue
+		}
+		s, ok := p.nodes[r].Op().(towers.SumInput)
+		if !ok {
+			continue
+		}
+		k := s.SumsInput()
+		if k < 0 || k >= len(p.args[r]) || p.args[r][k] != i {
+			continue
+		}
+		if p.sums == nil {
+			p.sums = map[int]fusedSum{}
+			p.skipped = make([]bool, len(p.nodes))
+		}
+		p.sums[r] = fusedSum{arg: k, add: i}
+		p.skipped[i] = true
+	}
+}
+
+// readers returns, for each node, the nodes that take it as an argument
+// (once per argument).
+func (p *program) readers() [][]int {
+	readers := make([][]int, len(p.nodes))
+	for i, args := range p.args {
+		for _, a := range args {
+			readers[a] = append(readers[a], i)
+		}
+	}
+	return readers
 }
 
 // children returns n's arguments in g, in order.
@@ -170,15 +222,10 @@ func (p *program) add(n *G.Node, kids []*G.Node) error {
 // the same; a movable op meets no group, so every group's rounds come in
 // the same order on every tower.
 func (p *program) deferSinks() {
-	readers := make([][]int, len(p.nodes))
-	for i, args := range p.args {
-		for _, a := range args {
-			readers[a] = append(readers[a], i)
-		}
-	}
+	readers := p.readers()
 	p.sinks = make([]bool, len(p.nodes))
 	for i := len(p.nodes) - 1; i >= 0; i-- { // readers come after what they read
-		if !p.movable(i) {
+		if !p.movable(i) || p.skip(i) {
 			continue
 		}
 		p.sinks[i] = true
@@ -205,7 +252,10 @@ func (p *program) movable(i int) bool {
 	return ok && m.Movable()
 }
 
-// run computes every node once.
+// skip reports whether node i is an addition its reader takes as terms.
+func (p *program) skip(i int) bool { return p.skipped != nil && p.skipped[i] }
+
+// run computes every node once (but the additions fuseSums skipped).
 func (p *program) run() error {
 	clear(p.vals)
 	p.queue, p.head, p.failed = p.queue[:0], 0, nil
@@ -214,6 +264,9 @@ func (p *program) run() error {
 			if p.vals[i] = n.Value(); p.vals[i] == nil {
 				return fmt.Errorf("node %v has no value", n.Name())
 			}
+			continue
+		}
+		if p.skip(i) {
 			continue
 		}
 		if p.sinks != nil && p.sinks[i] {
@@ -251,6 +304,10 @@ func (p *program) runNode(i int, in *[]G.Value) error {
 	var err error
 	if op, ok := p.ops[i]; ok {
 		v, err = op.Do(args...)
+	} else if f, ok := p.sums[i]; ok {
+		terms := p.args[f.add]
+		args[f.arg] = p.vals[terms[0]]
+		v, err = n.Op().(towers.SumInput).DoSum(p.vals[terms[1]], args...)
 	} else {
 		v, err = n.Op().Do(args...)
 	}

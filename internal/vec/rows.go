@@ -128,20 +128,25 @@ func AffineRows[T Float](o, x, m, s, g, b []T, relu bool) {
 // ProjectRows sets d[r·C+c] = k[c]·(d[r·C+c] − ms[c] − (x[r·C+c] − m[c])·mx[c])
 // for the C = len(m) channels: Project, per channel of channels-last data.
 // x must be at least as long as d.
-func ProjectRows[T Float](d, x, k, ms, m, mx []T) {
+func ProjectRows[T Float](d, x, k, ms, m, mx []T) { ProjectRowsFrom(d, d, x, k, ms, m, mx) }
+
+// ProjectRowsFrom is ProjectRows with src in place of d on the right:
+// d[r·C+c] = k[c]·(src[r·C+c] − ms[c] − (x[r·C+c] − m[c])·mx[c]). src and x
+// must be at least as long as d; src may be d.
+func ProjectRowsFrom[T Float](d, src, x, k, ms, m, mx []T) {
 	c := len(m)
 	if c == 0 {
 		return
 	}
 	rows := len(d) / c
-	d, x, k, ms, mx = d[:rows*c], x[:rows*c], k[:c], ms[:c], mx[:c]
+	d, src, x, k, ms, mx = d[:rows*c], src[:rows*c], x[:rows*c], k[:c], ms[:c], mx[:c]
 	c8 := 0
 	if d32, ok := any(d).([]float32); ok && useAVX2 && rows > 0 {
-		x32, k32, ms32, m32, mx32 := any(x).([]float32), any(k).([]float32), any(ms).([]float32), any(m).([]float32), any(mx).([]float32)
+		s32, x32, k32, ms32, m32, mx32 := any(src).([]float32), any(x).([]float32), any(k).([]float32), any(ms).([]float32), any(m).([]float32), any(mx).([]float32)
 		if c8 = c &^ 7; c8 > 0 {
 			for lo, n := 0, BlockRows(c); lo < rows; lo += n {
 				n = min(n, rows-lo)
-				projectRowsAVX2(&d32[lo*c], &x32[lo*c], n, c, c8, &k32[0], &ms32[0], &m32[0], &mx32[0])
+				projectRowsAVX2(&d32[lo*c], &s32[lo*c], &x32[lo*c], n, c, c8, &k32[0], &ms32[0], &m32[0], &mx32[0])
 			}
 		}
 	}
@@ -149,9 +154,9 @@ func ProjectRows[T Float](d, x, k, ms, m, mx []T) {
 		return
 	}
 	for r := range rows {
-		dr, xr := d[r*c:(r+1)*c:(r+1)*c], x[r*c:(r+1)*c:(r+1)*c]
+		dr, sr, xr := d[r*c:(r+1)*c:(r+1)*c], src[r*c:(r+1)*c:(r+1)*c], x[r*c:(r+1)*c:(r+1)*c]
 		for j := c8; j < c; j++ {
-			dr[j] = k[j] * (dr[j] - ms[j] - T((xr[j]-m[j])*mx[j])) // T(…): no fused multiply-add, as in Affine
+			dr[j] = k[j] * (sr[j] - ms[j] - T((xr[j]-m[j])*mx[j])) // T(…): no fused multiply-add, as in Affine
 		}
 	}
 }

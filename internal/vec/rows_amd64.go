@@ -21,12 +21,12 @@ func sumAndDotRowsAVX2(d, x *float32, rows, stride int, m *float32, nv int, s, s
 //go:noescape
 func affineRowsAVX2(o, x *float32, rows, stride, c8 int, m, s, gain, b *float32, relu bool)
 
-// projectRowsAVX2 is Project over the first c8 channels (a positive
-// multiple of 8) of the rows, with the channels' parameters at k, ms, m
-// and mx.
+// projectRowsAVX2 is ProjectRowsFrom over the first c8 channels (a
+// positive multiple of 8) of the rows, with the channels' parameters at
+// k, ms, m and mx.
 //
 //go:noescape
-func projectRowsAVX2(d, x *float32, rows, stride, c8 int, k, ms, m, mx *float32)
+func projectRowsAVX2(d, src, x *float32, rows, stride, c8 int, k, ms, m, mx *float32)
 
 // maskSumAndDotRowsAVX2 sets d to grad where y > 0, else 0 (Mask), or to
 // grad without relu, then adds d to s and d·(x − m) to sx, over the rows,

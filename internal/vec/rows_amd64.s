@@ -376,19 +376,20 @@ affine16ReLU:
 	VZEROUPPER
 	RET
 
-// func projectRowsAVX2(d, x *float32, rows, stride, c8 int, k, ms, m, mx *float32)
-TEXT ·projectRowsAVX2(SB), NOSPLIT, $0-72
+// func projectRowsAVX2(d, src, x *float32, rows, stride, c8 int, k, ms, m, mx *float32)
+TEXT ·projectRowsAVX2(SB), NOSPLIT, $0-80
 	MOVQ d+0(FP), DI
-	MOVQ x+8(FP), SI
-	MOVQ rows+16(FP), CX
-	MOVQ stride+24(FP), BX
+	MOVQ src+8(FP), R12
+	MOVQ x+16(FP), SI
+	MOVQ rows+24(FP), CX
+	MOVQ stride+32(FP), BX
 	SHLQ $2, BX
-	MOVQ c8+32(FP), DX
+	MOVQ c8+40(FP), DX
 	SHLQ $2, DX
-	MOVQ k+40(FP), R8
-	MOVQ ms+48(FP), R9
-	MOVQ m+56(FP), R10
-	MOVQ mx+64(FP), R11
+	MOVQ k+48(FP), R8
+	MOVQ ms+56(FP), R9
+	MOVQ m+64(FP), R10
+	MOVQ mx+72(FP), R11
 	CMPQ DX, $64
 	JEQ  project16
 	CMPQ DX, $128
@@ -398,7 +399,7 @@ projectRows:
 	XORQ AX, AX
 
 projectRowsLoop:
-	VMOVUPS (DI)(AX*1), Y0
+	VMOVUPS (R12)(AX*1), Y0
 	VMOVUPS (SI)(AX*1), Y5
 	VMOVUPS (R8)(AX*1), Y1
 	VSUBPS  (R9)(AX*1), Y0, Y0
@@ -412,6 +413,7 @@ projectRowsLoop:
 	JLT     projectRowsLoop
 	ADDQ    BX, SI
 	ADDQ    BX, DI
+	ADDQ    BX, R12
 	DECQ    CX
 	JNZ     projectRows
 	VZEROUPPER
@@ -420,7 +422,7 @@ projectRowsLoop:
 // PROJECT32 is projectRowsLoop on the eight channels at off with k, ms
 // and m in registers, mx from memory.
 #define PROJECT32(off, k, ms, m) \
-	VMOVUPS off(DI), Y0; \
+	VMOVUPS off(R12), Y0; \
 	VMOVUPS off(SI), Y13; \
 	VSUBPS  ms, Y0, Y0; \
 	VSUBPS  m, Y13, Y13; \
@@ -452,6 +454,7 @@ project32Loop:
 	PROJECT32(96, Y10, Y11, Y12)
 	ADDQ BX, SI
 	ADDQ BX, DI
+	ADDQ BX, R12
 	DECQ CX
 	JNZ  project32Loop
 	VZEROUPPER
@@ -470,9 +473,9 @@ project16:
 	PARAMS16
 
 project16Loop:
-	VMOVUPS (DI), Y0
+	VMOVUPS (R12), Y0
 	VMOVUPS (SI), Y5
-	VMOVUPS 32(DI), Y11
+	VMOVUPS 32(R12), Y11
 	VMOVUPS 32(SI), Y12
 	PROJECT16(Y0, Y5, Y1, Y2, Y3, Y4)
 	PROJECT16(Y11, Y12, Y7, Y8, Y9, Y10)
@@ -480,6 +483,7 @@ project16Loop:
 	VMOVUPS Y11, 32(DI)
 	ADDQ    BX, SI
 	ADDQ    BX, DI
+	ADDQ    BX, R12
 	DECQ    CX
 	JNZ     project16Loop
 	VZEROUPPER

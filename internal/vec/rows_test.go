@@ -81,6 +81,15 @@ func TestRowsMatchChannels(t *testing.T) {
 			nanAlike,
 		},
 		{
+			"ProjectRowsFrom",
+			func(o, x, y []float32, p [][]float32) { ProjectRowsFrom(o, y, x, p[0], p[1], p[2], p[3]) },
+			func(col, xc, yc []float32, p [][]float32, ch int) {
+				copy(col, yc)
+				Project(col, xc, p[0][ch], p[1][ch], p[2][ch], p[3][ch])
+			},
+			nanAlike,
+		},
+		{
 			"SumsAboutRows",
 			func(o, x, _ []float32, p [][]float32) {
 				c := len(p[0])
