@@ -587,8 +587,11 @@ func (op *batchNormGradOp) DoSum(b G.Value, in ...G.Value) (G.Value, error) {
 	if len(in) != op.Arity() {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
-	if b == nil || b.Dtype() != in[1].Dtype() || !b.Shape().Eq(in[1].Shape()) {
-		return nil, fmt.Errorf("%v: the gradient's terms differ: %v and %v", op, in[1], b)
+	if in[1] == nil || b == nil {
+		return nil, fmt.Errorf("%v: a nil term of the gradient", op)
+	}
+	if b.Dtype() != in[1].Dtype() || !b.Shape().Eq(in[1].Shape()) {
+		return nil, fmt.Errorf("%v: the gradient's terms differ: %v of shape %v and %v of shape %v", op, in[1].Dtype(), in[1].Shape(), b.Dtype(), b.Shape())
 	}
 	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return batchNormGradDo[float32](op, in, b) },

@@ -27,7 +27,7 @@ func residualRun(t *testing.T, dt tensor.Dtype, c int, tape bool) ([][]float64, 
 	tapeOnly = tape
 	defer func() { tapeOnly = false }()
 	tw := New(towers.NewScope(0, 1, towers.CPU(0), towers.NewStore(towers.StoreConfig{Seed: 4}), nil), nil)
-	shape := tensor.Shape{2, 5, 6, c}
+	shape := tensor.Shape{2, 9, 10, c} // 180 rows: more than one block of 16 or 32 channels
 	x, err := tw.Input("x", dt, shape)
 	if err != nil {
 		t.Fatal(err)
@@ -106,11 +106,11 @@ func residualRun(t *testing.T, dt tensor.Dtype, c int, tape bool) ([][]float64, 
 // two terms (towers.SumInput: batch norm's input gradient with channels
 // last) is not made; the reader gets its terms and computes what it
 // computes from the sum, bit for bit (the tape machine, which adds, is
-// the reference), in float32 (whole vectors of channels, and a tail) and
-// float64.
+// the reference), in float32 (whole vectors of channels, 16 and 32 of
+// them, and a tail) and float64.
 func TestSumsFusedIntoReaders(t *testing.T) {
 	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
-		for _, c := range []int{16, 11} {
+		for _, c := range []int{16, 32, 11} {
 			t.Run(fmt.Sprintf("%v/%d channels", dt, c), func(t *testing.T) {
 				want, _ := residualRun(t, dt, c, true)
 				got, fused := residualRun(t, dt, c, false)
@@ -169,6 +169,7 @@ func TestSumFusion(t *testing.T) {
 		{"reader takes no sum", -1, false, false, false},
 		{"sum watched", 0, true, false, false},
 		{"two readers", 0, false, true, false},
+		{"reader takes another input as terms", 1, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := G.NewGraph()
