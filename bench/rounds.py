@@ -13,7 +13,7 @@ Each such line is a figure named NAME/T, for the command NAME and T
 towers (or threads). Example, ResNet-20 bfloat16 against PyTorch:
 
     python3 bench/rounds.py -n 10 \\
-      --run 'bf16=/tmp/tbd -model resnet20 -impl towerflow -towers 1,2 -steps 8 -warmup 2 -precision bf16' \\
+      --run 'bf16=env -u OPENBLAS_CORETYPE /tmp/tbd -model resnet20 -impl towerflow -towers 1,2 -steps 8 -warmup 2 -precision bf16' \\
       --run 'torch1=python3 bench/torch_resnet.py --threads 1 --steps 8 --warmup 2' \\
       --run 'torch2=python3 bench/torch_resnet.py --threads 2 --steps 8 --warmup 2' \\
       --ratio 'bf16/2:torch1/1,torch2/2' --ratio 'bf16/2:bf16/1'
