@@ -85,9 +85,10 @@ func batchNormOf(op string, s *towers.Scope, name string, x, side *G.Node, train
 // input), with cfg.Activation applied after the sum. The variables are
 // BatchNorm's, under the same names, and the values are those of
 // Add(BatchNorm(x), side, act) with BatchNorm's activation Linear, bit for
-// bit; the op makes one pass over the batch where those two make two, and
-// its gradient with respect to side is the one the normalization's own
-// gradient computes on its way, where Add's is a pass of its own.
+// bit; the op adds side in the pass that normalizes, where Add makes a
+// pass of its own, and its gradient with respect to side is the dz the
+// normalization's own gradient computes on its way, where Add's is a pass
+// of its own too.
 func BatchNormAdd(s *towers.Scope, name string, x, side *G.Node, training bool, cfg BatchNormConfig) (*G.Node, error) {
 	const op = "layers.BatchNormAdd"
 	if side == nil {
