@@ -11,6 +11,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/wanterr"
 	"github.com/towerflow/towerflow/layers"
 	"github.com/towerflow/towerflow/towers"
@@ -132,6 +133,16 @@ func feedAll(t *testing.T, tw *Tower, r int) {
 // tower ran its own program.
 func runModel(t *testing.T, m model, tape bool) ([][][]float64, bool) {
 	t.Helper()
+	runs, prog := runTower(t, m, tape, feedAll)
+	return runs, prog != nil
+}
+
+// runTower builds m on a fresh tower (the tape machine's with tape), runs
+// it twice, feeding run r's inputs with feed, and returns every compared
+// node's data after each run and the tower's program (nil where the tape
+// machine ran).
+func runTower(t *testing.T, m model, tape bool, feed func(t *testing.T, tw *Tower, r int)) ([][][]float64, *program) {
+	t.Helper()
 	tapeOnly = tape
 	defer func() { tapeOnly = false }()
 	tw := New(towers.NewScope(0, 1, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil), nil)
@@ -147,7 +158,7 @@ func runModel(t *testing.T, m model, tape bool) ([][][]float64, bool) {
 	defer tw.Close()
 	var runs [][][]float64
 	for r := range 2 {
-		feedAll(t, tw, r)
+		feed(t, tw, r)
 		if err := tw.Run(); err != nil {
 			t.Fatal(err)
 		}
@@ -157,18 +168,15 @@ func runModel(t *testing.T, m model, tape bool) ([][][]float64, bool) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			switch d := v.Data().(type) {
-			case []float64:
-				vals = append(vals, append([]float64(nil), d...))
-			case float64:
-				vals = append(vals, []float64{d})
-			default:
-				t.Fatalf("node %v: data %T", n.Name(), d)
+			f, err := numeric.Float64s(v)
+			if err != nil {
+				t.Fatalf("node %v: %v", n.Name(), err)
 			}
+			vals = append(vals, f)
 		}
 		runs = append(runs, vals)
 	}
-	return runs, tw.prog != nil
+	return runs, tw.prog
 }
 
 // TestProgramMatchesTapeMachine: a tower running its own program computes

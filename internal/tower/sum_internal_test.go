@@ -22,84 +22,57 @@ import (
 // unless tape), runs it twice on random images and returns the watched
 // values (output, loss, every variable's gradient) of both runs and how
 // many sums the program handed to their readers.
-func residualRun(t *testing.T, dt tensor.Dtype, c int, tape bool) ([][]float64, int) {
+func residualRun(t *testing.T, dt tensor.Dtype, c int, tape bool) ([][][]float64, int) {
 	t.Helper()
-	tapeOnly = tape
-	defer func() { tapeOnly = false }()
-	tw := New(towers.NewScope(0, 1, towers.CPU(0), towers.NewStore(towers.StoreConfig{Seed: 4}), nil), nil)
 	shape := tensor.Shape{2, 9, 10, c} // 180 rows: more than one block of 16 or 32 channels
-	x, err := tw.Input("x", dt, shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := tw.Input("y", dt, shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := layers.BatchNormConfig{Activation: layers.ReLU, Format: layers.NHWC}
-	h := G.Must(layers.BatchNorm(tw.Scope, "bn0", x, true, cfg))
-	k := tw.MustVariable("k", dt, tensor.Shape{c, c, 3, 3}, towers.GlorotUniform())
-	conv := G.Must(layers.Conv2D(h, k, nil, layers.Conv{Padding: [2]int{1, 1}, Format: layers.NHWC}))
-	out := G.Must(layers.BatchNormAdd(tw.Scope, "bn1", conv, h, true, cfg))
-	loss := G.Must(layers.MeanSquaredError(out, y))
-	names := []string{"k", "bn0/gamma", "bn0/beta", "bn1/gamma", "bn1/beta"}
-	gs, err := tw.Gradients(loss, names)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := G.Nodes{out, loss}
-	for _, name := range names {
-		nodes = append(nodes, gs[name])
-	}
-	for _, n := range nodes {
-		if err := tw.Watch(n); err != nil {
+	block := func(t *testing.T, tw *Tower) []*G.Node {
+		x, err := tw.Input("x", dt, shape)
+		if err != nil {
 			t.Fatal(err)
 		}
+		y, err := tw.Input("y", dt, shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := layers.BatchNormConfig{Activation: layers.ReLU, Format: layers.NHWC}
+		h := G.Must(layers.BatchNorm(tw.Scope, "bn0", x, true, cfg))
+		k := tw.MustVariable("k", dt, tensor.Shape{c, c, 3, 3}, towers.GlorotUniform())
+		conv := G.Must(layers.Conv2D(h, k, nil, layers.Conv{Padding: [2]int{1, 1}, Format: layers.NHWC}))
+		out := G.Must(layers.BatchNormAdd(tw.Scope, "bn1", conv, h, true, cfg))
+		loss := G.Must(layers.MeanSquaredError(out, y))
+		names := []string{"k", "bn0/gamma", "bn0/beta", "bn1/gamma", "bn1/beta"}
+		gs, err := tw.Gradients(loss, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes := []*G.Node{out, loss}
+		for _, name := range names {
+			nodes = append(nodes, gs[name])
+		}
+		return nodes
 	}
-	if err := tw.Compile(); err != nil {
-		t.Fatal(err)
-	}
-	defer tw.Close()
 	r := rand.New(rand.NewPCG(uint64(c), 3))
-	var vals [][]float64
-	for range 2 {
+	images := func(t *testing.T, tw *Tower, _ int) {
 		for _, name := range []string{"x", "y"} {
 			data := make([]float64, shape.TotalSize())
 			for i := range data {
 				data[i] = r.NormFloat64()*2 + 0.5
 			}
-			v := numeric.Over(shape, data)
-			if dt == tensor.Float32 {
-				f := make([]float32, len(data))
-				for i, d := range data {
-					f[i] = float32(d)
-				}
-				v = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
+			v := tensor.New(tensor.Of(dt), tensor.WithShape(shape...))
+			if err := numeric.SetFloat64s(v.Data(), data); err != nil {
+				t.Fatal(err)
 			}
 			if err := tw.Feed(name, v); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := tw.Run(); err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range nodes {
-			v, err := tw.Value(n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := numeric.Float64s(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			vals = append(vals, f)
-		}
 	}
+	runs, prog := runTower(t, block, tape, images)
 	fused := 0
-	if tw.prog != nil {
-		fused = len(tw.prog.sums)
+	if prog != nil {
+		fused = len(prog.sums)
 	}
-	return vals, fused
+	return runs, fused
 }
 
 // TestSumsFusedIntoReaders: a gradient sum whose one reader takes it as
