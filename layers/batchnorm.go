@@ -565,9 +565,25 @@ func (op *batchNormGradOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != op.Arity() {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
+	if op.which == gradSide {
+		return op.sideGrad(in[0])
+	}
 	return dispatch(op, in[0].Dtype(),
 		func() (G.Value, error) { return batchNormGradDo[float32](op, in, nil) },
 		func() (G.Value, error) { return batchNormGradDo[float64](op, in, nil) })
+}
+
+// sideGrad is the side input's gradient: dz, which the input gradient
+// (dx, of dz's shape and dtype) computed and kept.
+func (op *batchNormGradOp) sideGrad(dx G.Value) (G.Value, error) {
+	dz := op.bn.dz.t
+	if dz == nil {
+		return nil, fmt.Errorf("%v: before the input gradient", op)
+	}
+	if !dz.Shape().Eq(dx.Shape()) || dz.Dtype() != dx.Dtype() {
+		return nil, fmt.Errorf("%v: the input gradient is %v of shape %v, its dz %v of shape %v", op, dx.Dtype(), dx.Shape(), dz.Dtype(), dz.Shape())
+	}
+	return dz, nil
 }
 
 // SumsInput: with channels last, the input gradient takes its incoming
@@ -604,16 +620,6 @@ func (op *batchNormGradOp) DoSum(b G.Value, in ...G.Value) (G.Value, error) {
 func batchNormGradDo[T float](op *batchNormGradOp, in []G.Value, plus G.Value) (G.Value, error) {
 	b := op.bn
 	n, c, hw := b.geometry(in[0].Shape())
-	if op.which == gradSide {
-		dz := b.dz.t
-		if dz == nil {
-			return nil, fmt.Errorf("%v: before the input gradient", op)
-		}
-		if !dz.Shape().Eq(in[0].Shape()) || dz.Dtype() != in[0].Dtype() {
-			return nil, fmt.Errorf("%v: the input gradient is %v of shape %v, its dz %v of shape %v", op, in[0].Dtype(), in[0].Shape(), dz.Dtype(), dz.Shape())
-		}
-		return dz, nil
-	}
 	if op.which != gradX {
 		if len(b.dSums) != 2*c {
 			return nil, fmt.Errorf("%v: before the input gradient", op)
