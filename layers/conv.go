@@ -10,6 +10,7 @@ import (
 
 	"github.com/towerflow/towerflow/internal/dnnl"
 	"github.com/towerflow/towerflow/internal/vec"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // Conv configures Conv2D: the stride and the zero padding along height and
@@ -198,6 +199,7 @@ func col2im[T float](g convGeom, cols, x []T) {
 type convOp struct {
 	layer
 	convPrecision
+	convSharing
 	geo convGeom
 }
 
@@ -243,7 +245,7 @@ func convDo[T float](op *convOp, in []G.Value) (G.Value, error) {
 	if g.n == 0 {
 		return out, nil
 	}
-	if done, err := convOneDNN(g, dnnl.Forward, op.bias, op.act == ReLU, op.bf16, x, k, b, o); done {
+	if done, err := convOneDNN(g, dnnl.Forward, op.bias, op.act == ReLU, op.bf16, &op.convSharing, x, k, b, o); done {
 		if err != nil {
 			return nil, fmt.Errorf("%v: %w", op, err)
 		}
@@ -310,9 +312,18 @@ type convGradOp struct {
 	input bool
 	out   buffer
 	convPrecision
+	convSharing // the input's gradient only
 }
 
 func (op *convGradOp) Arity() int { return 2 }
+
+// ShareOn (towers.Sharing) shares the input's gradient only: the kernel's
+// adds its chunks up in order.
+func (op *convGradOp) ShareOn(b *towers.Board, tower int) {
+	if op.input {
+		op.convSharing.ShareOn(b, tower)
+	}
+}
 
 func (op *convGradOp) Type() hm.Type {
 	t4 := tensorType(4, hm.TypeVariable('a'))
@@ -363,7 +374,7 @@ func convGradDo[T float](op *convGradOp, in []G.Value) (G.Value, error) {
 	if op.input {
 		pass, in0, in1 = dnnl.InputGrad, dz, a // (dz, kernel)
 	}
-	if done, err := convOneDNN(g, pass, false, false, op.bf16, in0, in1, nil, o); done {
+	if done, err := convOneDNN(g, pass, false, false, op.bf16, &op.convSharing, in0, in1, nil, o); done {
 		if err != nil {
 			return nil, fmt.Errorf("%v: %w", op, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/towerflow/towerflow/internal/dnnl"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // oneDNN says whether float32 convolutions run in oneDNN: in a build with
@@ -57,13 +58,63 @@ func ConvBackend() string {
 	return "towerflow (BLAS)"
 }
 
+// noSharing turns sharing off (ShareConvolutions).
+var noSharing atomic.Bool
+
+// ShareConvolutions says whether a convolution in oneDNN a tower runs
+// while another tower waits for it at a rendezvous (a synchronized batch
+// normalization's) takes the waiting tower's help: it does by default
+// (towers.Board). The results are the same bits either way; turning it off
+// is for measuring what it gives (towerbench -alternate share).
+func ShareConvolutions(on bool) { noSharing.Store(!on) }
+
+// SharesConvolutions reports ShareConvolutions' setting.
+func SharesConvolutions() bool { return !noSharing.Load() }
+
+// convSharing makes a convolution's op a towers.Sharing: once the engine
+// has given it its build's board, the op posts its oneDNN runs there for
+// the towers that wait for this one (dnnl.Share).
+type convSharing struct {
+	board *towers.Board
+	tower int
+	share *dnnl.Share
+	post  towers.Posting // of this op
+}
+
+// ShareOn (towers.Sharing): post oneDNN runs on b as tower.
+func (o *convSharing) ShareOn(b *towers.Board, tower int) {
+	o.board, o.tower = b, tower
+	if o.share == nil {
+		o.share = dnnl.NewShare()
+	}
+	o.post.Helper = o
+}
+
+// Help (towers.Helper): run chunks of the pass this op is running, with
+// workspaces from the scratch buffers.
+func (o *convSharing) Help() bool {
+	return o.share.Help(borrow[float32], func(ws []float32) { giveBack(ws) })
+}
+
+// run runs pass p of c, open to the other towers' help when the op shares
+// its runs.
+func (o *convSharing) run(c *dnnl.Conv, p dnnl.Pass, in0, in1, b, out, ws []float32) error {
+	if o == nil || o.board == nil || o.share == nil || p == dnnl.KernelGrad || noSharing.Load() {
+		return c.Run(p, in0, in1, b, out, ws)
+	}
+	o.board.Post(o.tower, &o.post)
+	defer o.board.Post(o.tower, nil)
+	return c.RunShared(o.share, p, in0, in1, b, out, ws)
+}
+
 // convOneDNN runs pass p of the convolution g in oneDNN, if it is a
 // float32 convolution and oneDNN is on and implements g; done says it ran.
 // The backward passes ignore bias and relu (they act on the forward's
-// output only), so they share one geometry.
+// output only), so they share one geometry. sh, if not nil, opens the run
+// to the other towers (convSharing).
 //
 // With bf16, the pass runs in bfloat16 (dnnl.Geom's BF16).
-func convOneDNN[T float](g convGeom, p dnnl.Pass, bias, relu, bf16 bool, in0, in1, b, out []T) (done bool, err error) {
+func convOneDNN[T float](g convGeom, p dnnl.Pass, bias, relu, bf16 bool, sh *convSharing, in0, in1, b, out []T) (done bool, err error) {
 	if !oneDNN.Load() {
 		return false, nil
 	}
@@ -86,5 +137,5 @@ func convOneDNN[T float](g convGeom, p dnnl.Pass, bias, relu, bf16 bool, in0, in
 	ws := borrow[float32](c.Workspace(p))
 	defer giveBack(ws)
 	bs, _ := any(b).([]float32)
-	return true, c.Run(p, a, any(in1).([]float32), bs, any(out).([]float32), ws)
+	return true, sh.run(c, p, a, any(in1).([]float32), bs, any(out).([]float32), ws)
 }

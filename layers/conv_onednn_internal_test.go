@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/towerflow/towerflow/internal/dnnl"
+	"github.com/towerflow/towerflow/towers"
 )
 
 // TestOneDNNAgainstDirectSums (built with -tags dnnl): oneDNN's three
@@ -89,7 +90,7 @@ func TestOneDNNAgainstDirectSums(t *testing.T) {
 				for j := range got {
 					got[j] = float32(math.NaN())
 				}
-				done, err := convOneDNN(g, r.pass, ge.bias, ge.relu, false, float32s(r.in0), float32s(r.in1), bias, got)
+				done, err := convOneDNN(g, r.pass, ge.bias, ge.relu, false, nil, float32s(r.in0), float32s(r.in1), bias, got)
 				if !done || err != nil {
 					t.Fatalf("%v, %v: ran in oneDNN %t, error %v", g, r.pass, done, err)
 				}
@@ -172,3 +173,37 @@ func poisonScratch32() {
 		}
 	}
 }
+
+// TestConvOpsShare: given its build's board (towers.Sharing), a
+// convolution's forward op and its input's gradient op keep it and, with
+// oneDNN, a dnnl.Share to run on; the kernel's gradient, whose chunks add
+// up in order, does not share.
+func TestConvOpsShare(t *testing.T) {
+	s0 := towers.NewScope(0, 2, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil)
+	b := s0.Board()
+	type got struct {
+		Board bool
+		Tower int
+		Share bool
+	}
+	for _, c := range []struct {
+		name string
+		op   interface {
+			towers.Sharing
+			sharing() *convSharing
+		}
+		want got
+	}{
+		{"forward", &convOp{}, got{true, 1, dnnl.Built}},
+		{"input gradient", &convGradOp{input: true}, got{true, 1, dnnl.Built}},
+		{"kernel gradient", &convGradOp{}, got{false, 0, false}},
+	} {
+		c.op.ShareOn(b, 1)
+		s := c.op.sharing()
+		if diff := cmp.Diff(c.want, got{s.board == b, s.tower, s.share != nil}); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", c.name, diff)
+		}
+	}
+}
+
+func (o *convSharing) sharing() *convSharing { return o }

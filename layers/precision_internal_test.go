@@ -158,7 +158,7 @@ func TestBF16ConvAgainstFloat32(t *testing.T) {
 				for j := range got {
 					got[j] = float32(math.NaN())
 				}
-				done, err := convOneDNN(g, r.pass, ge.bias, ge.relu, true, float32s(r.in0), float32s(r.in1), bias, got)
+				done, err := convOneDNN(g, r.pass, ge.bias, ge.relu, true, nil, float32s(r.in0), float32s(r.in1), bias, got)
 				if !done || err != nil {
 					t.Fatalf("%v, %v: ran in oneDNN %t, error %v", g, r.pass, done, err)
 				}

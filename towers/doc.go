@@ -14,6 +14,12 @@
 //     creates variables; later towers reuse them and prefix their node
 //     names "tower_i/". Each tower reads the masters through its own tensor
 //     header, because gorgonia rewrites operand headers in place.
+//   - Group and Board: what the towers of a build meet and share. A Group
+//     is a rendezvous where every tower hands in a part and gets the sum
+//     (synchronized batch normalization); a tower that arrives first runs
+//     its own put-off work (Movable ops), then helps with the work the
+//     late towers have posted on the Board (Sharing ops: a convolution's
+//     chunks of images).
 //   - IndexedSlices: the sparse gradient of a variable (the rows a batch
 //     touched, as an embedding lookup's), deduplicated, densified, and
 //     concatenated over towers with their loss weights (ConcatSlices).

@@ -38,6 +38,7 @@ type Group struct {
 	err     error
 	weights []float64
 	idle    []func() bool // idle[i]: tower i's work for its waits; nil: none
+	board   *Board        // the build's: other towers' work to help with
 }
 
 // Group returns the build's group called key: the same *Group on every
@@ -55,7 +56,7 @@ func (s *Scope) Group(key string) *Group {
 			return g
 		}
 	}
-	g := &Group{key: key, n: s.count, parts: make([][]float64, s.count), idle: make([]func() bool, s.count)}
+	g := &Group{key: key, n: s.count, parts: make([][]float64, s.count), idle: make([]func() bool, s.count), board: s.Board()}
 	g.cond = sync.NewCond(&g.mu)
 	first.groups = append(first.groups, g)
 	return g
@@ -115,10 +116,11 @@ func (g *Group) AllSum(tower int, part []float64) ([]float64, error) {
 	}
 	// The others are computing the same op on their shards and arrive
 	// within microseconds: do this tower's idle work while there is some,
-	// then spin for them before parking, since a parked goroutine waits
-	// for the Go scheduler, behind BLAS calls holding the cores, for up to
+	// and help with the work the others have posted (Board), then spin
+	// for them before parking, since a parked goroutine waits for the Go
+	// scheduler, behind BLAS calls holding the cores, for up to
 	// milliseconds.
-	g.spin(round, idle)
+	g.spin(tower, round, idle)
 	for g.round.Load() == round && g.err == nil {
 		g.cond.Wait()
 	}
@@ -128,11 +130,12 @@ func (g *Group) AllSum(tower int, part []float64) ([]float64, error) {
 	return g.sum, nil
 }
 
-// spin runs idle until it reports no more work, then spins for up to
-// spinFor, while the round has not ended. It is called and returns with
-// g.mu held and releases it meanwhile, taking it back however it returns
-// (a panic in idle leaves AllSum's deferred unlock a held mutex).
-func (g *Group) spin(round uint64, idle func() bool) {
+// spin runs idle until it reports no more work, then, while the round has
+// not ended, helps with the other towers' posted work and spins for up to
+// spinFor after the last piece it helped with. It is called and returns
+// with g.mu held and releases it meanwhile, taking it back however it
+// returns (a panic in idle leaves AllSum's deferred unlock a held mutex).
+func (g *Group) spin(tower int, round uint64, idle func() bool) {
 	g.mu.Unlock()
 	defer g.mu.Lock()
 	start := time.Now()
@@ -143,6 +146,10 @@ func (g *Group) spin(round uint64, idle func() bool) {
 				continue
 			}
 			idle = nil // nothing more for this wait
+		}
+		if g.board.help(tower) {
+			start, i = time.Now(), 0
+			continue
 		}
 		if i%64 == 63 && time.Since(start) > spinFor {
 			return

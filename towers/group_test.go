@@ -46,22 +46,7 @@ func TestGroupIdle(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			sums := make([][]float64, 2)
-			errs := make([]error, 2)
-			var wg sync.WaitGroup
-			wg.Go(func() { sums[0], errs[0] = g.AllSum(0, []float64{1}) })
-			select {
-			case <-done:
-			case <-guard:
-			}
-			sums[1], errs[1] = g.AllSum(1, []float64{2})
-			wg.Wait()
-			if diff := cmp.Diff([]error{nil, nil}, errs); diff != "" {
-				t.Fatalf("errors (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff([][]float64{{3}, {3}}, sums); diff != "" {
-				t.Errorf("sums (-want +got):\n%s", diff)
-			}
+			meet(t, g, done, guard)
 			if diff := cmp.Diff(c.wantN, calls); diff != "" {
 				t.Errorf("idle calls per tower (-want +got):\n%s", diff)
 			}
@@ -100,4 +85,27 @@ func TestGroupIdle(t *testing.T) {
 		s0 := towers.NewScope(0, 2, towers.CPU(0), towers.NewStore(towers.StoreConfig{}), nil)
 		wanterr.Mentions(t, s0.Group("g").SetIdle(2, func() bool { return false }), `group "g"`, "tower 2 of 2")
 	})
+}
+
+// meet has tower 0 hand 1 in to g and wait, and tower 1 hand 2 in once
+// arrive is closed (or guard, a little before the test's deadline), and
+// checks that both get 3.
+func meet(t *testing.T, g *towers.Group, arrive, guard <-chan struct{}) {
+	t.Helper()
+	sums := make([][]float64, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() { sums[0], errs[0] = g.AllSum(0, []float64{1}) })
+	select {
+	case <-arrive:
+	case <-guard:
+	}
+	sums[1], errs[1] = g.AllSum(1, []float64{2})
+	wg.Wait()
+	if diff := cmp.Diff([]error{nil, nil}, errs); diff != "" {
+		t.Fatalf("errors (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([][]float64{{3}, {3}}, sums); diff != "" {
+		t.Errorf("sums (-want +got):\n%s", diff)
+	}
 }

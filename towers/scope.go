@@ -34,6 +34,7 @@ type Scope struct {
 
 	count  int      // towers in the build
 	groups []*Group // tower 0's: the build's rendezvous, in the order made
+	board  *Board   // tower 0's: the build's posted work, once asked for
 
 	step *G.Node // the global step's node, once asked for
 

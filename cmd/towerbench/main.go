@@ -44,6 +44,19 @@
 // and the engine's warning names what falls back to float32. The gorgonia
 // loop stays float32.
 //
+// -alternate share turns a setting (layers.ShareConvolutions: a tower
+// waiting at a rendezvous helps with the late tower's convolution) off and
+// on at every other step of towerflow's runs, and prints after each run's
+// line
+//
+//	model=<m> impl=towerflow towers=<n> alternate=share on_ms_p50=<a> off_ms_p50=<b> off/on_p50=<r> pairs=<k>
+//
+// the median step each way and the median over every two neighbouring
+// steps of off over on: neighbouring steps share the host's slow drifts,
+// so the pairs resolve changes of about a percent that whole runs on a
+// noisy machine do not (docs/performance.md, Method). The run's own line
+// is then of steps with the setting on and off alike.
+//
 // For every towers count and implementation it trains -warmup steps, then
 // -steps timed steps, and prints one line
 //
@@ -113,6 +126,9 @@ type config struct {
 	format layers.Format
 	// log receives the engines' warnings (nil: none).
 	log *slog.Logger
+	// alternate names the setting towerflow's runs turn off and on at
+	// every other step (-alternate); "" none.
+	alternate string
 }
 
 func main() {
@@ -134,6 +150,7 @@ func main() {
 	ownConv := flag.Bool("own-conv", false, "compute convolutions with layers' own code, also in a build with oneDNN (-tags dnnl)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file (go tool pprof)")
 	traceFile := flag.String("trace", "", "write a runtime execution trace of the runs to this file (go tool trace)")
+	flag.StringVar(&cfg.alternate, "alternate", "", "turn a setting off and on at every other step of towerflow's runs and print the steps' medians each way: share (layers.ShareConvolutions)")
 	flag.Parse()
 	var err error
 	if cfg.towers, err = parseInts(towersFlag); err != nil {
@@ -141,6 +158,10 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.impls = strings.Split(implFlag, ",")
+	if err := checkAlternation(cfg.alternate); err != nil {
+		fmt.Fprintln(os.Stderr, "towerbench: -alternate:", err)
+		os.Exit(2)
+	}
 	if cfg.precision, err = towers.ParsePrecision(*precisionFlag); err != nil {
 		fmt.Fprintln(os.Stderr, "towerbench: -precision:", err)
 		os.Exit(2)
@@ -257,6 +278,7 @@ type result struct {
 	towers        int
 	samplesPerSec float64
 	stepMSP50     float64
+	alternation   string // -alternate's summary, if any
 }
 
 // run runs every implementation at every towers count and writes one line
@@ -299,6 +321,9 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 			}
 			fmt.Fprintf(w, "model=%s impl=%s towers=%d%s samples_per_sec=%.1f step_ms_p50=%.3f\n",
 				m.name, r.impl, r.towers, procs, r.samplesPerSec, r.stepMSP50)
+			if r.alternation != "" {
+				fmt.Fprintf(w, "model=%s impl=%s towers=%d%s %s\n", m.name, r.impl, r.towers, procs, r.alternation)
+			}
 		}
 	}
 	find := func(impl string, n int) (result, bool) {
@@ -330,9 +355,23 @@ func measure(ctx context.Context, impl string, m benchModel, k kit, cfg config, 
 		return result{}, err
 	}
 	defer tr.close()
+	var alt *alternation
+	if impl == "towerflow" {
+		if alt, err = newAlternation(cfg.alternate); err != nil {
+			return result{}, fmt.Errorf("-alternate: %w", err)
+		}
+	}
+	if alt != nil {
+		defer alt.restore()
+	}
 	stamps := make([]time.Time, 0, cfg.warmup+cfg.steps+1)
 	stamps = append(stamps, time.Now())
-	if err := tr.train(ctx, cfg.warmup+cfg.steps, func() { stamps = append(stamps, time.Now()) }); err != nil {
+	if err := tr.train(ctx, cfg.warmup+cfg.steps, func() {
+		stamps = append(stamps, time.Now())
+		if alt != nil {
+			alt.step(stamps[len(stamps)-1].Sub(stamps[len(stamps)-2]), len(stamps) > cfg.warmup+1)
+		}
+	}); err != nil {
 		return result{}, err
 	}
 	if len(stamps) != cfg.warmup+cfg.steps+1 {
@@ -344,12 +383,16 @@ func measure(ctx context.Context, impl string, m benchModel, k kit, cfg config, 
 		steps[i] = timed[i+1].Sub(timed[i])
 	}
 	total := timed[len(timed)-1].Sub(timed[0])
-	return result{
+	r := result{
 		impl:          impl,
 		towers:        nTowers,
 		samplesPerSec: float64(cfg.batch*cfg.steps) / total.Seconds(),
 		stepMSP50:     float64(median(steps)) / float64(time.Millisecond),
-	}, nil
+	}
+	if alt != nil {
+		r.alternation = alt.summary()
+	}
+	return r, nil
 }
 
 func median(ds []time.Duration) time.Duration {

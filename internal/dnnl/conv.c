@@ -5,6 +5,8 @@
 #include <dnnl.h>
 #include <immintrin.h>
 #include <omp.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,24 +443,153 @@ done:
 	return s;
 }
 
+// nchunks is how many chunks the batch runs in: full ones and the rest.
+static long nchunks(const tf_conv *c) { return (c->g.n + c->g.chunk - 1) / c->g.chunk; }
+
+// run_chunk runs chunk k of pass which; made[sub] says the workspace
+// holds the kernel in the layouts of sub (0: a full chunk, 1: the rest),
+// which the chunk's run makes where it does not. The two subs lay out the
+// same workspace, so a run of one unmakes the other's.
+static dnnl_status_t run_chunk(const tf_conv *c, int which, dnnl_stream_t st, long k, const void *user[3], const float *bias, char *base, int made[2], const char **step) {
+	long first = k * c->g.chunk;
+	int sub = c->g.n - first < c->g.chunk; // the rest
+	dnnl_status_t s = run_sub(c, &c->sub[sub][which], which, st, first, user, bias, base, !made[sub], step);
+	made[sub] = 1;
+	made[!sub] = 0;
+	return s;
+}
+
+static char *aligned(void *ws) { return (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63); }
+
 int tf_conv_run(const tf_conv *c, int which, const float *in0, const float *in1, const float *bias, float *out, void *ws, const char **step) {
 	one_thread();
-	char *base = (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+	char *base = aligned(ws);
 	const void *user[3] = {in0, in1, out};
 	dnnl_stream_t st = NULL;
 	dnnl_status_t s = dnnl_stream_create(&st, engine, dnnl_stream_default_flags);
 	if (s != dnnl_success) { *step = "stream"; return s; }
-	long m = c->g.chunk;
-	for (long first = 0; first < c->g.n && s == dnnl_success; first += m) {
-		int k = c->g.n - first < m; // the rest
-		s = run_sub(c, &c->sub[k][which], which, st, first, user, bias, base, first == 0 || k, step);
-	}
+	int made[2] = {0, 0};
+	for (long k = 0, n = nchunks(c); k < n && s == dnnl_success; k++) s = run_chunk(c, which, st, k, user, bias, base, made, step);
 	if (s == dnnl_success) {
 		*step = "wait";
 		s = dnnl_stream_wait(st);
 	}
 	dnnl_stream_destroy(st);
 	return s;
+}
+
+// A shared pass is open to helpers while its owner runs it: the owner and
+// every helper take the next chunk no one has taken (next) until none is
+// left. open is the pass's generation while it is open, 0 otherwise (a
+// generation is never 0); inside counts the helpers between their check
+// of open and their leaving. The owner closes the pass (open = 0) once it
+// finds no chunk left, then waits for inside to drop to 0: with
+// sequentially consistent atomics either the owner sees a helper inside
+// and waits for it, or the helper sees the pass closed (or another
+// generation's open) and touches nothing of it. A helper leaves after its
+// chunks are complete, so the owner returns with every chunk written.
+// failed holds the first failure of a helper's chunk, fstep its step, for
+// the owner to return. chunks, written before open, lets
+// tf_share_pending answer without entering.
+struct tf_share {
+	_Atomic unsigned long open;
+	_Atomic long inside, next, chunks;
+	_Atomic int failed;
+	const char *fstep;
+	const tf_conv *c;
+	int which;
+	const void *user[3];
+	const float *bias;
+};
+
+tf_share *tf_share_new(void) { return calloc(1, sizeof(tf_share)); }
+
+void tf_share_free(tf_share *sh) { free(sh); }
+
+// take runs chunks of sh's pass on the calling thread until none is left,
+// and returns the status of the first that failed, setting *step; *ran
+// counts the chunks it took. The stream is made once a chunk is taken.
+static dnnl_status_t take(tf_share *sh, char *base, long *ran, const char **step) {
+	dnnl_stream_t st = NULL;
+	dnnl_status_t s = dnnl_success;
+	int made[2] = {0, 0};
+	long n = atomic_load(&sh->chunks);
+	for (;;) {
+		long k = atomic_fetch_add(&sh->next, 1);
+		if (k >= n) break;
+		(*ran)++;
+		if (!st && (s = dnnl_stream_create(&st, engine, dnnl_stream_default_flags)) != dnnl_success) *step = "stream";
+		if (s == dnnl_success) s = run_chunk(sh->c, sh->which, st, k, sh->user, sh->bias, base, made, step);
+		if (s != dnnl_success) {
+			atomic_store(&sh->next, n); // no one starts another chunk
+			break;
+		}
+	}
+	if (st) {
+		if (s == dnnl_success) {
+			*step = "wait";
+			s = dnnl_stream_wait(st);
+		}
+		dnnl_stream_destroy(st);
+	}
+	return s;
+}
+
+void tf_share_open(const tf_conv *c, int which, const float *in0, const float *in1, const float *bias, float *out, tf_share *sh, unsigned long gen) {
+	sh->c = c;
+	sh->which = which;
+	sh->user[0] = in0;
+	sh->user[1] = in1;
+	sh->user[2] = out;
+	sh->bias = bias;
+	sh->fstep = NULL;
+	atomic_store(&sh->failed, dnnl_success);
+	atomic_store(&sh->chunks, nchunks(c));
+	atomic_store(&sh->next, 0);
+	// The kernel's gradient adds its chunks up in order, one after
+	// another: it stays closed, and the owner takes every chunk.
+	atomic_store(&sh->open, which == TF_KERNEL_GRAD ? 0 : gen);
+}
+
+int tf_share_finish(tf_share *sh, void *ws, const char **step) {
+	one_thread();
+	long ran = 0;
+	dnnl_status_t s = take(sh, aligned(ws), &ran, step);
+	atomic_store(&sh->open, 0);
+	// A helper inside runs a chunk of a few hundred microseconds at most,
+	// unless its thread lost its core: then yield it.
+	for (long i = 1; atomic_load(&sh->inside) > 0; i++) {
+		if (i % 1024 == 0) sched_yield();
+		else _mm_pause();
+	}
+	int f = atomic_load(&sh->failed);
+	if (s == dnnl_success && f != dnnl_success) {
+		s = f;
+		*step = sh->fstep;
+	}
+	// The caller's arrays are its own again.
+	memset(sh->user, 0, sizeof sh->user);
+	sh->bias = NULL;
+	return s;
+}
+
+int tf_share_pending(tf_share *sh, unsigned long gen) {
+	return gen && atomic_load(&sh->open) == gen && atomic_load(&sh->next) < atomic_load(&sh->chunks);
+}
+
+long tf_conv_help(tf_share *sh, unsigned long gen, void *ws) {
+	long ran = 0;
+	if (!gen) return 0;
+	atomic_fetch_add(&sh->inside, 1);
+	if (atomic_load(&sh->open) == gen) {
+		one_thread();
+		const char *step = NULL;
+		dnnl_status_t s = take(sh, aligned(ws), &ran, &step);
+		int none = dnnl_success;
+		if (s != dnnl_success && atomic_compare_exchange_strong(&sh->failed, &none, (int)s)) sh->fstep = step;
+	}
+	atomic_fetch_sub(&sh->inside, 1);
+	return ran;
 }
 
 const char *tf_version(void) {

@@ -54,6 +54,31 @@ void tf_f32_to_bf16(uint16_t *dst, const float *src, long n);
 // (in0, in1, bias) = (x, k, b); the input's gradient from (dy, k); the
 // kernel's from (x, dy). ws holds tf_conv_workspace bytes, any alignment.
 int tf_conv_run(const tf_conv *c, int pass, const float *in0, const float *in1, const float *bias, float *out, void *ws, const char **step);
+// tf_share is a pass of a convolution open, while one thread (its owner)
+// runs it, to other threads that join it (helpers): each takes the next
+// chunk of the batch no one has taken until none is left. A chunk's values
+// do not depend on the thread that computes it.
+typedef struct tf_share tf_share;
+tf_share *tf_share_new(void);
+void tf_share_free(tf_share *sh);
+// tf_share_open and tf_share_finish are the owner's run of a pass shared
+// in sh under generation gen (nonzero, a new one for each run): open makes
+// the chunks of a forward or input gradient pass open to tf_conv_help
+// (the kernel's gradient, whose chunks add up in order, it leaves closed);
+// finish takes chunks until none is left, closes the pass, waits for the
+// helpers inside and returns the first failure of any, as tf_conv_run
+// does. Every chunk is done, by whichever thread, when finish returns.
+void tf_share_open(const tf_conv *c, int pass, const float *in0, const float *in1, const float *bias, float *out, tf_share *sh, unsigned long gen);
+int tf_share_finish(tf_share *sh, void *ws, const char **step);
+// tf_share_pending is 1 while the pass of generation gen (nonzero) looks
+// open in sh with chunks no one has taken: a hint, which tf_conv_help
+// checks again.
+int tf_share_pending(tf_share *sh, unsigned long gen);
+// tf_conv_help runs chunks of the pass of generation gen (nonzero) open in
+// sh, if it is, with the workspace ws (tf_conv_workspace bytes of the
+// pass's convolution), and returns how many it took. A failure is left for
+// the owner to return.
+long tf_conv_help(tf_share *sh, unsigned long gen, void *ws);
 // tf_version is oneDNN's version and CPU runtime.
 const char *tf_version(void);
 typedef struct tf_matmul tf_matmul;

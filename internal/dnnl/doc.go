@@ -14,7 +14,11 @@
 // are what use the cores. A geometry with BF16 set runs in bfloat16 with
 // float32 sums (mixed precision), on CPUs where BF16 reports that oneDNN
 // has native kernels for it; MatMul is a bfloat16 matrix product of the
-// same kind, for package layers' products where the BLAS has none.
+// same kind, for package layers' products where the BLAS has none. A
+// forward or input gradient pass run with RunShared is open to other
+// threads (Share.Help) while it runs: each takes the next chunk of images
+// no one has taken, which is how a tower waiting for a late one computes
+// part of the late one's convolution.
 package dnnl
 
 import "errors"

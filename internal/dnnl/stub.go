@@ -42,3 +42,17 @@ func (*MatMul) Impl() string { return "" }
 
 // Run says towerflow was built without oneDNN.
 func (*MatMul) Run(a, b []uint16, c, ws []float32) error { return ErrNotBuilt }
+
+// Share is a pass other goroutines may join; without oneDNN there is none.
+type Share struct{}
+
+// NewShare returns nil without oneDNN.
+func NewShare() *Share { return nil }
+
+// RunShared says towerflow was built without oneDNN.
+func (*Conv) RunShared(*Share, Pass, []float32, []float32, []float32, []float32, []float32) error {
+	return ErrNotBuilt
+}
+
+// Help has nothing to run without oneDNN.
+func (*Share) Help(func(int) []float32, func([]float32)) bool { return false }

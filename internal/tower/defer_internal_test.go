@@ -159,3 +159,73 @@ func TestSinksFillGroupWaits(t *testing.T) {
 		})
 	}
 }
+
+// sharingOp is an fnOp that notes the board and tower it is given
+// (towers.Sharing); build is its build's board.
+type sharingOp struct {
+	fnOp
+	build *towers.Board
+	got   *[]shared
+}
+
+// shared is one ShareOn call: whether the board was the build's, and the
+// tower.
+type shared struct {
+	Build bool
+	Tower int
+}
+
+func (o sharingOp) ShareOn(b *towers.Board, tower int) {
+	*o.got = append(*o.got, shared{Build: b != nil && b == o.build, Tower: tower})
+}
+
+// TestOpsShareOnTheBuildsBoard: compiling the towers of a build whose
+// towers meet in a group hands each op that can share its runs
+// (towers.Sharing) the build's board and its tower's index; a build of
+// one tower, or one whose towers never meet, has no one to share with.
+func TestOpsShareOnTheBuildsBoard(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		towers int
+		meet   bool
+		want   []shared
+	}{
+		{"two towers meeting", 2, true, []shared{{true, 0}, {true, 1}}},
+		{"two towers not meeting", 2, false, nil},
+		{"one tower", 1, true, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := towers.NewStore(towers.StoreConfig{})
+			var scopes []*towers.Scope
+			for i := range c.towers {
+				var first *towers.Scope
+				if i > 0 {
+					first = scopes[0]
+				}
+				scopes = append(scopes, towers.NewScope(i, c.towers, towers.CPU(i), store, first))
+			}
+			var got []shared
+			for i, s := range scopes {
+				tw := New(s, nil)
+				x := input(t, tw, "x", 2)
+				y := G.Must(G.ApplyOp(sharingOp{fnOp: fnOp{name: "conv", do: func(v G.Value) (G.Value, error) { return v, nil }}, build: scopes[0].Board(), got: &got}, x))
+				if c.meet {
+					group := s.Group("meet")
+					y = G.Must(G.ApplyOp(fnOp{name: "meet", do: func(v G.Value) (G.Value, error) {
+						_, err := group.AllSum(i, []float64{1})
+						return v, err
+					}}, y))
+				}
+				if err := tw.Watch(y); err != nil {
+					t.Fatal(err)
+				}
+				if err := tw.Compile(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("ShareOn calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -383,8 +383,10 @@ func (t *Tower) Compile() (err error) {
 }
 
 // fillWaits has the tower's program defer its sinks and run them while the
-// tower waits in one of its build's groups (see program.deferSinks), when
-// there are groups and other towers to wait for.
+// tower waits in one of its build's groups (see program.deferSinks), and
+// has its ops that can share their runs post them on the build's board for
+// the towers that wait (towers.Sharing), when there are groups and other
+// towers to wait for.
 func (t *Tower) fillWaits() error {
 	groups := scopes.Groups(t.Scope)
 	if len(groups) == 0 || t.Towers() < 2 {
@@ -394,6 +396,12 @@ func (t *Tower) fillWaits() error {
 	for _, g := range groups {
 		if err := g.SetIdle(t.Index(), t.prog.idle); err != nil {
 			return fmt.Errorf("%v: %w", t, err)
+		}
+	}
+	b := t.Board()
+	for _, n := range t.prog.nodes {
+		if op, ok := n.Op().(towers.Sharing); ok {
+			op.ShareOn(b, t.Index())
 		}
 	}
 	return nil
