@@ -145,10 +145,10 @@ func Run(t *testing.T, np int, env ...string) (dir string) {
 // mpirun runs with --oversubscribe (more ranks than cores) and --bind-to
 // none: bound to one core each, as mpirun does for two ranks, every rank's
 // Go runtime would take GOMAXPROCS=1, and two jobs at once would share the
-// same cores. It runs in a session of its own; after it exits, or when it
-// has had SIGTERM (which it passes on to the ranks) and 10 s to stop after
-// Timeout, every process left in that session is killed, since mpirun puts
-// each rank in a process group of its own.
+// same cores. It runs in a process session of its own (setsid); after it
+// exits, or when it has had SIGTERM (which it passes on to the ranks) and
+// 10 s to stop after Timeout, every process left in that process session is
+// killed, since mpirun puts each rank in a process group of its own.
 func RunErr(t *testing.T, np int, env ...string) (dir string, output []byte, err error) {
 	t.Helper()
 	if Child() {

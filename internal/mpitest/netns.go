@@ -62,8 +62,9 @@ func NetHosts(t *testing.T, n int) (env []string) {
 		ip("-n", ns, "link", "set", "lo", "up")
 		fmt.Fprintf(&hostfile, "%s slots=1\n", addr)
 		// Each host has a name of its own too (a UTS namespace): two
-		// daemons with the same name share a session directory in /tmp,
-		// where both write their hwloc topology file, and one may crash.
+		// daemons with the same name share an OpenMPI session directory
+		// in /tmp, where both write their hwloc topology file, and one
+		// may crash.
 		fmt.Fprintf(&agent, "%s) exec ip netns exec %s unshare --uts sh -c 'hostname %s && eval \"$0\"' \"$*\" ;;\n", addr, ns, fmt.Sprintf("tfmpi-h%d", i))
 		if i == 1 {
 			first = ns
