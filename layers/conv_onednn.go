@@ -97,9 +97,10 @@ func (o *convSharing) Help() bool {
 }
 
 // run runs pass p of c, open to the other towers' help when the op shares
-// its runs.
+// its runs (which a kernel gradient's op never does, and RunShared would
+// not open).
 func (o *convSharing) run(c *dnnl.Conv, p dnnl.Pass, in0, in1, b, out, ws []float32) error {
-	if o == nil || o.board == nil || o.share == nil || p == dnnl.KernelGrad || noSharing.Load() {
+	if o == nil || o.board == nil || o.share == nil || noSharing.Load() {
 		return c.Run(p, in0, in1, b, out, ws)
 	}
 	o.board.Post(o.tower, &o.post)

@@ -40,10 +40,7 @@ type Posting struct {
 // Board returns the build's board: the same *Board on every tower of the
 // build (tower 0 makes it).
 func (s *Scope) Board() *Board {
-	first := s
-	if s.first != nil {
-		first = s.first
-	}
+	first := s.tower0()
 	if first.board == nil {
 		first.board = &Board{posted: make([]atomic.Pointer[Posting], first.count)}
 	}

@@ -47,10 +47,7 @@ type Group struct {
 // as model code and layer constructors run, not from an op's Do: the
 // engine finds the groups to reset and abort before the towers run.
 func (s *Scope) Group(key string) *Group {
-	first := s
-	if s.first != nil {
-		first = s.first
-	}
+	first := s.tower0()
 	for _, g := range first.groups {
 		if g.key == key {
 			return g
@@ -66,12 +63,7 @@ func (s *Scope) Group(key string) *Group {
 // order they were made. The engine reads it on every step
 // (internal/scopes.Groups): it is the scope's own slice, not a copy, and
 // must not be changed.
-func (s *Scope) groupList() []*Group {
-	if s.first != nil {
-		return s.first.groups
-	}
-	return s.groups
-}
+func (s *Scope) groupList() []*Group { return s.tower0().groups }
 
 // Key returns the group's key.
 func (g *Group) Key() string { return g.key }

@@ -53,6 +53,15 @@ func NewScope(index, count int, device Device, store *Store, first *Scope) *Scop
 	return s
 }
 
+// tower0 returns the scope of tower 0 of s's build, which holds what the
+// build's towers share (its groups and board).
+func (s *Scope) tower0() *Scope {
+	if s.first != nil {
+		return s.first
+	}
+	return s
+}
+
 // Towers returns the number of towers in the build, this one included.
 func (s *Scope) Towers() int { return s.count }
 

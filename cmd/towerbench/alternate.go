@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/towerflow/towerflow/layers"
@@ -88,12 +87,7 @@ func (a *alternation) summary() string {
 	if len(on) == 0 || len(off) == 0 {
 		return fmt.Sprintf("alternate=%s: too few steps (need 2 timed steps)", a.name)
 	}
-	slices.Sort(ratios)
-	r := ratios[len(ratios)/2]
-	if len(ratios)%2 == 0 {
-		r = (ratios[len(ratios)/2-1] + r) / 2
-	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	return fmt.Sprintf("alternate=%s on_ms_p50=%.3f off_ms_p50=%.3f off/on_p50=%.4f pairs=%d",
-		a.name, ms(median(on)), ms(median(off)), r, len(ratios))
+		a.name, ms(median(on)), ms(median(off)), median(ratios), len(ratios))
 }

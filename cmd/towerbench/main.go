@@ -395,8 +395,10 @@ func measure(ctx context.Context, impl string, m benchModel, k kit, cfg config, 
 	return r, nil
 }
 
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
+// median returns the median of xs (of an even count, the mean of the two
+// in the middle).
+func median[T time.Duration | float64](xs []T) T {
+	s := slices.Clone(xs)
 	slices.Sort(s)
 	if len(s)%2 == 1 {
 		return s[len(s)/2]

@@ -461,23 +461,6 @@ static dnnl_status_t run_chunk(const tf_conv *c, int which, dnnl_stream_t st, lo
 
 static char *aligned(void *ws) { return (char *)(((uintptr_t)ws + 63) & ~(uintptr_t)63); }
 
-int tf_conv_run(const tf_conv *c, int which, const float *in0, const float *in1, const float *bias, float *out, void *ws, const char **step) {
-	one_thread();
-	char *base = aligned(ws);
-	const void *user[3] = {in0, in1, out};
-	dnnl_stream_t st = NULL;
-	dnnl_status_t s = dnnl_stream_create(&st, engine, dnnl_stream_default_flags);
-	if (s != dnnl_success) { *step = "stream"; return s; }
-	int made[2] = {0, 0};
-	for (long k = 0, n = nchunks(c); k < n && s == dnnl_success; k++) s = run_chunk(c, which, st, k, user, bias, base, made, step);
-	if (s == dnnl_success) {
-		*step = "wait";
-		s = dnnl_stream_wait(st);
-	}
-	dnnl_stream_destroy(st);
-	return s;
-}
-
 // A shared pass is open to helpers while its owner runs it: the owner and
 // every helper take the next chunk no one has taken (next) until none is
 // left. open is the pass's generation while it is open, 0 otherwise (a
@@ -547,7 +530,8 @@ void tf_share_open(const tf_conv *c, int which, const float *in0, const float *i
 	atomic_store(&sh->chunks, nchunks(c));
 	atomic_store(&sh->next, 0);
 	// The kernel's gradient adds its chunks up in order, one after
-	// another: it stays closed, and the owner takes every chunk.
+	// another: it stays closed, and the owner takes every chunk, as it
+	// does of a pass of generation 0.
 	atomic_store(&sh->open, which == TF_KERNEL_GRAD ? 0 : gen);
 }
 
@@ -571,6 +555,14 @@ int tf_share_finish(tf_share *sh, void *ws, const char **step) {
 	memset(sh->user, 0, sizeof sh->user);
 	sh->bias = NULL;
 	return s;
+}
+
+// tf_conv_run is a pass no one else may join: a share of its own that
+// stays closed (generation 0), whose chunks the caller takes in order.
+int tf_conv_run(const tf_conv *c, int which, const float *in0, const float *in1, const float *bias, float *out, void *ws, const char **step) {
+	tf_share sh = {0};
+	tf_share_open(c, which, in0, in1, bias, out, &sh, 0);
+	return tf_share_finish(&sh, ws, step);
 }
 
 int tf_share_pending(tf_share *sh, unsigned long gen) {

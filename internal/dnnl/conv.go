@@ -118,15 +118,27 @@ func (c *Conv) Run(p Pass, in0, in1, bias, out, ws []float32) error {
 	if err := c.check(p, in0, in1, bias, out, ws); err != nil {
 		return err
 	}
-	var b *C.float
-	if p == Forward && c.g.Bias {
-		b = (*C.float)(unsafe.Pointer(&bias[0]))
-	}
 	var step *C.char
-	if s := C.tf_conv_run(c.c, C.int(p), ptr(in0), ptr(in1), b, ptr(out), unsafe.Pointer(&ws[0]), &step); s != 0 {
-		return fmt.Errorf("oneDNN convolution %+v, %v: %s: %s", c.g, p, C.GoString(step), status(s))
+	s := C.tf_conv_run(c.c, C.int(p), ptr(in0), ptr(in1), c.bias(p, bias), ptr(out), unsafe.Pointer(&ws[0]), &step)
+	return c.failed(p, s, step)
+}
+
+// bias returns the bias pass p reads: nil but in the forward pass of a
+// geometry with a bias.
+func (c *Conv) bias(p Pass, bias []float32) *C.float {
+	if p == Forward && c.g.Bias {
+		return ptr(bias)
 	}
 	return nil
+}
+
+// failed returns the error of pass p's status s, failed at step; nil for
+// success.
+func (c *Conv) failed(p Pass, s C.int, step *C.char) error {
+	if s == 0 {
+		return nil
+	}
+	return fmt.Errorf("oneDNN convolution %+v, %v: %s: %s", c.g, p, C.GoString(step), status(s))
 }
 
 // reorderImpl names the oneDNN implementation that reorders input arg (0

@@ -8,7 +8,6 @@ package dnnl
 import "C"
 
 import (
-	"fmt"
 	"runtime"
 	"sync/atomic"
 	"unsafe"
@@ -68,16 +67,15 @@ func (c *Conv) RunShared(sh *Share, p Pass, in0, in1, bias, out, ws []float32) e
 
 // runShared is RunShared; opened, if not nil, runs once the pass is open
 // and before the owner takes a chunk (tests).
-func (c *Conv) runShared(sh *Share, p Pass, in0, in1, bias, out, ws []float32, opened func()) (err error) {
+func (c *Conv) runShared(sh *Share, p Pass, in0, in1, bias, out, ws []float32, opened func()) error {
 	if sh == nil || p == KernelGrad {
 		return c.Run(p, in0, in1, bias, out, ws)
 	}
 	if err := c.check(p, in0, in1, bias, out, ws); err != nil {
 		return err
 	}
-	var b *C.float
-	if p == Forward && c.g.Bias {
-		b = (*C.float)(unsafe.Pointer(&bias[0]))
+	b := c.bias(p, bias)
+	if b != nil {
 		sh.pin.Pin(&bias[0])
 	}
 	if j := sh.job.Load(); j == nil || j.c != c || j.p != p {
@@ -105,10 +103,7 @@ func (c *Conv) runShared(sh *Share, p Pass, in0, in1, bias, out, ws []float32, o
 	s := C.tf_share_finish(sh.p, unsafe.Pointer(&ws[0]), &step)
 	finished = true
 	runtime.KeepAlive(sh)
-	if s != 0 {
-		return fmt.Errorf("oneDNN convolution %+v, %v: %s: %s", c.g, p, C.GoString(step), status(s))
-	}
-	return nil
+	return c.failed(p, s, step)
 }
 
 // Help runs chunks of the pass sh's owner is running, if it has chunks no
