@@ -241,3 +241,41 @@ func TestNHWCRunsInPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestBF16ForwardTakesDirectKernels: a bfloat16 forward pass of NHWC
+// images with at most 32 channels in and out does not run in oneDNN's
+// brgemm kernels on AVX512_BF16, which oneDNN picks first on CPUs without
+// AMX, but in its direct bfloat16 kernels (conv.c's pick); on CPUs with
+// AMX, whose kernels come first, it checks nothing. The other geometries
+// are logged only. The values are checked in package layers
+// (TestBF16ConvAgainstFloat32).
+func TestBF16ForwardTakesDirectKernels(t *testing.T) {
+	if !BF16() {
+		t.Skip("no native bfloat16 convolutions on this CPU")
+	}
+	for _, tc := range []struct {
+		c, f, hw, k, stride, pad int
+		direct                   bool
+	}{
+		{3, 16, 32, 3, 1, 1, true},
+		{16, 16, 32, 3, 1, 1, true},
+		{16, 32, 32, 3, 2, 1, true},
+		{16, 32, 32, 1, 2, 0, true},
+		{32, 32, 16, 3, 1, 1, true},
+		{32, 64, 16, 3, 2, 1, false},
+		{64, 64, 8, 3, 1, 1, false},
+	} {
+		o := (tc.hw+2*tc.pad-tc.k)/tc.stride + 1
+		g := Geom{N: 8, C: tc.c, H: tc.hw, W: tc.hw, F: tc.f, KH: tc.k, KW: tc.k, SH: tc.stride, SW: tc.stride, PH: tc.pad, PW: tc.pad, OH: o, OW: o, Chunk: 4, BF16: true, NHWC: true}
+		c, err := Lookup(g)
+		if err != nil {
+			t.Fatalf("%+v: %v", g, err)
+		}
+		impl := c.Impl(Forward)
+		brgemm := strings.HasPrefix(impl, "brgconv") && strings.Contains(impl, ":avx512_core_bf16")
+		if tc.direct && brgemm {
+			t.Errorf("%d to %d channels, %dx%d stride %d: forward in %q, want oneDNN's direct bfloat16 kernels (jit_bf16)", tc.c, tc.f, tc.k, tc.k, tc.stride, impl)
+		}
+		t.Logf("%d to %d channels, %dx%d stride %d: forward in %s", tc.c, tc.f, tc.k, tc.k, tc.stride, impl)
+	}
+}
