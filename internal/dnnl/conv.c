@@ -516,6 +516,7 @@ struct tf_share {
 	_Atomic long inside, next, chunks;
 	_Atomic int failed;
 	const char *fstep;
+	long fail; // tests: 1 + a chunk that fails instead of running (tf_share_fail); 0: none
 	const tf_conv *c;
 	int which;
 	const void *user[3];
@@ -525,6 +526,8 @@ struct tf_share {
 tf_share *tf_share_new(void) { return calloc(1, sizeof(tf_share)); }
 
 void tf_share_free(tf_share *sh) { free(sh); }
+
+void tf_share_fail(tf_share *sh, long chunk) { sh->fail = chunk + 1; }
 
 // take runs chunks of sh's pass on the calling thread until none is left,
 // and returns the status of the first that failed, setting *step; *ran
@@ -539,6 +542,10 @@ static dnnl_status_t take(tf_share *sh, char *base, long *ran, const char **step
 		if (k >= n) break;
 		(*ran)++;
 		if (!st && (s = dnnl_stream_create(&st, engine, dnnl_stream_default_flags)) != dnnl_success) *step = "stream";
+		if (s == dnnl_success && sh->fail == k + 1) {
+			s = dnnl_runtime_error;
+			*step = "injected failure";
+		}
 		if (s == dnnl_success) s = run_chunk(sh->c, sh->which, st, k, sh->user, sh->bias, base, made, step);
 		if (s != dnnl_success) {
 			atomic_store(&sh->next, n); // no one starts another chunk

@@ -106,6 +106,10 @@ func (c *Conv) runShared(sh *Share, p Pass, in0, in1, bias, out, ws []float32, o
 	return c.failed(p, s, step)
 }
 
+// failChunk makes chunk k of sh's later passes fail instead of running,
+// on whichever goroutine takes it; -1: none (tests).
+func (sh *Share) failChunk(k int) { C.tf_share_fail(sh.p, C.long(k)) }
+
 // Help runs chunks of the pass sh's owner is running, if it has chunks no
 // one has taken, in a workspace from borrow (of n float32s), handed back
 // to giveBack; it reports whether it took any. A chunk that fails is the

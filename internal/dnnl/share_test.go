@@ -5,6 +5,7 @@ package dnnl
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,6 +148,69 @@ func TestHelpWithNothingOpen(t *testing.T) {
 	got = append(got, sh.Help(borrow, func([]float32) {}))
 	if diff := cmp.Diff([]bool{false, false, false}, got); diff != "" || borrowed != 0 {
 		t.Errorf("Help before and after a run (-want +got):\n%s\nworkspaces borrowed: %d, want 0", diff, borrowed)
+	}
+}
+
+// TestHelperFailureIsTheOwners: a chunk that fails fails the owner's run,
+// with the failing chunk's step, whether the owner or a helper took it; no
+// one starts a chunk after it; and the next run on the same Share, with no
+// failure, gives Run's bits.
+func TestHelperFailureIsTheOwners(t *testing.T) {
+	g := Geom{N: 6, C: 4, H: 5, W: 5, F: 8, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, OH: 5, OW: 5, Chunk: 1, NHWC: true}
+	c, err := Lookup(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, k, y, _ := randomArgs(g, 9)
+	want := make([]float32, len(y))
+	if err := c.Run(Forward, x, k, nil, want, make([]float32, c.Workspace(Forward))); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		helper bool // a helper takes every chunk before the owner takes any
+		fail   int  // the chunk that fails
+	}{
+		{"owner, first chunk", false, 0},
+		{"owner, middle chunk", false, 3},
+		{"helper, first chunk", true, 0},
+		{"helper, last chunk", true, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sh := NewShare()
+			sh.failChunk(tc.fail)
+			got := make([]float32, len(y))
+			helps := 0 // the helper's calls that took chunks, counted by the workspaces they borrow
+			opened := func() {}
+			if tc.helper {
+				opened = func() {
+					sh.Help(func(n int) []float32 { helps++; return make([]float32, n) }, func([]float32) {})
+				}
+			}
+			err := c.runShared(sh, Forward, x, k, nil, got, make([]float32, c.Workspace(Forward)), opened)
+			if err == nil || !strings.Contains(err.Error(), "injected failure") {
+				t.Fatalf("error %v, want the injected failure", err)
+			}
+			// Chunk i of one image writes got[i·per:(i+1)·per]: none after
+			// the failing one may have run.
+			per := len(y) / g.N
+			for i := (tc.fail + 1) * per; i < len(got); i++ {
+				if got[i] != 0 {
+					t.Fatalf("output %d (chunk %d, after the failing chunk %d) written", i, i/per, tc.fail)
+				}
+			}
+			sh.failChunk(-1)
+			clear(got)
+			if err := c.runShared(sh, Forward, x, k, nil, got, make([]float32, c.Workspace(Forward)), opened); err != nil {
+				t.Fatalf("the run after: %v", err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("the run after (-Run +RunShared):\n%s", diff)
+			}
+			if tc.helper && helps != 2 {
+				t.Errorf("the helper borrowed %d workspaces in two runs, want 2", helps)
+			}
+		})
 	}
 }
 
