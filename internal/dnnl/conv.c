@@ -246,8 +246,11 @@ static int prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)
 // first, but with direct set, where oneDNN's first is its brgemm kernels
 // on AVX512_BF16 (brgconv:avx512_core_bf16 or brgconv_1x1:; AMX's are
 // named avx512_core_amx_bf16 and stay), its direct bfloat16 kernels
-// (jit_bf16) where it has them for desc.
+// (jit_bf16) where it has them for desc. The names are oneDNN 2.6's (later
+// versions name the brgemm kernels brg_conv_fwd): under another, the rule
+// does nothing, and TestBF16ForwardTakesDirectKernels says so.
 static dnnl_status_t pick(dnnl_primitive_desc_t *pd, const void *desc, const_dnnl_primitive_attr_t a, const_dnnl_primitive_desc_t hint, int direct) {
+	*pd = NULL;
 	dnnl_primitive_desc_iterator_t it;
 	dnnl_status_t s = dnnl_primitive_desc_iterator_create(&it, desc, a, engine, hint);
 	if (s != dnnl_success) return s;
@@ -516,7 +519,7 @@ struct tf_share {
 	_Atomic long inside, next, chunks;
 	_Atomic int failed;
 	const char *fstep;
-	long fail; // tests: 1 + a chunk that fails instead of running (tf_share_fail); 0: none
+	long fail; // tests: 1 + a chunk that fails instead of running (tf_share_fail, between runs); 0: none
 	const tf_conv *c;
 	int which;
 	const void *user[3];

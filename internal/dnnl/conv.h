@@ -63,7 +63,7 @@ tf_share *tf_share_new(void);
 void tf_share_free(tf_share *sh);
 // tf_share_fail makes chunk (from 0) of sh's later passes fail, with the
 // step "injected failure", instead of running, on whichever thread takes
-// it; -1: none (tests).
+// it; -1: none (tests; only between the owner's runs).
 void tf_share_fail(tf_share *sh, long chunk);
 // tf_share_open and tf_share_finish are the owner's run of a pass shared
 // in sh under generation gen (nonzero, a new one for each run): open makes

@@ -246,8 +246,8 @@ func TestNHWCRunsInPlace(t *testing.T) {
 // images with at most 32 channels in and out does not run in oneDNN's
 // brgemm kernels on AVX512_BF16, which oneDNN picks first on CPUs without
 // AMX, but in its direct bfloat16 kernels (conv.c's pick); on CPUs with
-// AMX, whose kernels come first, it checks nothing. The other geometries
-// are logged only. The values are checked in package layers
+// AMX, whose kernels come first, or with a oneDNN whose kernels have
+// other names, it checks nothing. The other geometries are logged only. The values are checked in package layers
 // (TestBF16ConvAgainstFloat32).
 func TestBF16ForwardTakesDirectKernels(t *testing.T) {
 	if !BF16() {

@@ -107,7 +107,8 @@ func (c *Conv) runShared(sh *Share, p Pass, in0, in1, bias, out, ws []float32, o
 }
 
 // failChunk makes chunk k of sh's later passes fail instead of running,
-// on whichever goroutine takes it; -1: none (tests).
+// on whichever goroutine takes it; -1: none (tests; only between the
+// owner's runs).
 func (sh *Share) failChunk(k int) { C.tf_share_fail(sh.p, C.long(k)) }
 
 // Help runs chunks of the pass sh's owner is running, if it has chunks no

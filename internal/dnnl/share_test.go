@@ -174,6 +174,7 @@ func TestHelperFailureIsTheOwners(t *testing.T) {
 		{"owner, first chunk", false, 0},
 		{"owner, middle chunk", false, 3},
 		{"helper, first chunk", true, 0},
+		{"helper, middle chunk", true, 3},
 		{"helper, last chunk", true, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,12 +192,12 @@ func TestHelperFailureIsTheOwners(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "injected failure") {
 				t.Fatalf("error %v, want the injected failure", err)
 			}
-			// Chunk i of one image writes got[i·per:(i+1)·per]: none after
-			// the failing one may have run.
+			// Chunk i of one image writes got[i·per:(i+1)·per]: neither the
+			// failing chunk nor any after it may have run.
 			per := len(y) / g.N
-			for i := (tc.fail + 1) * per; i < len(got); i++ {
+			for i := tc.fail * per; i < len(got); i++ {
 				if got[i] != 0 {
-					t.Fatalf("output %d (chunk %d, after the failing chunk %d) written", i, i/per, tc.fail)
+					t.Fatalf("output %d (chunk %d, from the failing chunk %d on) written", i, i/per, tc.fail)
 				}
 			}
 			sh.failChunk(-1)
