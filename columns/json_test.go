@@ -39,7 +39,7 @@ func everyKind(t testing.TB) (*Transformer, []dataset.Example) {
 			Indicator(region),
 			Embedding(HashBucket("word", 1000), 4, InitStddev(0.01)),
 			Indicator(Identity("day", 7, IdentityDefault(6))),
-			Crossed([]Crossable{RawKey("word"), Bucketized(age, []float64{0}), occupation}, 5000, HashKey(1<<63+12345)),
+			Crossed([]Crossable{RawKey("word"), Bucketized(age, []float64{0}), occupation}, 5000, HashKey(1<<63+12345), MaxCrosses(64)),
 			Weighted(Identity("tag", 100), "tag_w"),
 			shared[0], shared[1],
 		},
@@ -121,6 +121,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown type", `{"kind":"towerflow/columns","version":1,"columns":[{"type":"magic"}]}`, `unknown column type "magic"`},
 		{"unfitted", `{"kind":"towerflow/columns","version":1,"columns":[{"type":"vocabulary","key":"c","from_data":true}]}`, "needs statistics"},
 		{"bad hash key", `{"kind":"towerflow/columns","version":1,"columns":[{"type":"crossed","buckets":3,"hash_key":"-1","keys":[{"type":"raw","key":"a"},{"type":"raw","key":"b"}]}]}`, `hash key "-1"`},
+		{"bad limit of crosses", `{"kind":"towerflow/columns","version":1,"columns":[{"type":"crossed","buckets":3,"hash_key":"7","max_crosses":-1,"keys":[{"type":"raw","key":"a"},{"type":"raw","key":"b"}]}]}`, "MaxCrosses -1"},
 		{"indicator of a numeric", `{"kind":"towerflow/columns","version":1,"columns":[{"type":"indicator","categorical":{"type":"numeric","key":"x","shape":[1]}}]}`, "not categorical"},
 		{"trailing data", string(good) + "{}", "after the transformer"},
 	} {

@@ -19,7 +19,8 @@ import (
 // serves raw records (an unknown category, missing numbers, a record
 // with no features at all among them): the export's preprocessor, loaded
 // from the export by this package's registered loader, gives the answers
-// Predict gives on the records parsed here.
+// Predict gives on the records parsed here; bad records are refused as
+// bad input.
 func TestServingAnswersAsPredict(t *testing.T) {
 	est, mdl, tr, exs, _ := trained(t)
 	ctx := context.Background()
@@ -62,5 +63,18 @@ func TestServingAnswersAsPredict(t *testing.T) {
 	var pe *dataset.ParseError
 	if !errors.Is(err, export.ErrBadInput) || !errors.As(err, &pe) || pe.Example != 1 || pe.Feature != "tag" {
 		t.Errorf("a string in an identity column: error %v, want a bad input naming example 1's feature \"tag\"", err)
+	}
+
+	// A record whose cross would make 40 × 40 ids, over
+	// DefaultMaxCrosses, is refused as bad input naming the cross, before
+	// the ids are made (the signature's width would refuse them only
+	// after).
+	cities, zs := make([]string, 40), make([]string, 40)
+	for i := range cities {
+		cities[i], zs[i] = "a", string(rune('A'+i))
+	}
+	_, err = p.PredictExamples(ctx, model.DefaultServingSignature, []dataset.Example{{}, {"city": by(cities...), "z": by(zs...)}})
+	if !errors.Is(err, export.ErrBadInput) || !errors.As(err, &pe) || pe.Example != 1 || pe.Feature != "city_X_z" {
+		t.Errorf("a cross over the limit: error %v, want a bad input naming example 1's feature \"city_X_z\"", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"gorgonia.org/tensor"
@@ -705,6 +707,9 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, ps *rowSta
 	if empty {
 		return ids, nil // a key without values: no crosses
 	}
+	if err := c.checkCrosses(hashes, row); err != nil {
+		return nil, err
+	}
 	// Every combination, the last key varying fastest.
 	for {
 		for k := range combo {
@@ -722,6 +727,24 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, ps *rowSta
 			return ids, nil
 		}
 	}
+}
+
+// checkCrosses is the error of a record whose keys' values (hashes, by
+// key, none empty) make more than the column's MaxCrosses combinations.
+func (c *CrossedColumn) checkCrosses(hashes [][]uint64, row int) error {
+	n := 1
+	for _, h := range hashes {
+		if len(h) > c.maxCrosses/n {
+			counts := make([]string, len(hashes))
+			for k, h := range hashes {
+				counts[k] = strconv.Itoa(len(h))
+			}
+			return recordErrorf(row, c.Name(), "crossed column %q: the keys' values (%s of them) make more than its limit of %d combinations (columns.MaxCrosses)",
+				c.Name(), strings.Join(counts, " × "), c.maxCrosses)
+		}
+		n *= len(h)
+	}
+	return nil
 }
 
 // ---- labels ----

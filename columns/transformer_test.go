@@ -366,6 +366,57 @@ func TestParseCrossed(t *testing.T) {
 	wantRecordError(t, err, 0, "b", "float", "a_X_b_X_c")
 }
 
+// TestParseCrossedLimit checks MaxCrosses: a record whose keys make up to
+// the limit's combinations crosses, one that makes more is an error of
+// that record naming the column, its keys' counts and the limit.
+func TestParseCrossedLimit(t *testing.T) {
+	vals := func(prefix string, n int) dataset.Feature {
+		v := make([]string, n)
+		for i := range v {
+			v[i] = prefix + strconv.Itoa(i)
+		}
+		return by(v...)
+	}
+	ab := []Crossable{RawKey("a"), RawKey("b")}
+	for _, tc := range []struct {
+		name  string
+		col   *CrossedColumn
+		exs   []dataset.Example
+		ids   int      // the batch's ids, when no error
+		err   int      // the record of the error, or -1
+		parts []string // what the error says
+	}{
+		{"at the limit", Crossed(ab, 100, MaxCrosses(6)), []dataset.Example{{"a": vals("a", 2), "b": vals("b", 3)}}, 6, -1, nil},
+		{"over the limit", Crossed(ab, 100, MaxCrosses(6)),
+			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 3)}, {"a": vals("a", 2), "b": vals("b", 4)}},
+			0, 1, []string{`crossed column "a_X_b"`, "2 × 4 of them", "limit of 6"}},
+		{"at the default limit", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 32), "b": vals("b", DefaultMaxCrosses/32)}}, DefaultMaxCrosses, -1, nil},
+		{"over the default limit", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 33), "b": vals("b", DefaultMaxCrosses/32)}},
+			0, 0, []string{"33 × 32 of them", "limit of 1024"}},
+		{"over the limit at the first key", Crossed([]Crossable{RawKey("a"), RawKey("b"), RawKey("c")}, 100, MaxCrosses(4)),
+			[]dataset.Example{{"a": vals("a", 5), "b": vals("b", 1), "c": vals("c", 1)}}, 0, 0, []string{"5 × 1 × 1 of them", "limit of 4"}},
+		{"over the limit at the last key", Crossed([]Crossable{RawKey("a"), RawKey("b"), RawKey("c")}, 100, MaxCrosses(8)),
+			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 2), "c": vals("c", 3)}}, 0, 0, []string{"2 × 2 × 3 of them", "limit of 8"}},
+		{"a key without values makes no crosses", Crossed([]Crossable{RawKey("a"), RawKey("b"), RawKey("c")}, 100, MaxCrosses(1)),
+			[]dataset.Example{{"a": vals("a", 50), "b": vals("b", 50)}}, 0, -1, nil},
+		{"the largest limit", Crossed(ab, 100, MaxCrosses(math.MaxInt)), []dataset.Example{{"a": vals("a", 3), "b": vals("b", 7)}}, 21, -1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := mustTransformer(t, Config{Columns: []Column{tc.col}}).Parse(tc.exs)
+			if tc.err >= 0 {
+				wantRecordError(t, err, tc.err, tc.col.Name(), tc.parts...)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.ids, len(plain(b.Sparse[tc.col.Name()]).Indices)); diff != "" {
+				t.Errorf("ids (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestParseWeightedAndIndicator(t *testing.T) {
 	city := VocabularyList("city", []string{"a", "b", "c"})
 	w := Weighted(city, "w")
@@ -498,6 +549,7 @@ func TestNewTransformerErrors(t *testing.T) {
 		{"vocabulary file missing", Config{Columns: []Column{VocabularyFile("c", "/nonexistent/vocab.txt", 0)}}, `vocabulary column "c": vocabulary file: open /nonexistent/vocab.txt`},
 		{"embedding dimension", Config{Columns: []Column{Embedding(Identity("i", 3), 0)}}, "dimension 0"},
 		{"crossed one key", Config{Columns: []Column{Crossed([]Crossable{RawKey("a")}, 3)}}, "1 keys, want at least 2"},
+		{"crossed without crosses", Config{Columns: []Column{Crossed([]Crossable{RawKey("a"), RawKey("b")}, 3, MaxCrosses(0))}}, `crossed column "a_X_b": MaxCrosses 0, want at least 1`},
 		{"weights of the values' feature", Config{Columns: []Column{Weighted(HashBucket("x", 3), "x")}}, `weighted column "x_weighted_by_x": the weights' feature "x" is the values'`},
 		{"weighted nil column", Config{Columns: []Column{Weighted((*VocabularyColumn)(nil), "w")}}, "weighted column of a nil categorical column"},
 		{"indicator of a nil column", Config{Columns: []Column{Indicator((*IdentityColumn)(nil))}}, "indicator column of a nil categorical column"},
