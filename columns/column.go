@@ -572,12 +572,12 @@ const DefaultHashKey uint64 = 0xDECAFCAFFE
 // cannot be crossed (hashing before crossing only adds collisions): cross
 // its RawKey.
 //
-// A record makes the product of its keys' counts of values: two keys of
-// 100 values each make 10,000 ids. So that a record cannot make a batch
-// take memory without bound (a serving request of a few kilobytes could
-// otherwise ask for billions of ids), a record whose keys would make more
-// than the column's MaxCrosses combinations is an error of the record.
-// TensorFlow's crossed_column has no such limit.
+// A record makes the product of its keys' counts of values: three keys of
+// 1,000 values each (about 12 KB of a request) make a billion ids. So
+// that a record cannot make a batch take memory without bound, a record
+// whose keys would make more than the column's MaxCrosses combinations is
+// an error of the record, in training and in serving alike, before any is
+// made. TensorFlow's crossed_column has no such limit.
 type CrossedColumn struct {
 	keys       []Crossable // flattened: RawKey or CategoricalColumn, not *CrossedColumn
 	buckets    int
@@ -586,8 +586,10 @@ type CrossedColumn struct {
 }
 
 // DefaultMaxCrosses is the most combinations a crossed column without the
-// MaxCrosses option makes of one record.
-const DefaultMaxCrosses = 1 << 10
+// MaxCrosses option makes of one record. A batch takes about 56 bytes an
+// id while it is made: a serving request of the default MaxBatchSize (8192
+// records) can make a crossed column take up to 112 MiB.
+const DefaultMaxCrosses = 256
 
 // CrossOption sets an option of a crossed column.
 type CrossOption func(*CrossedColumn)
@@ -676,6 +678,8 @@ func (c *CrossedColumn) validate() error {
 			}
 		case CategoricalColumn:
 			switch k.(type) {
+			case *CrossedColumn:
+				return fmt.Errorf("crossed column %q: key %d is crossed column %q; list its keys in its place (as Crossed does)", c.Name(), i, k.Name())
 			case *WeightedColumn:
 				return fmt.Errorf("crossed column %q: key %d is a weighted column, which cannot be crossed", c.Name(), i)
 			case *HashBucketColumn:

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -735,16 +735,23 @@ func (c *CrossedColumn) checkCrosses(hashes [][]uint64, row int) error {
 	n := 1
 	for _, h := range hashes {
 		if len(h) > c.maxCrosses/n {
-			counts := make([]string, len(hashes))
-			for k, h := range hashes {
-				counts[k] = strconv.Itoa(len(h))
-			}
-			return recordErrorf(row, c.Name(), "crossed column %q: the keys' values (%s of them) make more than its limit of %d combinations (columns.MaxCrosses)",
-				c.Name(), strings.Join(counts, " × "), c.maxCrosses)
+			return recordErrorf(row, c.Name(), "%s, more than the crossed column's MaxCrosses %d", c.describeCrosses(hashes), c.maxCrosses)
 		}
 		n *= len(h)
 	}
 	return nil
+}
+
+// describeCrosses says how many combinations the keys' values make:
+// "keys a (2 values) × b (4 values) make 8 combinations".
+func (c *CrossedColumn) describeCrosses(hashes [][]uint64) string {
+	keys := make([]string, len(hashes))
+	total := big.NewInt(1)
+	for k, h := range hashes {
+		keys[k] = fmt.Sprintf("%s (%d values)", c.keys[k].crossName(), len(h))
+		total.Mul(total, big.NewInt(int64(len(h))))
+	}
+	return fmt.Sprintf("keys %s make %s combinations", strings.Join(keys, " × "), total)
 }
 
 // ---- labels ----

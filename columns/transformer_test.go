@@ -368,7 +368,8 @@ func TestParseCrossed(t *testing.T) {
 
 // TestParseCrossedLimit checks MaxCrosses: a record whose keys make up to
 // the limit's combinations crosses, one that makes more is an error of
-// that record naming the column, its keys' counts and the limit.
+// that record naming the column, its keys' counts, their product and the
+// limit.
 func TestParseCrossedLimit(t *testing.T) {
 	vals := func(prefix string, n int) dataset.Feature {
 		v := make([]string, n)
@@ -378,6 +379,14 @@ func TestParseCrossedLimit(t *testing.T) {
 		return by(v...)
 	}
 	ab := []Crossable{RawKey("a"), RawKey("b")}
+	abc := []Crossable{RawKey("a"), RawKey("b"), RawKey("c")}
+	// 64 keys of 2 values each: 2⁶⁴ combinations, which an int's product
+	// wraps to 0.
+	wide, wideEx := make([]Crossable, 64), dataset.Example{}
+	for i := range wide {
+		k := "k" + strconv.Itoa(i)
+		wide[i], wideEx[k] = RawKey(k), vals("v", 2)
+	}
 	for _, tc := range []struct {
 		name  string
 		col   *CrossedColumn
@@ -389,17 +398,23 @@ func TestParseCrossedLimit(t *testing.T) {
 		{"at the limit", Crossed(ab, 100, MaxCrosses(6)), []dataset.Example{{"a": vals("a", 2), "b": vals("b", 3)}}, 6, -1, nil},
 		{"over the limit", Crossed(ab, 100, MaxCrosses(6)),
 			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 3)}, {"a": vals("a", 2), "b": vals("b", 4)}},
-			0, 1, []string{`crossed column "a_X_b"`, "2 × 4 of them", "limit of 6"}},
-		{"at the default limit", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 32), "b": vals("b", DefaultMaxCrosses/32)}}, DefaultMaxCrosses, -1, nil},
-		{"over the default limit", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 33), "b": vals("b", DefaultMaxCrosses/32)}},
-			0, 0, []string{"33 × 32 of them", "limit of 1024"}},
-		{"over the limit at the first key", Crossed([]Crossable{RawKey("a"), RawKey("b"), RawKey("c")}, 100, MaxCrosses(4)),
-			[]dataset.Example{{"a": vals("a", 5), "b": vals("b", 1), "c": vals("c", 1)}}, 0, 0, []string{"5 × 1 × 1 of them", "limit of 4"}},
-		{"over the limit at the last key", Crossed([]Crossable{RawKey("a"), RawKey("b"), RawKey("c")}, 100, MaxCrosses(8)),
-			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 2), "c": vals("c", 3)}}, 0, 0, []string{"2 × 2 × 3 of them", "limit of 8"}},
-		{"a key without values makes no crosses", Crossed([]Crossable{RawKey("a"), RawKey("b"), RawKey("c")}, 100, MaxCrosses(1)),
+			0, 1, []string{"keys a (2 values) × b (4 values) make 8 combinations", "MaxCrosses 6"}},
+		{"a limit of 1", Crossed(ab, 100, MaxCrosses(1)), []dataset.Example{{"a": vals("a", 1), "b": vals("b", 1)}}, 1, -1, nil},
+		{"at the default limit", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 16), "b": vals("b", DefaultMaxCrosses/16)}}, DefaultMaxCrosses, -1, nil},
+		{"over the default limit", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 17), "b": vals("b", DefaultMaxCrosses/16)}},
+			0, 0, []string{"a (17 values) × b (16 values) make 272 combinations", "MaxCrosses 256"}},
+		{"over the limit at the first key", Crossed(abc, 100, MaxCrosses(4)),
+			[]dataset.Example{{"a": vals("a", 5), "b": vals("b", 1), "c": vals("c", 1)}}, 0, 0, []string{"a (5 values) × b (1 values) × c (1 values) make 5 combinations"}},
+		{"over the limit at the last key", Crossed(abc, 100, MaxCrosses(8)),
+			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 2), "c": vals("c", 3)}}, 0, 0, []string{"make 12 combinations", "MaxCrosses 8"}},
+		{"a key without values makes no crosses", Crossed(abc, 100, MaxCrosses(1)),
 			[]dataset.Example{{"a": vals("a", 50), "b": vals("b", 50)}}, 0, -1, nil},
+		{"values a categorical key drops do not count", Crossed([]Crossable{VocabularyList("v", []string{"x", "y"}), RawKey("b")}, 100, MaxCrosses(4)),
+			[]dataset.Example{{"v": by("x", "unknown", "y", "other"), "b": vals("b", 2)}}, 4, -1, nil},
+		{"a nested cross's limit does not carry over", Crossed([]Crossable{Crossed(ab, 10, MaxCrosses(1)), RawKey("c")}, 100),
+			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 1), "c": vals("c", 1)}}, 2, -1, nil},
 		{"the largest limit", Crossed(ab, 100, MaxCrosses(math.MaxInt)), []dataset.Example{{"a": vals("a", 3), "b": vals("b", 7)}}, 21, -1, nil},
+		{"beyond an int", Crossed(wide, 100, MaxCrosses(math.MaxInt)), []dataset.Example{wideEx}, 0, 0, []string{"make 18446744073709551616 combinations"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := mustTransformer(t, Config{Columns: []Column{tc.col}}).Parse(tc.exs)

@@ -48,8 +48,9 @@ const (
 // JSON, then the input tensors), plus what the model needs for
 // MaxBatchSize rows; MaxInflightBytes bounds the bodies of all the
 // requests in flight. An export's preprocessor can make more inputs than
-// the body holds: a crossed column of package columns up to its
-// MaxCrosses ids (8 bytes each) a record.
+// a body holds: a crossed column of package columns makes up to its
+// MaxCrosses ids of each record, about 56 bytes each while the batch is
+// made (112 MiB for MaxBatchSize records with the defaults).
 type Config struct {
 	// MaxBodyBytes limits request bodies (0: DefaultMaxBodyBytes, 16 MiB),
 	// after decompression for gzip bodies; a larger body is answered with
