@@ -572,12 +572,14 @@ const DefaultHashKey uint64 = 0xDECAFCAFFE
 // cannot be crossed (hashing before crossing only adds collisions): cross
 // its RawKey.
 //
-// A record makes the product of its keys' counts of values: three keys of
-// 1,000 values each (about 12 KB of a request) make a billion ids. So
-// that a record cannot make a batch take memory without bound, a record
-// whose keys would make more than the column's MaxCrosses combinations is
-// an error of the record, in training and in serving alike, before any is
-// made. TensorFlow's crossed_column has no such limit.
+// A record makes as many ids as the product of its keys' counts of
+// values: three keys of 1,000 values each (about 12 KB of a request) make
+// a billion ids. So that a record cannot make a batch take memory without
+// bound, a record whose keys would make more than the column's MaxCrosses
+// combinations is an error of the record, in training and in serving
+// alike, before any is made; in serving, so is a record that would make
+// more than the signature takes of the cross (Transformer.ParseBounded).
+// TensorFlow's crossed_column has no such limit.
 type CrossedColumn struct {
 	keys       []Crossable // flattened: RawKey or CategoricalColumn, not *CrossedColumn
 	buckets    int
@@ -586,9 +588,7 @@ type CrossedColumn struct {
 }
 
 // DefaultMaxCrosses is the most combinations a crossed column without the
-// MaxCrosses option makes of one record. A batch takes about 56 bytes an
-// id while it is made: a serving request of the default MaxBatchSize (8192
-// records) can make a crossed column take up to 112 MiB.
+// MaxCrosses option makes of one record.
 const DefaultMaxCrosses = 256
 
 // CrossOption sets an option of a crossed column.

@@ -141,7 +141,7 @@ func TestLoadErrors(t *testing.T) {
 // TestCrossedLimitInJSON checks how a crossed column's MaxCrosses is
 // written and read: left out where it is the default (so that the record
 // stays what readers without the field read), written where not, and
-// the default where a record leaves it out.
+// the default where a column leaves it out.
 func TestCrossedLimitInJSON(t *testing.T) {
 	ab := []Crossable{RawKey("a"), RawKey("b")}
 	type got struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -65,16 +66,13 @@ func TestServingAnswersAsPredict(t *testing.T) {
 		t.Errorf("a string in an identity column: error %v, want a bad input naming example 1's feature \"tag\"", err)
 	}
 
-	// A record whose cross would make 40 × 40 ids, over
-	// DefaultMaxCrosses, is refused as bad input naming the cross, before
-	// the ids are made (the signature's width would refuse them only
-	// after).
-	cities, zs := make([]string, 40), make([]string, 40)
-	for i := range cities {
-		cities[i], zs[i] = "a", string(rune('A'+i))
-	}
-	_, err = p.PredictExamples(ctx, model.DefaultServingSignature, []dataset.Example{{}, {"city": by(cities...), "z": by(zs...)}})
-	if !errors.Is(err, export.ErrBadInput) || !errors.As(err, &pe) || pe.Example != 1 || pe.Feature != "city_X_z" {
-		t.Errorf("a cross over the limit: error %v, want a bad input naming example 1's feature \"city_X_z\"", err)
+	// A record whose cross would make 3 × 3 ids, more than the
+	// signature's 8, though each of its features is within it, is refused
+	// as bad input naming the cross, before the ids are made (the
+	// signature's width alone would refuse them only after, with no
+	// *dataset.ParseError).
+	_, err = p.PredictExamples(ctx, model.DefaultServingSignature, []dataset.Example{{}, {"city": by("a", "b", "c"), "z": by("u", "v", "w")}})
+	if !errors.Is(err, export.ErrBadInput) || !errors.As(err, &pe) || pe.Example != 1 || pe.Feature != "city_X_z" || !strings.Contains(err.Error(), "limit of 8 values") {
+		t.Errorf("a cross over the signature's width: error %v, want a bad input naming example 1's feature \"city_X_z\" and the limit of 8 values", err)
 	}
 }

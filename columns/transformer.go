@@ -272,13 +272,23 @@ func quote(b []byte) string {
 // An error about the data is a *dataset.ParseError naming the record
 // (its index in examples) and the feature, its message the value.
 func (t *Transformer) Parse(examples []dataset.Example) (sharding.Batch, error) {
+	return t.ParseBounded(examples, nil)
+}
+
+// ParseBounded is Parse for a consumer that takes at most most[name]
+// values of an example's sparse feature name (dataset.BoundedParser): a
+// crossed column's record that would make more than that, or than its
+// MaxCrosses, is an error of the record before any of its ids is made.
+// Serving gives it the signature's widths, so that a request's crosses
+// take no more than the signature's inputs.
+func (t *Transformer) ParseBounded(examples []dataset.Example, most map[string]int) (sharding.Batch, error) {
 	if len(examples) == 0 {
 		return sharding.Batch{}, errNoExamples
 	}
 	var arena preparedRow
 	rows := make([]*preparedRow, len(examples))
 	all := make([]preparedRow, len(examples))
-	var ps rowState
+	ps := rowState{most: most}
 	for r, ex := range examples {
 		at := arena.lens()
 		if err := t.prepare(ex, r, &ps, &arena); err != nil {
@@ -384,10 +394,11 @@ type rowState struct {
 	bufs      [][]int64 // idsOf's buffers, by depth
 	depth     int
 
-	vals  []float32  // a bucketized column's source values
-	keys  [][]uint64 // a crossed column's ids of its categorical keys, by key
-	views [][]uint64 // a crossed column's values' hashes or ids, by key
-	pos   []int      // a crossed column's combination
+	vals  []float32      // a bucketized column's source values
+	most  map[string]int // the most values of a sparse feature a consumer takes (ParseBounded)
+	keys  [][]uint64     // a crossed column's ids of its categorical keys, by key
+	views [][]uint64     // a crossed column's values' hashes or ids, by key
+	pos   []int          // a crossed column's combination
 	combo []uint64
 }
 
@@ -707,7 +718,7 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, ps *rowSta
 	if empty {
 		return ids, nil // a key without values: no crosses
 	}
-	if err := c.checkCrosses(hashes, row); err != nil {
+	if err := c.checkCrosses(hashes, row, ps.most); err != nil {
 		return nil, err
 	}
 	// Every combination, the last key varying fastest.
@@ -730,12 +741,17 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, ps *rowSta
 }
 
 // checkCrosses is the error of a record whose keys' values (hashes, by
-// key, none empty) make more than the column's MaxCrosses combinations.
-func (c *CrossedColumn) checkCrosses(hashes [][]uint64, row int) error {
+// key, none empty) make more than the column's MaxCrosses combinations,
+// or than most gives its feature.
+func (c *CrossedColumn) checkCrosses(hashes [][]uint64, row int, most map[string]int) error {
+	limit, of := c.maxCrosses, fmt.Sprintf("the crossed column's MaxCrosses %d", c.maxCrosses)
+	if m, ok := most[c.Name()]; ok && m < limit {
+		limit, of = m, fmt.Sprintf("the consumer's limit of %d values an example", m)
+	}
 	n := 1
 	for _, h := range hashes {
-		if len(h) > c.maxCrosses/n {
-			return recordErrorf(row, c.Name(), "%s, more than the crossed column's MaxCrosses %d", c.describeCrosses(hashes), c.maxCrosses)
+		if len(h) > limit/n {
+			return recordErrorf(row, c.Name(), "%s, more than %s", c.describeCrosses(hashes), of)
 		}
 		n *= len(h)
 	}

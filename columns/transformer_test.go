@@ -391,33 +391,42 @@ func TestParseCrossedLimit(t *testing.T) {
 		name  string
 		col   *CrossedColumn
 		exs   []dataset.Example
-		ids   int      // the batch's ids, when no error
-		err   int      // the record of the error, or -1
-		parts []string // what the error says
+		most  map[string]int // ParseBounded's, when not nil
+		ids   int            // the batch's ids, when no error
+		err   int            // the record of the error, or -1
+		parts []string       // what the error says
 	}{
-		{"at the limit", Crossed(ab, 100, MaxCrosses(6)), []dataset.Example{{"a": vals("a", 2), "b": vals("b", 3)}}, 6, -1, nil},
+		{"at the limit", Crossed(ab, 100, MaxCrosses(6)), []dataset.Example{{"a": vals("a", 2), "b": vals("b", 3)}}, nil, 6, -1, nil},
 		{"over the limit", Crossed(ab, 100, MaxCrosses(6)),
-			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 3)}, {"a": vals("a", 2), "b": vals("b", 4)}},
-			0, 1, []string{"keys a (2 values) × b (4 values) make 8 combinations", "MaxCrosses 6"}},
-		{"a limit of 1", Crossed(ab, 100, MaxCrosses(1)), []dataset.Example{{"a": vals("a", 1), "b": vals("b", 1)}}, 1, -1, nil},
-		{"at the default limit", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 16), "b": vals("b", DefaultMaxCrosses/16)}}, DefaultMaxCrosses, -1, nil},
-		{"over the default limit", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 17), "b": vals("b", DefaultMaxCrosses/16)}},
-			0, 0, []string{"a (17 values) × b (16 values) make 272 combinations", "MaxCrosses 256"}},
+			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 3)}, {"a": vals("a", 2), "b": vals("b", 4)}}, nil, 0, 1, []string{"keys a (2 values) × b (4 values) make 8 combinations", "MaxCrosses 6"}},
+		{"a limit of 1", Crossed(ab, 100, MaxCrosses(1)), []dataset.Example{{"a": vals("a", 1), "b": vals("b", 1)}}, nil, 1, -1, nil},
+		{"at the default limit", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 16), "b": vals("b", DefaultMaxCrosses/16)}}, nil, DefaultMaxCrosses, -1, nil},
+		{"over the default limit", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 17), "b": vals("b", DefaultMaxCrosses/16)}}, nil, 0, 0, []string{"a (17 values) × b (16 values) make 272 combinations", "MaxCrosses 256"}},
 		{"over the limit at the first key", Crossed(abc, 100, MaxCrosses(4)),
-			[]dataset.Example{{"a": vals("a", 5), "b": vals("b", 1), "c": vals("c", 1)}}, 0, 0, []string{"a (5 values) × b (1 values) × c (1 values) make 5 combinations"}},
+			[]dataset.Example{{"a": vals("a", 5), "b": vals("b", 1), "c": vals("c", 1)}}, nil, 0, 0, []string{"a (5 values) × b (1 values) × c (1 values) make 5 combinations"}},
 		{"over the limit at the last key", Crossed(abc, 100, MaxCrosses(8)),
-			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 2), "c": vals("c", 3)}}, 0, 0, []string{"make 12 combinations", "MaxCrosses 8"}},
+			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 2), "c": vals("c", 3)}}, nil, 0, 0, []string{"make 12 combinations", "MaxCrosses 8"}},
 		{"a key without values makes no crosses", Crossed(abc, 100, MaxCrosses(1)),
-			[]dataset.Example{{"a": vals("a", 50), "b": vals("b", 50)}}, 0, -1, nil},
+			[]dataset.Example{{"a": vals("a", 50), "b": vals("b", 50)}}, nil, 0, -1, nil},
 		{"values a categorical key drops do not count", Crossed([]Crossable{VocabularyList("v", []string{"x", "y"}), RawKey("b")}, 100, MaxCrosses(4)),
-			[]dataset.Example{{"v": by("x", "unknown", "y", "other"), "b": vals("b", 2)}}, 4, -1, nil},
+			[]dataset.Example{{"v": by("x", "unknown", "y", "other"), "b": vals("b", 2)}}, nil, 4, -1, nil},
 		{"a nested cross's limit does not carry over", Crossed([]Crossable{Crossed(ab, 10, MaxCrosses(1)), RawKey("c")}, 100),
-			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 1), "c": vals("c", 1)}}, 2, -1, nil},
-		{"the largest limit", Crossed(ab, 100, MaxCrosses(math.MaxInt)), []dataset.Example{{"a": vals("a", 3), "b": vals("b", 7)}}, 21, -1, nil},
-		{"beyond an int", Crossed(wide, 100, MaxCrosses(math.MaxInt)), []dataset.Example{wideEx}, 0, 0, []string{"make 18446744073709551616 combinations"}},
+			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 1), "c": vals("c", 1)}}, nil, 2, -1, nil},
+		{"the largest limit", Crossed(ab, 100, MaxCrosses(math.MaxInt)), []dataset.Example{{"a": vals("a", 3), "b": vals("b", 7)}}, nil, 21, -1, nil},
+		{"bounded by the consumer", Crossed(ab, 100, MaxCrosses(20)), []dataset.Example{{"a": vals("a", 3), "b": vals("b", 3)}}, map[string]int{"a_X_b": 8},
+			0, 0, []string{"make 9 combinations", "more than the consumer's limit of 8 values an example"}},
+		{"at the consumer's bound", Crossed(ab, 100, MaxCrosses(20)), []dataset.Example{{"a": vals("a", 2), "b": vals("b", 4)}}, map[string]int{"a_X_b": 8}, 8, -1, nil},
+		{"MaxCrosses under the consumer's bound", Crossed(ab, 100, MaxCrosses(6)), []dataset.Example{{"a": vals("a", 2), "b": vals("b", 4)}}, map[string]int{"a_X_b": 8},
+			0, 0, []string{"make 8 combinations", "MaxCrosses 6"}},
+		{"another feature's bound", Crossed(ab, 100, MaxCrosses(20)), []dataset.Example{{"a": vals("a", 3), "b": vals("b", 3)}}, map[string]int{"a": 1, "b": 1}, 9, -1, nil},
+		{"beyond an int", Crossed(wide, 100, MaxCrosses(math.MaxInt)), []dataset.Example{wideEx}, nil, 0, 0, []string{"make 18446744073709551616 combinations"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := mustTransformer(t, Config{Columns: []Column{tc.col}}).Parse(tc.exs)
+			tr := mustTransformer(t, Config{Columns: []Column{tc.col}})
+			b, err := tr.Parse(tc.exs)
+			if tc.most != nil {
+				b, err = tr.ParseBounded(tc.exs, tc.most)
+			}
 			if tc.err >= 0 {
 				wantRecordError(t, err, tc.err, tc.col.Name(), tc.parts...)
 				return

@@ -38,6 +38,20 @@ type RawSpecer interface {
 	RawSpec() map[string]FeatureSpec
 }
 
+// BoundedParser is a Parser told the most values of a sparse feature an
+// example may have (its consumer refuses more): serving gives it its
+// signature's most values per example of each sparse input. ParseBounded
+// is Parse, but it may refuse an example that would make more values of
+// a feature named in most than most gives, with a *ParseError of that
+// example, as soon as it knows, before making them. A Parser whose
+// features can be many more than the raw values they come from (a cross
+// of features, whose values are the product of theirs) implements it so
+// that a request cannot make it build more than the signature would take.
+type BoundedParser interface {
+	Parser
+	ParseBounded(examples []Example, most map[string]int) (sharding.Batch, error)
+}
+
 // SpecParser is ParseExamples with a spec, as a Parser: the Parser a
 // Pipeline with a Spec runs.
 type SpecParser map[string]FeatureSpec
@@ -91,6 +105,16 @@ var ErrParser = errors.New("parser failed")
 // is an error wrapping ErrParser that names the parser's type.
 func ParseGuarded(p Parser, examples []Example) (b sharding.Batch, err error) {
 	return guardParse(p, "Parse", len(examples), func() (sharding.Batch, error) { return p.Parse(examples) })
+}
+
+// ParseGuardedBounded is ParseGuarded with p.ParseBounded(examples, most)
+// where p is a BoundedParser, p.Parse(examples) where not.
+func ParseGuardedBounded(p Parser, examples []Example, most map[string]int) (b sharding.Batch, err error) {
+	bp, ok := p.(BoundedParser)
+	if !ok {
+		return ParseGuarded(p, examples)
+	}
+	return guardParse(p, "ParseBounded", len(examples), func() (sharding.Batch, error) { return bp.ParseBounded(examples, most) })
 }
 
 // parseRowsGuarded is ParseGuarded for a RowParser, with each record's
