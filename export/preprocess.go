@@ -130,8 +130,7 @@ func (p *Predictor) RawSpec() map[string]dataset.FeatureSpec {
 // signature's most values per example as its dense shape's width; an
 // example with more is an error of the request (which a
 // dataset.BoundedParser, told these widths, may find before it makes the
-// values). Labels and features the
-// signature does not take are left out.
+// values). Labels and features the signature does not take are left out.
 //
 // An error of the preprocessor about the examples (a *dataset.ParseError
 // names the example and the feature), no examples, or an example with
@@ -155,7 +154,7 @@ func (p *Predictor) Preprocess(signature string, examples []dataset.Example) (ma
 	}
 	most := map[string]int{}
 	for name, in := range inputs {
-		if in.sparse && len(in.shape) == 1 {
+		if in.sparse {
 			most[name] = in.shape[0]
 		}
 	}
