@@ -571,11 +571,25 @@ const DefaultHashKey uint64 = 0xDECAFCAFFE
 // TensorFlow's cross of int64 ids. As TensorFlow, a HashBucketColumn
 // cannot be crossed (hashing before crossing only adds collisions): cross
 // its RawKey.
+//
+// A record makes as many ids as the product of its keys' counts of
+// values: three keys of 1,000 values each (about 12 KB of a request) make
+// a billion ids. So that a record cannot make a batch take memory without
+// bound, a record whose keys would make more than the column's MaxCrosses
+// combinations is an error of the record, in training and in serving
+// alike, before any is made; in serving, so is a record that would make
+// more than the signature takes of the cross (Transformer.ParseBounded).
+// TensorFlow's crossed_column has no such limit.
 type CrossedColumn struct {
-	keys    []Crossable // flattened: RawKey or CategoricalColumn, not *CrossedColumn
-	buckets int
-	hashKey uint64
+	keys       []Crossable // flattened: RawKey or CategoricalColumn, not *CrossedColumn
+	buckets    int
+	hashKey    uint64
+	maxCrosses int
 }
+
+// DefaultMaxCrosses is the most combinations a crossed column without the
+// MaxCrosses option makes of one record.
+const DefaultMaxCrosses = 256
 
 // CrossOption sets an option of a crossed column.
 type CrossOption func(*CrossedColumn)
@@ -584,10 +598,15 @@ type CrossOption func(*CrossedColumn)
 // DefaultHashKey).
 func HashKey(k uint64) CrossOption { return func(c *CrossedColumn) { c.hashKey = k } }
 
+// MaxCrosses sets the most combinations the column makes of one record
+// (at least 1; default DefaultMaxCrosses).
+func MaxCrosses(n int) CrossOption { return func(c *CrossedColumn) { c.maxCrosses = n } }
+
 // Crossed returns the cross of keys (at least two) into buckets hash
-// buckets.
+// buckets. A crossed column among keys adds its own keys (its options do
+// not carry over).
 func Crossed(keys []Crossable, buckets int, opts ...CrossOption) *CrossedColumn {
-	c := &CrossedColumn{buckets: buckets, hashKey: DefaultHashKey}
+	c := &CrossedColumn{buckets: buckets, hashKey: DefaultHashKey, maxCrosses: DefaultMaxCrosses}
 	for _, k := range keys {
 		if x, ok := k.(*CrossedColumn); ok && x != nil {
 			c.keys = append(c.keys, x.keys...)
@@ -629,6 +648,9 @@ func (c *CrossedColumn) Keys() []Crossable { return slices.Clone(c.keys) }
 // HashKey is the cross's hash key.
 func (c *CrossedColumn) HashKey() uint64 { return c.hashKey }
 
+// MaxCrosses is the most combinations the column makes of one record.
+func (c *CrossedColumn) MaxCrosses() int { return c.maxCrosses }
+
 // NumBuckets is the number of hash buckets.
 func (c *CrossedColumn) NumBuckets() int { return c.buckets }
 
@@ -642,6 +664,9 @@ func (c *CrossedColumn) validate() error {
 	if c.buckets < 1 {
 		return fmt.Errorf("crossed column %q: %d buckets, want at least 1", c.Name(), c.buckets)
 	}
+	if c.maxCrosses < 1 {
+		return fmt.Errorf("crossed column %q: MaxCrosses %d, want at least 1", c.Name(), c.maxCrosses)
+	}
 	for i, k := range c.keys {
 		if k != nil && nilKey(k) {
 			return fmt.Errorf("crossed column %q: key %d is a nil %T", c.Name(), i, k)
@@ -653,6 +678,8 @@ func (c *CrossedColumn) validate() error {
 			}
 		case CategoricalColumn:
 			switch k.(type) {
+			case *CrossedColumn:
+				return fmt.Errorf("crossed column %q: key %d is crossed column %q; list its keys in its place (as Crossed does)", c.Name(), i, k.Name())
 			case *WeightedColumn:
 				return fmt.Errorf("crossed column %q: key %d is a weighted column, which cannot be crossed", c.Name(), i)
 			case *HashBucketColumn:

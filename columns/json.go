@@ -63,6 +63,8 @@ type columnJSON struct {
 	Buckets int           `json:"buckets,omitempty"`
 	Keys    []*columnJSON `json:"keys,omitempty"`
 	HashKey string        `json:"hash_key,omitempty"` // decimal: uint64 overflows JSON readers' doubles
+	// crossed; absent: DefaultMaxCrosses (and written only when another)
+	MaxCrosses *int `json:"max_crosses,omitempty"`
 
 	// weighted, indicator, embedding
 	Categorical *columnJSON   `json:"categorical,omitempty"`
@@ -145,6 +147,9 @@ func encodeColumn(c Column) (*columnJSON, error) {
 		return j, nil
 	case *CrossedColumn:
 		j := &columnJSON{Type: "crossed", Buckets: c.buckets, HashKey: strconv.FormatUint(c.hashKey, 10)}
+		if c.maxCrosses != DefaultMaxCrosses {
+			j.MaxCrosses = &c.maxCrosses
+		}
 		for _, k := range c.keys {
 			if raw, ok := k.(RawKey); ok {
 				j.Keys = append(j.Keys, &columnJSON{Type: "raw", Key: string(raw)})
@@ -316,7 +321,10 @@ func (d *decoder) column(j *columnJSON) (Column, error) {
 		if err != nil {
 			return nil, fmt.Errorf("crossed column hash key %q: %w", j.HashKey, err)
 		}
-		c := &CrossedColumn{buckets: j.Buckets, hashKey: key}
+		c := &CrossedColumn{buckets: j.Buckets, hashKey: key, maxCrosses: DefaultMaxCrosses}
+		if j.MaxCrosses != nil {
+			c.maxCrosses = *j.MaxCrosses
+		}
 		for _, kj := range j.Keys {
 			if kj != nil && kj.Type == "raw" {
 				c.keys = append(c.keys, RawKey(kj.Key))

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/towerflow/towerflow/dataset"
 	"github.com/towerflow/towerflow/layers"
 )
@@ -39,7 +41,7 @@ func everyKind(t testing.TB) (*Transformer, []dataset.Example) {
 			Indicator(region),
 			Embedding(HashBucket("word", 1000), 4, InitStddev(0.01)),
 			Indicator(Identity("day", 7, IdentityDefault(6))),
-			Crossed([]Crossable{RawKey("word"), Bucketized(age, []float64{0}), occupation}, 5000, HashKey(1<<63+12345)),
+			Crossed([]Crossable{RawKey("word"), Bucketized(age, []float64{0}), occupation}, 5000, HashKey(1<<63+12345), MaxCrosses(64)),
 			Weighted(Identity("tag", 100), "tag_w"),
 			shared[0], shared[1],
 		},
@@ -121,6 +123,9 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown type", `{"kind":"towerflow/columns","version":1,"columns":[{"type":"magic"}]}`, `unknown column type "magic"`},
 		{"unfitted", `{"kind":"towerflow/columns","version":1,"columns":[{"type":"vocabulary","key":"c","from_data":true}]}`, "needs statistics"},
 		{"bad hash key", `{"kind":"towerflow/columns","version":1,"columns":[{"type":"crossed","buckets":3,"hash_key":"-1","keys":[{"type":"raw","key":"a"},{"type":"raw","key":"b"}]}]}`, `hash key "-1"`},
+		{"negative limit of crosses", `{"kind":"towerflow/columns","version":1,"columns":[{"type":"crossed","buckets":3,"hash_key":"7","max_crosses":-1,"keys":[{"type":"raw","key":"a"},{"type":"raw","key":"b"}]}]}`, "MaxCrosses -1"},
+		{"zero limit of crosses", `{"kind":"towerflow/columns","version":1,"columns":[{"type":"crossed","buckets":3,"hash_key":"7","max_crosses":0,"keys":[{"type":"raw","key":"a"},{"type":"raw","key":"b"}]}]}`, "MaxCrosses 0"},
+		{"nested cross", `{"kind":"towerflow/columns","version":1,"columns":[{"type":"crossed","buckets":3,"hash_key":"7","keys":[{"type":"raw","key":"a"},{"type":"crossed","buckets":3,"hash_key":"7","keys":[{"type":"raw","key":"b"},{"type":"raw","key":"c"}]}]}]}`, `key 1 is crossed column "b_X_c"; list its keys in its place`},
 		{"indicator of a numeric", `{"kind":"towerflow/columns","version":1,"columns":[{"type":"indicator","categorical":{"type":"numeric","key":"x","shape":[1]}}]}`, "not categorical"},
 		{"trailing data", string(good) + "{}", "after the transformer"},
 	} {
@@ -128,6 +133,46 @@ func TestLoadErrors(t *testing.T) {
 			_, err := Load([]byte(tc.json))
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("error %v, want one saying %q", err, tc.says)
+			}
+		})
+	}
+}
+
+// TestCrossedLimitInJSON checks how a crossed column's MaxCrosses is
+// written and read: left out where it is the default (so that the record
+// stays what readers without the field read), written where not, and
+// the default where a column leaves it out.
+func TestCrossedLimitInJSON(t *testing.T) {
+	ab := []Crossable{RawKey("a"), RawKey("b")}
+	type got struct {
+		Written bool // the JSON has max_crosses
+		Loaded  int  // MaxCrosses of the column loaded back
+	}
+	for _, tc := range []struct {
+		name string
+		col  *CrossedColumn
+		want got
+	}{
+		{"default", Crossed(ab, 3), got{false, DefaultMaxCrosses}},
+		{"set", Crossed(ab, 3, MaxCrosses(64)), got{true, 64}},
+		{"set to the default", Crossed(ab, 3, MaxCrosses(DefaultMaxCrosses)), got{false, DefaultMaxCrosses}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, err := json.Marshal(mustTransformer(t, Config{Columns: []Column{tc.col}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := Load(data)
+			if err != nil {
+				t.Fatalf("Load: %v\n%s", err, data)
+			}
+			c, ok := back.Column(tc.col.Name())
+			if !ok {
+				t.Fatalf("loaded transformer has no column %q", tc.col.Name())
+			}
+			g := got{bytes.Contains(data, []byte(`"max_crosses"`)), c.(*CrossedColumn).MaxCrosses()}
+			if diff := cmp.Diff(tc.want, g); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}

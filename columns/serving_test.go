@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -19,7 +20,8 @@ import (
 // serves raw records (an unknown category, missing numbers, a record
 // with no features at all among them): the export's preprocessor, loaded
 // from the export by this package's registered loader, gives the answers
-// Predict gives on the records parsed here.
+// Predict gives on the records parsed here; bad records are refused as
+// bad input.
 func TestServingAnswersAsPredict(t *testing.T) {
 	est, mdl, tr, exs, _ := trained(t)
 	ctx := context.Background()
@@ -62,5 +64,15 @@ func TestServingAnswersAsPredict(t *testing.T) {
 	var pe *dataset.ParseError
 	if !errors.Is(err, export.ErrBadInput) || !errors.As(err, &pe) || pe.Example != 1 || pe.Feature != "tag" {
 		t.Errorf("a string in an identity column: error %v, want a bad input naming example 1's feature \"tag\"", err)
+	}
+
+	// A record whose cross would make 3 × 3 ids, more than the
+	// signature's 8, though each of its features is within it, is refused
+	// as bad input naming the cross, before the ids are made (the
+	// signature's width alone would refuse them only after, with no
+	// *dataset.ParseError).
+	_, err = p.PredictExamples(ctx, model.DefaultServingSignature, []dataset.Example{{}, {"city": by("a", "b", "c"), "z": by("u", "v", "w")}})
+	if !errors.Is(err, export.ErrBadInput) || !errors.As(err, &pe) || pe.Example != 1 || pe.Feature != "city_X_z" || !strings.Contains(err.Error(), "at most 8 an example") {
+		t.Errorf("a cross over the signature's width: error %v, want a bad input naming example 1's feature \"city_X_z\" and its width of 8", err)
 	}
 }

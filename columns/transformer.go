@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"reflect"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"gorgonia.org/tensor"
@@ -66,6 +68,9 @@ type Transformer struct {
 	weighted bool
 	// makes is the column that makes each feature of the batch.
 	makes map[string]Column
+	// crossOuts is, by crossed column's name, the sparse features of the
+	// batch that hold its ids: its own, a weighted column's of it.
+	crossOuts map[string][]string
 }
 
 // denseOut is a dense float32 feature of the batch: a numeric column's
@@ -100,7 +105,7 @@ func newTransformer(cfg Config) (*Transformer, error) {
 	if len(cfg.Columns) == 0 {
 		return nil, errors.New("a transformer needs at least one column")
 	}
-	t := &Transformer{cfg: Config{Columns: slices.Clone(cfg.Columns), Label: cfg.Label.clone(), Weight: cfg.Weight.clone()}, makes: map[string]Column{}}
+	t := &Transformer{cfg: Config{Columns: slices.Clone(cfg.Columns), Label: cfg.Label.clone(), Weight: cfg.Weight.clone()}, makes: map[string]Column{}, crossOuts: map[string][]string{}}
 	add := func(name string, c Column) error {
 		if prev, ok := t.makes[name]; ok {
 			if !sameColumn(prev, c) {
@@ -116,6 +121,13 @@ func newTransformer(cfg Config) (*Transformer, error) {
 			t.dense = append(t.dense, denseOut{name: name, cat: c.cat})
 		case CategoricalColumn:
 			t.sparse = append(t.sparse, sparseOut{cat: c})
+			cross, _ := c.(*CrossedColumn)
+			if w, ok := c.(*WeightedColumn); ok {
+				cross, _ = w.cat.(*CrossedColumn)
+			}
+			if cross != nil {
+				t.crossOuts[cross.Name()] = append(t.crossOuts[cross.Name()], name)
+			}
 		}
 		return nil
 	}
@@ -270,13 +282,23 @@ func quote(b []byte) string {
 // An error about the data is a *dataset.ParseError naming the record
 // (its index in examples) and the feature, its message the value.
 func (t *Transformer) Parse(examples []dataset.Example) (sharding.Batch, error) {
+	return t.ParseBounded(examples, nil)
+}
+
+// ParseBounded is Parse for a caller that takes at most most[name]
+// values of an example's sparse feature name (dataset.BoundedParser): a
+// record whose crossed column would make more ids than a sparse feature
+// holding them takes, or than its MaxCrosses, is an error of the record
+// before any of its ids is made. Serving gives it the signature's widths,
+// so that a request's crosses make no more ids than the signature takes.
+func (t *Transformer) ParseBounded(examples []dataset.Example, most map[string]int) (sharding.Batch, error) {
 	if len(examples) == 0 {
 		return sharding.Batch{}, errNoExamples
 	}
 	var arena preparedRow
 	rows := make([]*preparedRow, len(examples))
 	all := make([]preparedRow, len(examples))
-	var ps rowState
+	ps := rowState{crossMost: t.crossBounds(most)}
 	for r, ex := range examples {
 		at := arena.lens()
 		if err := t.prepare(ex, r, &ps, &arena); err != nil {
@@ -289,6 +311,28 @@ func (t *Transformer) Parse(examples []dataset.Example) (sharding.Batch, error) 
 		}
 	}
 	return t.assemble(rows)
+}
+
+// crossBounds is, by crossed column's name, the fewest values most
+// gives a sparse feature holding the column's ids; nil where most bounds
+// none.
+func (t *Transformer) crossBounds(most map[string]int) map[string]int {
+	var bounds map[string]int
+	for cross, outs := range t.crossOuts {
+		for _, name := range outs {
+			m, ok := most[name]
+			if !ok {
+				continue
+			}
+			if bounds == nil {
+				bounds = map[string]int{}
+			}
+			if b, ok := bounds[cross]; !ok || m < b {
+				bounds[cross] = m
+			}
+		}
+	}
+	return bounds
 }
 
 // ---- numeric ----
@@ -382,11 +426,12 @@ type rowState struct {
 	bufs      [][]int64 // idsOf's buffers, by depth
 	depth     int
 
-	vals  []float32  // a bucketized column's source values
-	keys  [][]uint64 // a crossed column's ids of its categorical keys, by key
-	views [][]uint64 // a crossed column's values' hashes or ids, by key
-	pos   []int      // a crossed column's combination
-	combo []uint64
+	vals      []float32      // a bucketized column's source values
+	crossMost map[string]int // by crossed column, the most ids a record's caller takes (ParseBounded)
+	keys      [][]uint64     // a crossed column's ids of its categorical keys, by key
+	views     [][]uint64     // a crossed column's values' hashes or ids, by key
+	pos       []int          // a crossed column's combination
+	combo     []uint64
 }
 
 // reset makes ps the state of record ex, the row-th of its batch.
@@ -705,6 +750,9 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, ps *rowSta
 	if empty {
 		return ids, nil // a key without values: no crosses
 	}
+	if err := c.checkCrosses(hashes, row, ps.crossMost); err != nil {
+		return nil, err
+	}
 	// Every combination, the last key varying fastest.
 	for {
 		for k := range combo {
@@ -722,6 +770,36 @@ func (c *CrossedColumn) ids(ex dataset.Example, row int, ids []int64, ps *rowSta
 			return ids, nil
 		}
 	}
+}
+
+// checkCrosses is the error of a record whose keys' values (hashes, by
+// key, none empty) make more than the column's MaxCrosses combinations,
+// or than most gives the column.
+func (c *CrossedColumn) checkCrosses(hashes [][]uint64, row int, most map[string]int) error {
+	limit, of := c.maxCrosses, fmt.Sprintf("the crossed column's MaxCrosses %d", c.maxCrosses)
+	if m, ok := most[c.Name()]; ok && m < limit {
+		limit, of = m, fmt.Sprintf("the serving signature takes (at most %d an example)", m)
+	}
+	n := 1
+	for _, h := range hashes {
+		if len(h) > limit/n {
+			return recordErrorf(row, c.Name(), "%s, more than %s", c.describeCrosses(hashes), of)
+		}
+		n *= len(h)
+	}
+	return nil
+}
+
+// describeCrosses says how many combinations the keys' values make:
+// "keys a (2 values) × b (4 values) make 8 combinations".
+func (c *CrossedColumn) describeCrosses(hashes [][]uint64) string {
+	keys := make([]string, len(hashes))
+	total := big.NewInt(1)
+	for k, h := range hashes {
+		keys[k] = fmt.Sprintf("%s (%d values)", c.keys[k].crossName(), len(h))
+		total.Mul(total, big.NewInt(int64(len(h))))
+	}
+	return fmt.Sprintf("keys %s make %s combinations", strings.Join(keys, " × "), total)
 }
 
 // ---- labels ----

@@ -366,6 +366,96 @@ func TestParseCrossed(t *testing.T) {
 	wantRecordError(t, err, 0, "b", "float", "a_X_b_X_c")
 }
 
+// TestParseCrossedLimit checks MaxCrosses: a record whose keys make up to
+// the limit's combinations crosses, one that makes more is an error of
+// that record naming the column, its keys' counts, their product and the
+// limit.
+func TestParseCrossedLimit(t *testing.T) {
+	vals := func(prefix string, n int) dataset.Feature {
+		v := make([]string, n)
+		for i := range v {
+			v[i] = prefix + strconv.Itoa(i)
+		}
+		return by(v...)
+	}
+	ab := []Crossable{RawKey("a"), RawKey("b")}
+	abc := []Crossable{RawKey("a"), RawKey("b"), RawKey("c")}
+	// 64 keys of 2 values each: 2⁶⁴ combinations, which an int's product
+	// wraps to 0.
+	wide, wideEx := make([]Crossable, 64), dataset.Example{}
+	for i := range wide {
+		k := "k" + strconv.Itoa(i)
+		wide[i], wideEx[k] = RawKey(k), vals("v", 2)
+	}
+	for _, tc := range []struct {
+		name  string
+		col   *CrossedColumn
+		exs   []dataset.Example
+		most  map[string]int // ParseBounded's, when not nil
+		ids   int            // the batch's ids of col, when no error (-1: not counted)
+		err   int            // the record of the error, or -1
+		parts []string       // what the error says
+		cols  []Column       // the transformer's columns, when not just col
+	}{
+		{"at the limit", Crossed(ab, 100, MaxCrosses(6)), []dataset.Example{{"a": vals("a", 2), "b": vals("b", 3)}}, nil, 6, -1, nil, nil},
+		{"over the limit", Crossed(ab, 100, MaxCrosses(6)),
+			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 3)}, {"a": vals("a", 2), "b": vals("b", 4)}}, nil, 0, 1, []string{"keys a (2 values) × b (4 values) make 8 combinations", "MaxCrosses 6"}, nil},
+		{"a limit of 1", Crossed(ab, 100, MaxCrosses(1)), []dataset.Example{{"a": vals("a", 1), "b": vals("b", 1)}}, nil, 1, -1, nil, nil},
+		{"at the default limit", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 16), "b": vals("b", DefaultMaxCrosses/16)}}, nil, DefaultMaxCrosses, -1, nil, nil},
+		{"over the default limit", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 17), "b": vals("b", DefaultMaxCrosses/16)}}, nil, 0, 0, []string{"a (17 values) × b (16 values) make 272 combinations", "MaxCrosses 256"}, nil},
+		{"over the limit at the first key", Crossed(abc, 100, MaxCrosses(4)),
+			[]dataset.Example{{"a": vals("a", 5), "b": vals("b", 1), "c": vals("c", 1)}}, nil, 0, 0, []string{"a (5 values) × b (1 values) × c (1 values) make 5 combinations"}, nil},
+		{"over the limit at the last key", Crossed(abc, 100, MaxCrosses(8)),
+			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 2), "c": vals("c", 3)}}, nil, 0, 0, []string{"make 12 combinations", "MaxCrosses 8"}, nil},
+		{"a key without values makes no crosses", Crossed(abc, 100, MaxCrosses(1)),
+			[]dataset.Example{{"a": vals("a", 50), "b": vals("b", 50)}}, nil, 0, -1, nil, nil},
+		{"values a categorical key drops do not count", Crossed([]Crossable{VocabularyList("v", []string{"x", "y"}), RawKey("b")}, 100, MaxCrosses(4)),
+			[]dataset.Example{{"v": by("x", "unknown", "y", "other"), "b": vals("b", 2)}}, nil, 4, -1, nil, nil},
+		{"a nested cross's limit does not carry over", Crossed([]Crossable{Crossed(ab, 10, MaxCrosses(1)), RawKey("c")}, 100),
+			[]dataset.Example{{"a": vals("a", 2), "b": vals("b", 1), "c": vals("c", 1)}}, nil, 2, -1, nil, nil},
+		{"the largest limit", Crossed(ab, 100, MaxCrosses(math.MaxInt)), []dataset.Example{{"a": vals("a", 3), "b": vals("b", 7)}}, nil, 21, -1, nil, nil},
+		{"bounded by the consumer", Crossed(ab, 100, MaxCrosses(20)), []dataset.Example{{"a": vals("a", 3), "b": vals("b", 3)}}, map[string]int{"a_X_b": 8},
+			0, 0, []string{"make 9 combinations", "more than the serving signature takes (at most 8 an example)"}, nil},
+		{"at the consumer's bound", Crossed(ab, 100, MaxCrosses(20)), []dataset.Example{{"a": vals("a", 2), "b": vals("b", 4)}}, map[string]int{"a_X_b": 8}, 8, -1, nil, nil},
+		{"MaxCrosses under the consumer's bound", Crossed(ab, 100, MaxCrosses(6)), []dataset.Example{{"a": vals("a", 2), "b": vals("b", 4)}}, map[string]int{"a_X_b": 8},
+			0, 0, []string{"make 8 combinations", "MaxCrosses 6"}, nil},
+		{"another feature's bound", Crossed(ab, 100, MaxCrosses(20)), []dataset.Example{{"a": vals("a", 3), "b": vals("b", 3)}}, map[string]int{"a": 1, "b": 1}, 9, -1, nil, nil},
+		{"a weighted cross bounded by its feature's width", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 2), "b": vals("b", 2), "w": fl(1, 2, 3, 4)}}, map[string]int{"a_X_b_weighted_by_w": 3},
+			0, 0, []string{"make 4 combinations", "the serving signature takes (at most 3 an example)"}, []Column{Weighted(Crossed(ab, 100), "w")}},
+		{"a cross read only densely is not bounded by a feature of its name", Crossed(ab, 100), []dataset.Example{{"a": vals("a", 2), "b": vals("b", 2), "a_X_b": vals("h", 1)}}, map[string]int{"a_X_b": 1},
+			-1, -1, nil, []Column{Indicator(Crossed(ab, 100)), HashBucket("a_X_b", 10)}},
+		{"beyond an int", Crossed(wide, 100, MaxCrosses(math.MaxInt)), []dataset.Example{wideEx}, nil, 0, 0, []string{"make 18446744073709551616 combinations"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cols := tc.cols
+			if cols == nil {
+				cols = []Column{tc.col}
+			}
+			tr := mustTransformer(t, Config{Columns: cols})
+			b, err := tr.Parse(tc.exs)
+			if tc.most != nil {
+				if _, err := tr.Parse(tc.exs); err != nil && !strings.Contains(err.Error(), "MaxCrosses") {
+					t.Errorf("Parse without the bounds: %v", err)
+				}
+				b, err = tr.ParseBounded(tc.exs, tc.most)
+			}
+			if tc.err >= 0 {
+				wantRecordError(t, err, tc.err, tc.col.Name(), tc.parts...)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.ids < 0 {
+				return
+			}
+			if diff := cmp.Diff(tc.ids, len(plain(b.Sparse[tc.col.Name()]).Indices)); diff != "" {
+				t.Errorf("ids (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestParseWeightedAndIndicator(t *testing.T) {
 	city := VocabularyList("city", []string{"a", "b", "c"})
 	w := Weighted(city, "w")
@@ -498,6 +588,7 @@ func TestNewTransformerErrors(t *testing.T) {
 		{"vocabulary file missing", Config{Columns: []Column{VocabularyFile("c", "/nonexistent/vocab.txt", 0)}}, `vocabulary column "c": vocabulary file: open /nonexistent/vocab.txt`},
 		{"embedding dimension", Config{Columns: []Column{Embedding(Identity("i", 3), 0)}}, "dimension 0"},
 		{"crossed one key", Config{Columns: []Column{Crossed([]Crossable{RawKey("a")}, 3)}}, "1 keys, want at least 2"},
+		{"crossed without crosses", Config{Columns: []Column{Crossed([]Crossable{RawKey("a"), RawKey("b")}, 3, MaxCrosses(0))}}, `crossed column "a_X_b": MaxCrosses 0, want at least 1`},
 		{"weights of the values' feature", Config{Columns: []Column{Weighted(HashBucket("x", 3), "x")}}, `weighted column "x_weighted_by_x": the weights' feature "x" is the values'`},
 		{"weighted nil column", Config{Columns: []Column{Weighted((*VocabularyColumn)(nil), "w")}}, "weighted column of a nil categorical column"},
 		{"indicator of a nil column", Config{Columns: []Column{Indicator((*IdentityColumn)(nil))}}, "indicator column of a nil categorical column"},

@@ -17,7 +17,8 @@ import (
 // features (dense and sparse) and, when the records carry them, its
 // labels. It is what a Pipeline runs on its workers, and what an export
 // records (estimator.Preprocess) so that serving turns raw requests into
-// the same tensors (export.RegisterPreprocessor).
+// the same tensors (export.RegisterPreprocessor; a BoundedParser is told
+// the signature's widths there).
 //
 // Parse is called from several goroutines at once, and must be safe for
 // concurrent use; it must not keep or change examples. An error about
@@ -36,6 +37,24 @@ type Parser interface {
 // requests do not carry.
 type RawSpecer interface {
 	RawSpec() map[string]FeatureSpec
+}
+
+// BoundedParser is a Parser told the most values of its batch's sparse
+// features an example may have, as its caller refuses more: serving
+// gives it its signature's widths, by sparse input (the names of the
+// batch's Sparse features, not of the examples' raw features; each at
+// least 1). ParseBounded is Parse, but it may refuse an example that
+// would make more values of a sparse feature named in most than most
+// gives, with a *ParseError of that example, as soon as it knows, before
+// making them; a feature not in most has no bound, and ParseBounded(ex,
+// nil) is Parse(ex). As Parse, it is called from several goroutines at
+// once, and must not keep or change examples or most. A Parser whose
+// features can be many more than the raw values they come from (a cross
+// of features, whose values are the product of theirs) implements it so
+// that a request cannot make it build more than the signature takes.
+type BoundedParser interface {
+	Parser
+	ParseBounded(examples []Example, most map[string]int) (sharding.Batch, error)
 }
 
 // SpecParser is ParseExamples with a spec, as a Parser: the Parser a
@@ -85,12 +104,22 @@ type RowParser interface {
 // without a row for each example.
 var ErrParser = errors.New("parser failed")
 
-// ParseGuarded runs p.Parse, as a Pipeline and serving do: a Parser is
-// user code. The error Parse returns is returned as it is; a panic inside
+// ParseGuarded runs p.Parse, as a Pipeline does (serving runs
+// ParseGuardedBounded): a Parser is user code. The error Parse returns is returned as it is; a panic inside
 // Parse, or a batch with a tensor that has not one row for each example,
 // is an error wrapping ErrParser that names the parser's type.
 func ParseGuarded(p Parser, examples []Example) (b sharding.Batch, err error) {
 	return guardParse(p, "Parse", len(examples), func() (sharding.Batch, error) { return p.Parse(examples) })
+}
+
+// ParseGuardedBounded is ParseGuarded with p.ParseBounded(examples, most)
+// where p is a BoundedParser, p.Parse(examples) where not.
+func ParseGuardedBounded(p Parser, examples []Example, most map[string]int) (b sharding.Batch, err error) {
+	bp, ok := p.(BoundedParser)
+	if !ok {
+		return ParseGuarded(p, examples)
+	}
+	return guardParse(p, "ParseBounded", len(examples), func() (sharding.Batch, error) { return bp.ParseBounded(examples, most) })
 }
 
 // parseRowsGuarded is ParseGuarded for a RowParser, with each record's

@@ -222,3 +222,58 @@ func TestDescribeRecords(t *testing.T) {
 		})
 	}
 }
+
+// boundedParser is failingParser that records the bounds ParseBounded
+// was given, and panics there when told to.
+type boundedParser struct {
+	failingParser
+	got map[string]int
+}
+
+func (p *boundedParser) ParseBounded(examples []Example, most map[string]int) (sharding.Batch, error) {
+	p.got = most
+	return p.Parse(examples)
+}
+
+// ParseGuardedBounded gives a BoundedParser its bounds, runs a plain
+// Parser's Parse, and guards both as ParseGuarded does: a panic is an
+// error wrapping ErrParser that names the parser and the method.
+func TestParseGuardedBounded(t *testing.T) {
+	exs := []Example{{"id": {Int64s: []int64{1}}}, {"id": {Int64s: []int64{2}}}}
+	most := map[string]int{"id": 1}
+	type got struct {
+		Bounds   map[string]int // what ParseBounded was given
+		Rows     int            // rows of the batch
+		Err      string         // the error, "" for none
+		ParserEr bool           // the error wraps ErrParser
+	}
+	for _, tc := range []struct {
+		name string
+		p    Parser
+		want got
+	}{
+		{"bounded", &boundedParser{}, got{Bounds: most, Rows: 2}},
+		{"plain", failingParser{fail: -1}, got{Rows: 2}},
+		{"bounded, a parse error", &boundedParser{failingParser: failingParser{fail: 2}}, got{Bounds: most, Err: `example 1: feature "id": no such id`}},
+		{"bounded, a panic", &boundedParser{failingParser: failingParser{fail: 2, panics: true}}, got{Bounds: most, Err: "parser *dataset.boundedParser: panic during ParseBounded", ParserEr: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := ParseGuardedBounded(tc.p, exs, most)
+			var g got
+			if bp, ok := tc.p.(*boundedParser); ok {
+				g.Bounds = bp.got
+			}
+			if err != nil {
+				g.Err, g.ParserEr = err.Error(), errors.Is(err, ErrParser)
+				if tc.want.Err != "" && strings.Contains(g.Err, tc.want.Err) {
+					g.Err = tc.want.Err
+				}
+			} else {
+				g.Rows = b.Features["id"].Shape()[0]
+			}
+			if diff := cmp.Diff(tc.want, g); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

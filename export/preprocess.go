@@ -128,8 +128,9 @@ func (p *Predictor) RawSpec() map[string]dataset.FeatureSpec {
 // returns the signature's inputs it makes, dense and sparse (nil without
 // sparse inputs), ready for RunSparse. A sparse input is given the
 // signature's most values per example as its dense shape's width; an
-// example with more is an error of the request. Labels and features the
-// signature does not take are left out.
+// example with more is an error of the request (which a
+// dataset.BoundedParser, told these widths, may find before it makes the
+// values). Labels and features the signature does not take are left out.
 //
 // An error of the preprocessor about the examples (a *dataset.ParseError
 // names the example and the feature), no examples, or an example with
@@ -151,7 +152,13 @@ func (p *Predictor) Preprocess(signature string, examples []dataset.Example) (ma
 	if len(examples) == 0 {
 		return fail(fmt.Errorf("%w: no examples", ErrBadInput))
 	}
-	b, err := dataset.ParseGuarded(p.parser, examples)
+	most := map[string]int{}
+	for name, in := range inputs {
+		if in.sparse {
+			most[name] = in.shape[0]
+		}
+	}
+	b, err := dataset.ParseGuardedBounded(p.parser, examples, most)
 	switch {
 	case errors.Is(err, dataset.ErrParser):
 		return fail(fmt.Errorf("preprocessor %q: %w", p.preKind, err))

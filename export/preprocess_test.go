@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -304,5 +306,58 @@ func TestPreprocessorFailures(t *testing.T) {
 				t.Errorf("the error %v wraps ErrBadInput: the preprocessor failed, not the request", err)
 			}
 		})
+	}
+}
+
+// boundedWordsKind is the kind of boundedWords' exports.
+const boundedWordsKind = "towerflow-test/bounded-words"
+
+// boundedWords is embedtest's Words as a dataset.BoundedParser of its own
+// kind, which records the bounds each ParseBounded was given.
+type boundedWords struct{ *embedtest.Words }
+
+var boundsGiven struct {
+	sync.Mutex
+	got []map[string]int
+}
+
+func (boundedWords) PreprocessKind() string { return boundedWordsKind }
+
+func (b boundedWords) ParseBounded(examples []dataset.Example, most map[string]int) (sharding.Batch, error) {
+	boundsGiven.Lock()
+	boundsGiven.got = append(boundsGiven.got, maps.Clone(most))
+	boundsGiven.Unlock()
+	return b.Parse(examples)
+}
+
+func init() {
+	export.RegisterPreprocessor(boundedWordsKind, func(config []byte) (dataset.Parser, error) {
+		p, err := embedtest.LoadWords(config)
+		if err != nil {
+			return nil, err
+		}
+		return boundedWords{p.(*embedtest.Words)}, nil
+	})
+}
+
+// TestPreprocessGivesTheWidths: a preprocessor that is a
+// dataset.BoundedParser is given the signature's sparse inputs and their
+// widths, weights included, dense inputs not.
+func TestPreprocessGivesTheWidths(t *testing.T) {
+	path := wordsCSV(t)
+	est, mdl, _ := exportWords(t, 1, path)
+	dir, err := est.Export(context.Background(), t.TempDir(), embedtest.Serving, estimator.Preprocess(boundedWords{embedtest.TheWords}))
+	must(t, err)
+	p := load(t, dir, mdl)
+	boundsGiven.Lock()
+	boundsGiven.got = nil
+	boundsGiven.Unlock()
+	_, err = p.PredictExamples(context.Background(), "serving_default", csvExamples(t, path))
+	must(t, err)
+	boundsGiven.Lock()
+	defer boundsGiven.Unlock()
+	want := []map[string]int{{"cat": embedtest.Width, "w": embedtest.Width}}
+	if diff := cmp.Diff(want, boundsGiven.got); diff != "" {
+		t.Errorf("bounds given (-want +got):\n%s", diff)
 	}
 }

@@ -47,7 +47,8 @@ const (
 // takes up to about 20 times its body while it is decoded (the parsed
 // JSON, then the input tensors), plus what the model needs for
 // MaxBatchSize rows; MaxInflightBytes bounds the bodies of all the
-// requests in flight.
+// requests in flight. (A preprocessor can make more inputs than a body
+// holds: docs/serving.md says how much package columns' crosses take.)
 type Config struct {
 	// MaxBodyBytes limits request bodies (0: DefaultMaxBodyBytes, 16 MiB),
 	// after decompression for gzip bodies; a larger body is answered with
