@@ -52,6 +52,21 @@ func (c Compression) check() error {
 	return fmt.Errorf("compression %q: want \"\", %q or %q", string(c), GZIP, ZLIB)
 }
 
+// compressionLike is the compression whose header head (a file's first
+// two bytes) starts as: gzip's magic number, or a zlib header (deflate,
+// its check bits right); NoCompression where neither.
+func compressionLike(head []byte) Compression {
+	switch {
+	case len(head) < 2:
+		return NoCompression
+	case head[0] == 0x1f && head[1] == 0x8b:
+		return GZIP
+	case head[0]&0x0f == 8 && head[0]>>4 <= 7 && (uint(head[0])<<8|uint(head[1]))%31 == 0:
+		return ZLIB
+	}
+	return NoCompression
+}
+
 // ErrCorrupt is wrapped by the errors of reading a damaged record: a
 // checksum that does not match, or a length past RecordOptions.MaxRecordBytes.
 var ErrCorrupt = tfrecord.ErrCorrupt
@@ -96,6 +111,7 @@ type RecordReader struct {
 	skipped int
 	err     error // sticky: the error every later Next returns
 	dec     exampleDecoder
+	looks   Compression // the compression an uncompressed file's first bytes look like
 }
 
 // NewRecordReader reads the records of r, a TFRecord file named name (for
@@ -119,8 +135,8 @@ func NewRecordReader(r io.Reader, name string, opts *RecordOptions) (*RecordRead
 	if o.MaxRecordBytes > 0 {
 		rr.max = uint64(o.MaxRecordBytes)
 	}
-	if _, ok := r.(io.ByteReader); !ok {
-		r = bufio.NewReaderSize(r, 1<<16)
+	if _, ok := r.(interface{ Peek(int) ([]byte, error) }); !ok {
+		r = bufio.NewReaderSize(r, 1<<16) // a ByteReader for the decompressors, and Peek
 	}
 	switch o.Compression {
 	case GZIP:
@@ -137,6 +153,10 @@ func NewRecordReader(r io.Reader, name string, opts *RecordOptions) (*RecordRead
 		rr.r, rr.closer = z, z
 	default:
 		rr.r = r
+		if p, ok := r.(interface{ Peek(int) ([]byte, error) }); ok {
+			head, _ := p.Peek(2)
+			rr.looks = compressionLike(head)
+		}
 	}
 	return rr, nil
 }
@@ -165,6 +185,8 @@ func (r *RecordReader) Next() ([]byte, error) {
 		case r.skip && errors.Is(err, ErrCorrupt):
 			r.skipped++
 			r.err = io.EOF
+		case r.record == 0 && r.looks != NoCompression && errors.Is(err, ErrCorrupt):
+			r.err = fmt.Errorf("dataset: %s: record 0 at byte 0: %w (the file starts as a %s stream does: read it with Compression %s, or AutoCompression and a name that says it)", r.name, err, strings.ToLower(string(r.looks)), r.looks)
 		default:
 			r.err = fmt.Errorf("dataset: %s: record %d at byte %d: %w", r.name, r.record, r.offset, err)
 		}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/towerflow/towerflow/canned"
@@ -183,7 +181,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (_ *Result, err error) {
 	}()
 	res.Estimator = est
 	train, err := est.Input(dataset.Pipeline{
-		Files: o.Train, CSV: csv, BatchSize: o.BatchSize, Epochs: estimator.Forever,
+		Files: o.Train, CSV: csv, Records: records, BatchSize: o.BatchSize, Epochs: estimator.Forever,
 		ShuffleBuffer: int(min(res.Rows, 10000)), Seed: o.Seed, Workers: 2,
 		Cache: res.Rows <= CacheRows,
 	})
@@ -196,7 +194,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (_ *Result, err error) {
 	if err := est.Train(ctx, train, estimator.Steps(res.Steps)); err != nil {
 		return nil, err
 	}
-	evalIn, err := est.Input(dataset.Pipeline{Files: o.Eval, CSV: csv, BatchSize: 1024, Workers: 2})
+	evalIn, err := est.Input(dataset.Pipeline{Files: o.Eval, CSV: csv, Records: records, BatchSize: 1024, Workers: 2})
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +267,10 @@ type source interface {
 	Close() error
 }
 
+// records is how tabular reads TFRecord files: compressed as their
+// names say (".gz" gzip, ".zz" zlib).
+var records = dataset.RecordOptions{Compression: dataset.AutoCompression}
+
 // openSource reads files: CSV with csv, TFRecord without.
 func openSource(files []string, csv *dataset.CSVOptions) (source, error) {
 	if csv != nil {
@@ -278,58 +280,11 @@ func openSource(files []string, csv *dataset.CSVOptions) (source, error) {
 		}
 		return r, nil
 	}
-	var paths []string
-	for _, pattern := range files {
-		m, err := filepath.Glob(pattern)
-		if err != nil {
-			return nil, fmt.Errorf("tabular: file pattern %q: %w", pattern, err)
-		}
-		if len(m) == 0 {
-			m = []string{pattern}
-		}
-		sort.Strings(m)
-		paths = append(paths, m...)
+	r, err := dataset.NewExampleReader(files, records)
+	if err != nil {
+		return nil, fmt.Errorf("tabular: %w", err)
 	}
-	return &recordsSource{paths: paths}, nil
-}
-
-// recordsSource reads the tf.Examples of TFRecord files one after the
-// other.
-type recordsSource struct {
-	paths []string
-	f     *dataset.RecordFile
-}
-
-func (s *recordsSource) Next() (dataset.Example, error) {
-	for {
-		if s.f == nil {
-			if len(s.paths) == 0 {
-				return nil, io.EOF
-			}
-			f, err := dataset.OpenRecords(s.paths[0], nil)
-			if err != nil {
-				return nil, err
-			}
-			s.f, s.paths = f, s.paths[1:]
-		}
-		ex, err := s.f.NextExample()
-		if err != io.EOF {
-			return ex, err
-		}
-		if err := s.f.Close(); err != nil {
-			return nil, err
-		}
-		s.f = nil
-	}
-}
-
-func (s *recordsSource) Close() error {
-	if s.f == nil {
-		return nil
-	}
-	err := s.f.Close()
-	s.f = nil
-	return err
+	return r, nil
 }
 
 // countingSource counts the records it passes on.
