@@ -437,7 +437,9 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 			return
 		}
 		if perEpoch = plan.perEpoch; perEpoch == 0 {
-			return // a share too small to make a batch: no epoch has one
+			fail(fmt.Errorf("dataset: pipeline: the files make no batch: shared by file, the smallest of the %d processes' shares holds %d records, fewer than its %d rows of a batch (process %d's share: %d records of %s)",
+				p.Processes, slices.Min(plan.shares), plan.batch, p.Rank, plan.records, fileList(plan.files)))
+			return
 		}
 		size = plan.batch
 		records = func(e int) iter.Seq2[record, error] { return p.shuffled(plan.files, p.shareRNG(e)) }
@@ -452,7 +454,7 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 			n += skip * perEpoch
 			continue
 		}
-		first := n
+		first, read := n, 0
 		batch := make([]record, 0, size)
 		flush := func() bool {
 			defer func() { batch = make([]record, 0, size) }()
@@ -476,6 +478,7 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 				fail(fmt.Errorf("dataset: pipeline: epoch %d: %w", e, err))
 				return
 			}
+			read++
 			if batch = append(batch, r); len(batch) == size && !flush() {
 				return
 			}
@@ -497,8 +500,13 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 			p.noteDropped(plan.dropped)
 		}
 		perEpoch = n - first
-		if perEpoch == 0 {
-			return // no records, or none to make a whole batch: no epoch has a batch
+		if perEpoch == 0 { // no epoch has a batch
+			if read == 0 {
+				fail(fmt.Errorf("dataset: pipeline: the files hold no records: %s", fileList(p.Files)))
+			} else {
+				fail(fmt.Errorf("dataset: pipeline: the files make no batch: their %d records are fewer than a batch of %d, and DropRemainder drops them (%s)", read, size, fileList(p.Files)))
+			}
+			return
 		}
 	}
 }
@@ -639,6 +647,15 @@ func (p *Pipeline) batches(ctx context.Context, start int64) iter.Seq2[sharding.
 			yield(sharding.Batch{}, err)
 		}
 	}
+}
+
+// fileList names files, the first few of many.
+func fileList(files []string) string {
+	const most = 4
+	if len(files) <= most {
+		return strings.Join(files, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(files[:most], ", "), len(files)-most)
 }
 
 // maxRanges bounds the runs of records describeRecords lists.

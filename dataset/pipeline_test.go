@@ -449,3 +449,34 @@ func lastInputError(t *testing.T, p Pipeline) error {
 	}
 	return last
 }
+
+// A pipeline whose files make no batch at all is an error naming the
+// files, whatever its epochs: no records, too few for a batch it keeps,
+// or a share by file too small for a process's rows of a batch.
+func TestPipelineWithoutBatches(t *testing.T) {
+	empty, _ := writeIDFiles(t, []int{0, 0})
+	two, _ := writeIDFiles(t, []int{2})
+	ones, _ := writeIDFiles(t, []int{1, 1})
+	dir := t.TempDir()
+	header := filepath.Join(dir, "header.csv")
+	if err := os.WriteFile(header, []byte("id\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	csv := &CSVOptions{Schema: Schema{{Name: "id", Kind: KindInt64}}}
+	for _, tc := range []struct {
+		name string
+		p    Pipeline
+		want []string
+	}{
+		{"empty files", Pipeline{Files: empty, Spec: idSpec, BatchSize: 2}, []string{"the files hold no records: " + empty[0] + ", " + empty[1]}},
+		{"empty files, forever", Pipeline{Files: empty, Spec: idSpec, BatchSize: 2, Epochs: estimator.Forever}, []string{"the files hold no records"}},
+		{"a CSV file of a header alone", Pipeline{Files: []string{header}, CSV: csv, Spec: map[string]FeatureSpec{"id": {Dtype: tensor.Int64}}, BatchSize: 2}, []string{"the files hold no records: " + header}},
+		{"fewer records than a batch kept", Pipeline{Files: two, Spec: idSpec, BatchSize: 3, DropRemainder: true}, []string{"their 2 records are fewer than a batch of 3, and DropRemainder drops them", two[0]}},
+		{"shares too small", Pipeline{Files: ones, Spec: idSpec, BatchSize: 4, DropRemainder: true, Processes: 2, Rank: 1, Sharing: ShareFiles},
+			[]string{"the files make no batch: shared by file", "holds 1 records, fewer than its 2 rows of a batch", "process 1's share"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wanterr.Mentions(t, lastInputError(t, tc.p), tc.want...)
+		})
+	}
+}

@@ -242,6 +242,38 @@ func TestTrainStepLimits(t *testing.T) {
 	}
 }
 
+// TestTrainEmptyInput: an input that yields no batch is an error of a
+// model not yet trained, and no error once trained (an input resumed
+// past its end: nothing left to train on).
+func TestTrainEmptyInput(t *testing.T) {
+	empty := func(context.Context) iter.Seq2[estimator.Batch, error] {
+		return func(func(estimator.Batch, error) bool) {}
+	}
+	est := newEstimator(t, replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
+	type got struct {
+		Err  string
+		Step int64
+	}
+	for _, c := range []struct {
+		name  string
+		input estimator.InputFn
+		want  got
+	}{
+		{"untrained", empty, got{"train: input yielded no batches: nothing was trained", 0}},
+		{"two steps", lineInput(t, xs(4), 2, true), got{"", 2}},
+		{"trained", empty, got{"", 2}},
+	} {
+		var g got
+		if err := est.Train(context.Background(), c.input); err != nil {
+			g.Err = err.Error()
+		}
+		g.Step = est.GlobalStep()
+		if diff := cmp.Diff(c.want, g); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", c.name, diff)
+		}
+	}
+}
+
 // predRow is one Prediction as plain values.
 type predRow map[string]struct {
 	Shape []int

@@ -2,6 +2,7 @@ package estimator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"runtime/trace"
@@ -134,6 +135,12 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("train: stopped at step %d: %w", e.eng.Step(), err)
+	}
+	if !r.haveFirst {
+		if r.info.StartStep == 0 {
+			return errors.New("train: input yielded no batches: nothing was trained")
+		}
+		e.log.Info("train: the input has no batches past those the global step has trained on", "global_step", r.info.StartStep)
 	}
 	e.log.Debug("train done", "steps", e.eng.Step()-r.info.StartStep, "global_step", e.eng.Step(), "seconds", time.Since(r.t0).Seconds())
 	return nil
