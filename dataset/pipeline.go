@@ -32,7 +32,9 @@ import (
 // ahead of the towers; the batches are the same whatever the number of
 // workers. Memory is bounded
 // by ShuffleBuffer, CycleLength open files and Prefetch+Workers batches,
-// never by the size of a file.
+// never by the size of a file. Files that make no batch at all (no
+// records, or too few for a batch DropRemainder keeps) are an error
+// naming them, in the place of the first batch.
 type Pipeline struct {
 	// Files are paths or filepath.Match patterns (each pattern's matches
 	// in lexical order). Required.
