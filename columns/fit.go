@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/towerflow/towerflow/dataset"
 )
@@ -29,7 +31,11 @@ import (
 //     in byte order), those seen fewer than MinCount times left out, at
 //     most MaxSize of them.
 //
-// Columns that need nothing from the data are kept as they are. Bad data
+// Columns that need nothing from the data are kept as they are. A
+// feature the transformer reads (a column's, the label's, the example
+// weight's) that no record has is an error naming it and the features the
+// records have: a misspelled name would otherwise train a column on
+// nothing (TensorFlow's "not in features dictionary"). Bad data
 // is an error naming the column and wrapping a *dataset.ParseError whose
 // Example is the record's number in src (counted from 0); a cancelled
 // ctx stops the pass with ctx's error.
@@ -37,7 +43,7 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 	if src == nil {
 		return nil, errors.New("columns: fit: nil source")
 	}
-	f := &fitter{seen: map[Column]bool{}}
+	f := &fitter{seen: map[Column]bool{}, keys: map[string]bool{}}
 	for i, c := range cfg.Columns {
 		if c == nil || isNil(c) {
 			return nil, fmt.Errorf("columns: fit: column %d is nil", i)
@@ -64,6 +70,9 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 		if err := f.add(ex, record); err != nil {
 			return nil, err
 		}
+		for k := range ex {
+			f.keys[k] = true
+		}
 	}
 	if err := f.finish(record); err != nil {
 		return nil, err
@@ -77,7 +86,48 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 	if err != nil {
 		return nil, fmt.Errorf("columns: fit: %w", err)
 	}
+	if err := checkKeys(t, f.keys, record); err != nil {
+		return nil, fmt.Errorf("columns: fit: %w", err)
+	}
 	return t, nil
+}
+
+// checkKeys is the error of the features t reads (a column's, the
+// label's, the example weight's) that none of the records fitted on has:
+// a name misspelled, or the wrong files, which would otherwise train a
+// column on nothing. have is the features the records have.
+func checkKeys(t *Transformer, have map[string]bool, records int) error {
+	var missing []string
+	for key, spec := range t.RawSpec() {
+		if have[key] {
+			continue
+		}
+		what := "feature"
+		switch {
+		case t.cfg.Label != nil && key == t.cfg.Label.Key:
+			what = "label"
+		case t.cfg.Weight != nil && key == t.cfg.Weight.Key:
+			what = "example weight"
+		case spec.Label:
+			what = "label"
+		}
+		missing = append(missing, fmt.Sprintf("%s %q", what, key))
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	seen := slices.Sorted(maps.Keys(have))
+	const most = 20
+	list := strings.Join(seen, ", ")
+	if len(seen) > most {
+		list = strings.Join(seen[:most], ", ") + fmt.Sprintf(" and %d more", len(seen)-most)
+	}
+	if len(seen) == 0 {
+		list = "none"
+	}
+	return fmt.Errorf("no record of the %d fitted on has %s (a misspelled name, or the wrong files?); the records have: %s",
+		records, strings.Join(missing, ", "), list)
 }
 
 // fitter gathers, over the records, what the columns that need the data
@@ -85,6 +135,7 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 // vocabularies; each column once, in the order met.
 type fitter struct {
 	seen  map[Column]bool
+	keys  map[string]bool // the features the records have
 	stats []*numStats
 	quant []*quantValues
 	vocab []*vocabCounts

@@ -180,6 +180,13 @@ func TestFitSharedEmbeddings(t *testing.T) {
 	}
 }
 
+// TestFitFeaturesPresent: a feature that only some records have (an
+// empty string counts) is not one the records lack.
+func TestFitFeaturesPresent(t *testing.T) {
+	mustFit(t, Config{Columns: []Column{Numeric("x", Default(0)), HashBucket("c", 3), Crossed([]Crossable{RawKey("c"), RawKey("d")}, 5)}, Label: &Label{Key: "y"}},
+		dataset.Example{"x": fl(1)}, dataset.Example{"c": by("a"), "y": fl(1)}, dataset.Example{"d": by("")})
+}
+
 func TestFitErrors(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -204,6 +211,17 @@ func TestFitErrors(t *testing.T) {
 			nil, []string{`"h"`, "0 buckets"}},
 		{"cancelled", cancelled, Config{Columns: []Column{VocabularyFromData("c")}},
 			[]dataset.Example{{"c": by("a")}}, []string{"context canceled"}},
+		{"a misspelled key", context.Background(), Config{Columns: []Column{Numeric("age"), HashBucket("jobb", 10)}},
+			[]dataset.Example{{"age": fl(1), "job": by("a")}, {"age": fl(2)}},
+			[]string{`no record of the 2 fitted on has feature "jobb"`, "the records have: age, job"}},
+		{"a raw key of a cross", context.Background(), Config{Columns: []Column{Crossed([]Crossable{RawKey("cty"), RawKey("job")}, 10)}},
+			[]dataset.Example{{"city": by("a"), "job": by("b")}}, []string{`feature "cty"`}},
+		{"a weighted column's weights", context.Background(), Config{Columns: []Column{Weighted(Identity("tag", 3), "tag_weight")}},
+			[]dataset.Example{{"tag": in(1), "tag_w": fl(0.5)}}, []string{`feature "tag_weight"`}},
+		{"the label and the example weight", context.Background(), Config{Columns: []Column{Numeric("x")}, Label: &Label{Key: "lable"}, Weight: &ExampleWeight{Key: "weight"}},
+			[]dataset.Example{{"x": fl(1), "label": fl(0)}}, []string{`example weight "weight", label "lable"`}},
+		{"no records", context.Background(), Config{Columns: []Column{Numeric("x")}},
+			nil, []string{`no record of the 0 fitted on has feature "x"`, "the records have: none"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Fit(tc.ctx, source(tc.exs...), tc.cfg)
