@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -237,12 +238,45 @@ func (p Pipeline) Input() (estimator.InputFn, error) {
 		if _, err := newCSVReader(files[:1], opts, openFile); err != nil { // opens nothing yet
 			return nil, fmt.Errorf("dataset: pipeline: %w", err)
 		}
+		if rs, ok := p.Parser.(RawSpecer); ok {
+			if err := checkCSVFeatures(rs.RawSpec(), opts); err != nil {
+				return nil, fmt.Errorf("dataset: pipeline: %w", err)
+			}
+		}
 		p.CSV = &opts
 	}
 	p.state = &pipelineState{}
 	return func(ctx context.Context) iter.Seq2[sharding.Batch, error] {
 		return p.batches(ctx, estimator.StartBatch(ctx))
 	}, nil
+}
+
+// checkCSVFeatures is the error of the features spec reads (labels
+// aside: files to predict on have none) that no column of CSV files read
+// as opts says has: a misspelled name, which would otherwise be a feature
+// every record lacks.
+func checkCSVFeatures(spec map[string]FeatureSpec, opts CSVOptions) error {
+	read := opts.Columns
+	if read == nil {
+		for _, c := range opts.Schema {
+			read = append(read, c.Name)
+		}
+	}
+	var missing []string
+	for name, fs := range spec {
+		if !fs.Label && !slices.Contains(read, name) {
+			missing = append(missing, strconv.Quote(name))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	what := "feature " + missing[0] + ", which the CSV columns read do not include"
+	if len(missing) > 1 {
+		what = "features " + strings.Join(missing, ", ") + ", which the CSV columns read do not include"
+	}
+	return fmt.Errorf("the parser reads %s (they are: %s)", what, strings.Join(read, ", "))
 }
 
 // open opens one file: with Cache, its records in memory once a read

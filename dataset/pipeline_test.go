@@ -480,3 +480,36 @@ func TestPipelineWithoutBatches(t *testing.T) {
 		})
 	}
 }
+
+// A pipeline of CSV files whose parser reads a feature (labels aside)
+// that no column read has is an error naming it and the columns.
+func TestPipelineCSVFeatures(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rows.csv")
+	if err := os.WriteFile(path, []byte("id,v,y\n1,0.5,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	schema := Schema{{Name: "id", Kind: KindInt64}, {Name: "v", Kind: KindFloat}, {Name: "y", Kind: KindInt64}}
+	for _, tc := range []struct {
+		name    string
+		spec    map[string]FeatureSpec
+		columns []string // CSVOptions.Columns
+		want    []string // what the error says; none: no error
+	}{
+		{"all there", map[string]FeatureSpec{"id": {Dtype: tensor.Int64}, "y": {Dtype: tensor.Int64, Label: true}}, nil, nil},
+		{"a label not read", map[string]FeatureSpec{"id": {Dtype: tensor.Int64}, "y": {Dtype: tensor.Int64, Label: true}}, []string{"id"}, nil},
+		{"misspelled", map[string]FeatureSpec{"idd": {Dtype: tensor.Int64}}, nil, []string{`the parser reads feature "idd", which the CSV columns read do not include (they are: id, v, y)`}},
+		{"two, one with a default", map[string]FeatureSpec{"w": {Dtype: tensor.Float32, Default: Feature{Floats: []float32{1}}}, "x": {Dtype: tensor.Float32}}, nil, []string{`features "w", "x"`}},
+		{"a column not read", map[string]FeatureSpec{"v": {Dtype: tensor.Float32}}, []string{"id", "y"}, []string{`feature "v"`, "(they are: id, y)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Pipeline{Files: []string{path}, CSV: &CSVOptions{Schema: schema, Columns: tc.columns}, Spec: tc.spec, BatchSize: 1}.Input()
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			wanterr.Mentions(t, err, tc.want...)
+		})
+	}
+}
