@@ -306,3 +306,53 @@ func TestPreprocessorFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadPreprocessor rebuilds an export's preprocessor without the
+// model: the one exported, nothing for an export without one, an error
+// for a preprocessor file changed since the export or a directory that
+// is no version.
+func TestLoadPreprocessor(t *testing.T) {
+	path := wordsCSV(t)
+	est, _, dir := exportWords(t, 1, path)
+	plainDir, err := est.Export(context.Background(), t.TempDir(), embedtest.Serving)
+	must(t, err)
+	changed := filepath.Join(t.TempDir(), filepath.Base(dir))
+	must(t, os.CopyFS(changed, os.DirFS(dir)))
+	pre := filepath.Join(changed, filepath.FromSlash(exportdir.PreprocessorFile))
+	data, err := os.ReadFile(pre)
+	must(t, err)
+	must(t, os.WriteFile(pre, []byte(strings.Replace(string(data), "red", "rod", 1)), 0o644))
+	type got struct {
+		Kind  string
+		Vocab []string
+	}
+	for _, tc := range []struct {
+		name string
+		dir  string
+		want got
+		err  []string
+	}{
+		{"exported with one", dir, got{embedtest.VocabKind, embedtest.TheWords.Vocab}, nil},
+		{"exported without", plainDir, got{}, nil},
+		{"changed since", changed, got{}, []string{"load the preprocessor of " + changed, exportdir.PreprocessorFile}},
+		{"not a version", filepath.Dir(dir), got{}, []string{"load the preprocessor of " + filepath.Dir(dir)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, kind, err := export.LoadPreprocessor(tc.dir)
+			if tc.err != nil {
+				wanterr.Mentions(t, err, tc.err...)
+				return
+			}
+			must(t, err)
+			g := got{Kind: kind}
+			if w, ok := p.(*embedtest.Words); ok {
+				g.Vocab = w.Vocab
+			} else if p != nil {
+				t.Fatalf("a %T, want *embedtest.Words or nil", p)
+			}
+			if diff := cmp.Diff(tc.want, g); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
