@@ -188,14 +188,18 @@ func Run(ctx context.Context, o Options, out io.Writer) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The evaluation files are checked before the training, not after it.
+	evalIn, err := est.Input(dataset.Pipeline{Files: o.Eval, CSV: csv, Records: records, BatchSize: 1024, Workers: 2})
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFirstRecord(o.Eval, csv, tr); err != nil {
+		return nil, fmt.Errorf("tabular: evaluation files %s: %w", strings.Join(o.Eval, ", "), err)
+	}
 	if o.Run.Logger != nil {
 		o.Run.Logger.Info("training", "model", o.Model, "rows", res.Rows, "steps", res.Steps, "batch", o.BatchSize, "cached", res.Rows <= CacheRows)
 	}
 	if err := est.Train(ctx, train, estimator.Steps(res.Steps)); err != nil {
-		return nil, err
-	}
-	evalIn, err := est.Input(dataset.Pipeline{Files: o.Eval, CSV: csv, Records: records, BatchSize: 1024, Workers: 2})
-	if err != nil {
 		return nil, err
 	}
 	if res.Metrics, err = est.Evaluate(ctx, evalIn); err != nil {
@@ -285,6 +289,26 @@ func openSource(files []string, csv *dataset.CSVOptions) (source, error) {
 		return nil, fmt.Errorf("tabular: %w", err)
 	}
 	return r, nil
+}
+
+// checkFirstRecord reads the first record of files and parses it with
+// tr: a header or a record that does not fit the training files' columns
+// is an error before the training. Files without records are one too.
+func checkFirstRecord(files []string, csv *dataset.CSVOptions, tr *columns.Transformer) error {
+	src, err := openSource(files, csv)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	ex, err := src.Next()
+	if err == io.EOF {
+		return errors.New("no records")
+	}
+	if err != nil {
+		return err
+	}
+	_, err = tr.Parse([]dataset.Example{ex})
+	return err
 }
 
 // countingSource counts the records it passes on.
