@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/towerflow/towerflow/dataset"
@@ -32,10 +33,11 @@ import (
 //     most MaxSize of them.
 //
 // Columns that need nothing from the data are kept as they are. A
-// feature the transformer reads (a column's, the label's, the example
-// weight's) that no record has is an error naming it and the features the
-// records have: a misspelled name would otherwise train a column on
-// nothing (TensorFlow's "not in features dictionary"). Bad data
+// column's feature without a default that no record has is an error
+// naming it and the features the records have: a misspelled name would
+// otherwise train a column on nothing (TensorFlow's "not in features
+// dictionary"); the label and the example weight may be absent (data to
+// fit on may be unlabelled). Bad data
 // is an error naming the column and wrapping a *dataset.ParseError whose
 // Example is the record's number in src (counted from 0); a cancelled
 // ctx stops the pass with ctx's error.
@@ -44,6 +46,7 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 		return nil, errors.New("columns: fit: nil source")
 	}
 	f := &fitter{seen: map[Column]bool{}, keys: map[string]bool{}}
+	need := required(cfg)
 	for i, c := range cfg.Columns {
 		if c == nil || isNil(c) {
 			return nil, fmt.Errorf("columns: fit: column %d is nil", i)
@@ -70,9 +73,19 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 		if err := f.add(ex, record); err != nil {
 			return nil, err
 		}
-		for k := range ex {
-			f.keys[k] = true
+		for key := range need {
+			if _, ok := ex[key]; ok {
+				delete(need, key)
+			}
 		}
+		if record < keysListed {
+			for k := range ex {
+				f.keys[k] = true
+			}
+		}
+	}
+	if len(need) > 0 {
+		return nil, fmt.Errorf("columns: fit: %w", missingError(need, f.keys, record))
 	}
 	if err := f.finish(record); err != nil {
 		return nil, err
@@ -86,37 +99,31 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 	if err != nil {
 		return nil, fmt.Errorf("columns: fit: %w", err)
 	}
-	if err := checkKeys(t, f.keys, record); err != nil {
-		return nil, fmt.Errorf("columns: fit: %w", err)
-	}
 	return t, nil
 }
 
-// checkKeys is the error of the features t reads (a column's, the
-// label's, the example weight's) that none of the records fitted on has:
-// a name misspelled, or the wrong files, which would otherwise train a
-// column on nothing. have is the features the records have.
-func checkKeys(t *Transformer, have map[string]bool, records int) error {
-	var missing []string
-	for key, spec := range t.RawSpec() {
-		if have[key] {
-			continue
+// required is the features of cfg's columns that a record may not lack
+// everywhere: those without a default (labels and example weights aside:
+// data to fit on may be unlabelled).
+func required(cfg Config) map[string]bool {
+	need := map[string]bool{}
+	for key, spec := range rawSpec(cfg) {
+		if !spec.Label && spec.Default.Len() == 0 {
+			need[key] = true
 		}
-		what := "feature"
-		switch {
-		case t.cfg.Label != nil && key == t.cfg.Label.Key:
-			what = "label"
-		case t.cfg.Weight != nil && key == t.cfg.Weight.Key:
-			what = "example weight"
-		case spec.Label:
-			what = "label"
-		}
-		missing = append(missing, fmt.Sprintf("%s %q", what, key))
 	}
-	if len(missing) == 0 {
-		return nil
+	return need
+}
+
+// missingError is the error of the features need that none of the
+// records fitted on has: a name misspelled, or the wrong files, which
+// would otherwise train a column on nothing. have is the features of the
+// first records.
+func missingError(need, have map[string]bool, records int) error {
+	missing := slices.Sorted(maps.Keys(need))
+	for i, key := range missing {
+		missing[i] = strconv.Quote(key)
 	}
-	slices.Sort(missing)
 	seen := slices.Sorted(maps.Keys(have))
 	const most = 20
 	list := strings.Join(seen, ", ")
@@ -126,16 +133,23 @@ func checkKeys(t *Transformer, have map[string]bool, records int) error {
 	if len(seen) == 0 {
 		list = "none"
 	}
-	return fmt.Errorf("no record of the %d fitted on has %s (a misspelled name, or the wrong files?); the records have: %s",
-		records, strings.Join(missing, ", "), list)
+	what := "feature " + missing[0]
+	if len(missing) > 1 {
+		what = "features " + strings.Join(missing, ", ")
+	}
+	return fmt.Errorf("no record of the %d fitted on has %s (a misspelled name, or the wrong files?); the records have: %s", records, what, list)
 }
+
+// keysListed is how many records' features an error of a feature no
+// record has lists.
+const keysListed = 1000
 
 // fitter gathers, over the records, what the columns that need the data
 // need: numbers for the statistics, values for quantiles, counts for
 // vocabularies; each column once, in the order met.
 type fitter struct {
 	seen  map[Column]bool
-	keys  map[string]bool // the features the records have
+	keys  map[string]bool // the features of the first keysListed records
 	stats []*numStats
 	quant []*quantValues
 	vocab []*vocabCounts

@@ -181,10 +181,12 @@ func TestFitSharedEmbeddings(t *testing.T) {
 }
 
 // TestFitFeaturesPresent: a feature that only some records have (an
-// empty string counts) is not one the records lack.
+// empty string counts) is not one the records lack, and a feature with a
+// default, the label and the example weight may be absent from all.
 func TestFitFeaturesPresent(t *testing.T) {
-	mustFit(t, Config{Columns: []Column{Numeric("x", Default(0)), HashBucket("c", 3), Crossed([]Crossable{RawKey("c"), RawKey("d")}, 5)}, Label: &Label{Key: "y"}},
-		dataset.Example{"x": fl(1)}, dataset.Example{"c": by("a"), "y": fl(1)}, dataset.Example{"d": by("")})
+	mustFit(t, Config{Columns: []Column{Numeric("x"), HashBucket("c", 3), Crossed([]Crossable{RawKey("c"), RawKey("d")}, 5), Numeric("z", Default(0))},
+		Label: &Label{Key: "y"}, Weight: &ExampleWeight{Key: "w"}},
+		dataset.Example{"x": fl(1)}, dataset.Example{"c": by("a")}, dataset.Example{"d": by("")})
 }
 
 func TestFitErrors(t *testing.T) {
@@ -203,10 +205,10 @@ func TestFitErrors(t *testing.T) {
 			[]dataset.Example{{"c": fl(0.5)}}, []string{`column "c"`, "example 0", "0.5"}},
 		{"no values to standardize", context.Background(), Config{Columns: []Column{Numeric("x", Standardize(), Default(1))}},
 			[]dataset.Example{{}, {}}, []string{`column "x"`, "no values in the 2 records"}},
-		{"no values for quantiles", context.Background(), Config{Columns: []Column{BucketizedQuantiles(Numeric("x"), 2)}},
+		{"no values for quantiles", context.Background(), Config{Columns: []Column{BucketizedQuantiles(Numeric("x", Default(1)), 2)}},
 			nil, []string{`"x_bucketized"`, "no values"}},
 		{"empty vocabulary", context.Background(), Config{Columns: []Column{VocabularyFromData("c")}},
-			[]dataset.Example{{}}, []string{`"c"`, "empty vocabulary"}},
+			[]dataset.Example{{"c": by("")}}, []string{`"c"`, "empty vocabulary"}},
 		{"a bad column first", context.Background(), Config{Columns: []Column{HashBucket("h", 0)}},
 			nil, []string{`"h"`, "0 buckets"}},
 		{"cancelled", cancelled, Config{Columns: []Column{VocabularyFromData("c")}},
@@ -218,10 +220,10 @@ func TestFitErrors(t *testing.T) {
 			[]dataset.Example{{"city": by("a"), "job": by("b")}}, []string{`feature "cty"`}},
 		{"a weighted column's weights", context.Background(), Config{Columns: []Column{Weighted(Identity("tag", 3), "tag_weight")}},
 			[]dataset.Example{{"tag": in(1), "tag_w": fl(0.5)}}, []string{`feature "tag_weight"`}},
-		{"the label and the example weight", context.Background(), Config{Columns: []Column{Numeric("x")}, Label: &Label{Key: "lable"}, Weight: &ExampleWeight{Key: "weight"}},
-			[]dataset.Example{{"x": fl(1), "label": fl(0)}}, []string{`example weight "weight", label "lable"`}},
 		{"no records", context.Background(), Config{Columns: []Column{Numeric("x")}},
 			nil, []string{`no record of the 0 fitted on has feature "x"`, "the records have: none"}},
+		{"before the statistics", context.Background(), Config{Columns: []Column{Numeric("agee", Standardize()), VocabularyFromData("cty")}},
+			[]dataset.Example{{"age": fl(1), "city": by("a")}}, []string{`has features "agee", "cty"`, "the records have: age, city"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Fit(tc.ctx, source(tc.exs...), tc.cfg)

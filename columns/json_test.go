@@ -47,7 +47,7 @@ func everyKind(t testing.TB) (*Transformer, []dataset.Example) {
 		Weight: &ExampleWeight{Key: "w", Default: &one},
 	}
 	exs := []dataset.Example{
-		{"age": fl(22), "income": in(1000), "constant": fl(5), "city": by("paris", "rome"), "home": by("oslo"), "region": by("south"), "word": by("hi"),
+		{"age": fl(22), "income": in(1000), "city": by("paris", "rome"), "home": by("oslo"), "region": by("south"), "word": by("hi"),
 			"day": in(3), "occupation": by("b"), "tag": in(5, 99), "tag_w": fl(0.5, 1.5), "y": by("yes"), "w": fl(2)},
 		{"age": fl(51.25), "income": fl(1e6), "city": by("paris"), "home": by("paris"), "region": by("nowhere"), "word": by("there", "hi"),
 			"day": in(9), "occupation": by("c", "a"), "pos": fl(3, 4), "y": by("no")},

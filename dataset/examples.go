@@ -67,8 +67,11 @@ func (r *ExampleReader) Next() (Example, error) {
 	return nil, r.err
 }
 
-// Close closes the file being read, if any.
+// Close closes the file being read, if any; Next then returns an error.
 func (r *ExampleReader) Close() error {
+	if r.err == nil || r.err == io.EOF {
+		r.err = errReaderClosed
+	}
 	if r.f == nil {
 		return nil
 	}
@@ -76,5 +79,7 @@ func (r *ExampleReader) Close() error {
 	r.f = nil
 	return err
 }
+
+var errReaderClosed = errors.New("dataset: ExampleReader: Next after Close")
 
 var _ Source = (*ExampleReader)(nil)

@@ -90,21 +90,27 @@ func TestExampleReader(t *testing.T) {
 			if diff := cmp.Diff(tc.ids, ids); diff != "" {
 				t.Errorf("ids (-want +got):\n%s", diff)
 			}
+			if want := min(len(tc.errs)-1, 1); tc.errs[0] == "" && len(seen) != want || tc.errs[0] != "" && len(seen) != 0 {
+				t.Fatalf("errors on the way %v, want %d", seen, want)
+			}
 			if tc.errs[0] == "" {
 				if end != io.EOF {
 					t.Errorf("ended with %v, want io.EOF", end)
 				}
-				if len(tc.errs) > 1 {
-					if len(seen) != 1 {
-						t.Fatalf("errors on the way %v, want one", seen)
-					}
+				if len(seen) > 0 {
 					wanterr.Mentions(t, seen[0], tc.errs[1:]...)
 				}
-				return
+			} else {
+				wanterr.Mentions(t, end, tc.errs...)
+				if _, again := r.Next(); again != end {
+					t.Errorf("Next after the error: %v, want the same error %v", again, end)
+				}
 			}
-			wanterr.Mentions(t, end, tc.errs...)
-			if _, again := r.Next(); again != end {
-				t.Errorf("Next after the error: %v, want the same error %v", again, end)
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Next(); err == nil || err == io.EOF && tc.errs[0] == "" {
+				t.Errorf("Next after Close: %v, want an error", err)
 			}
 		})
 	}

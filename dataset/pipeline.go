@@ -34,8 +34,10 @@ import (
 // workers. Memory is bounded
 // by ShuffleBuffer, CycleLength open files and Prefetch+Workers batches,
 // never by the size of a file. Files that make no batch at all (no
-// records, or too few for a batch DropRemainder keeps) are an error
-// naming them, in the place of the first batch.
+// records, too few for a batch DropRemainder keeps, or a process's share
+// of them too small) are an error wrapping estimator.ErrNoBatches and
+// naming them, in the place of the first batch: Train and Evaluate
+// return it, Predict yields no predictions.
 type Pipeline struct {
 	// Files are paths or filepath.Match patterns (each pattern's matches
 	// in lexical order). Required.
@@ -251,10 +253,10 @@ func (p Pipeline) Input() (estimator.InputFn, error) {
 	}, nil
 }
 
-// checkCSVFeatures is the error of the features spec reads (labels
-// aside: files to predict on have none) that no column of CSV files read
-// as opts says has: a misspelled name, which would otherwise be a feature
-// every record lacks.
+// checkCSVFeatures is the error of the features spec reads that no column
+// of CSV files read as opts says has: a misspelled name, which would
+// otherwise be a feature every record lacks. Labels (files to predict on
+// have none) and features with a default may be absent.
 func checkCSVFeatures(spec map[string]FeatureSpec, opts CSVOptions) error {
 	read := opts.Columns
 	if read == nil {
@@ -264,7 +266,7 @@ func checkCSVFeatures(spec map[string]FeatureSpec, opts CSVOptions) error {
 	}
 	var missing []string
 	for name, fs := range spec {
-		if !fs.Label && !slices.Contains(read, name) {
+		if !fs.Label && fs.Default.Len() == 0 && !slices.Contains(read, name) {
 			missing = append(missing, strconv.Quote(name))
 		}
 	}
@@ -473,8 +475,7 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 			return
 		}
 		if perEpoch = plan.perEpoch; perEpoch == 0 {
-			fail(fmt.Errorf("dataset: pipeline: the files make no batch: shared by file, the smallest of the %d processes' shares holds %d records, fewer than its %d rows of a batch (process %d's share: %d records of %s)",
-				p.Processes, slices.Min(plan.shares), plan.batch, p.Rank, plan.records, fileList(plan.files)))
+			fail(p.noShareBatch(plan))
 			return
 		}
 		size = plan.batch
@@ -537,10 +538,14 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 		}
 		perEpoch = n - first
 		if perEpoch == 0 { // no epoch has a batch
+			skipped := ""
+			if p.Records.SkipDamaged {
+				skipped = " (not counting damaged records skipped: RecordOptions.SkipDamaged)"
+			}
 			if read == 0 {
-				fail(fmt.Errorf("dataset: pipeline: the files hold no records: %s", fileList(p.Files)))
+				fail(fmt.Errorf("dataset: pipeline: %w: the files hold no records%s: %s", estimator.ErrNoBatches, skipped, fileList(p.Files)))
 			} else {
-				fail(fmt.Errorf("dataset: pipeline: the files make no batch: their %d records are fewer than a batch of %d, and DropRemainder drops them (%s)", read, size, fileList(p.Files)))
+				fail(fmt.Errorf("dataset: pipeline: %w: the files' %d records%s are fewer than a batch of %d, and DropRemainder drops them: %s", estimator.ErrNoBatches, read, skipped, size, fileList(p.Files)))
 			}
 			return
 		}
@@ -683,6 +688,22 @@ func (p *Pipeline) batches(ctx context.Context, start int64) iter.Seq2[sharding.
 			yield(sharding.Batch{}, err)
 		}
 	}
+}
+
+// noShareBatch is the error of processes sharing the files by file whose
+// smallest share makes no batch: it names that process, its share and
+// its part of a batch.
+func (p *Pipeline) noShareBatch(plan *sharePlan) error {
+	rank := slices.Index(plan.shares, slices.Min(plan.shares))
+	lo, hi, err := sharding.Part(p.BatchSize, p.Processes, rank)
+	if err != nil {
+		return fmt.Errorf("dataset: pipeline: process %d's part of a batch: %w", rank, err)
+	}
+	why := fmt.Sprintf("process %d's share of the files holds no records", rank)
+	if plan.shares[rank] > 0 {
+		why = fmt.Sprintf("process %d's share of the files holds %d records, fewer than its %d rows of a batch, and DropRemainder drops them", rank, plan.shares[rank], hi-lo)
+	}
+	return fmt.Errorf("dataset: pipeline: %w: shared by file among %d processes, %s (Sharing: ShareRecords has every process read every file)", estimator.ErrNoBatches, p.Processes, why)
 }
 
 // fileList names files, the first few of many.

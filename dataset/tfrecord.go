@@ -111,7 +111,22 @@ type RecordReader struct {
 	skipped int
 	err     error // sticky: the error every later Next returns
 	dec     exampleDecoder
-	looks   Compression // the compression an uncompressed file's first bytes look like
+	head    *headReader // an uncompressed file's reader, which keeps its first bytes
+}
+
+// headReader is a reader that keeps the first two bytes read through it.
+type headReader struct {
+	r    io.Reader
+	head [2]byte
+	n    int
+}
+
+func (h *headReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if h.n < len(h.head) {
+		h.n += copy(h.head[h.n:], p[:n])
+	}
+	return n, err
 }
 
 // NewRecordReader reads the records of r, a TFRecord file named name (for
@@ -135,8 +150,8 @@ func NewRecordReader(r io.Reader, name string, opts *RecordOptions) (*RecordRead
 	if o.MaxRecordBytes > 0 {
 		rr.max = uint64(o.MaxRecordBytes)
 	}
-	if _, ok := r.(interface{ Peek(int) ([]byte, error) }); !ok {
-		r = bufio.NewReaderSize(r, 1<<16) // a ByteReader for the decompressors, and Peek
+	if _, ok := r.(io.ByteReader); !ok {
+		r = bufio.NewReaderSize(r, 1<<16)
 	}
 	switch o.Compression {
 	case GZIP:
@@ -152,11 +167,8 @@ func NewRecordReader(r io.Reader, name string, opts *RecordOptions) (*RecordRead
 		}
 		rr.r, rr.closer = z, z
 	default:
-		rr.r = r
-		if p, ok := r.(interface{ Peek(int) ([]byte, error) }); ok {
-			head, _ := p.Peek(2)
-			rr.looks = compressionLike(head)
-		}
+		rr.head = &headReader{r: r}
+		rr.r = rr.head
 	}
 	return rr, nil
 }
@@ -185,8 +197,10 @@ func (r *RecordReader) Next() ([]byte, error) {
 		case r.skip && errors.Is(err, ErrCorrupt):
 			r.skipped++
 			r.err = io.EOF
-		case r.record == 0 && r.looks != NoCompression && errors.Is(err, ErrCorrupt):
-			r.err = fmt.Errorf("dataset: %s: record 0 at byte 0: %w (the file starts as a %s stream does: read it with Compression %s, or AutoCompression and a name that says it)", r.name, err, strings.ToLower(string(r.looks)), r.looks)
+		case r.record == 0 && r.head != nil && errors.Is(err, ErrCorrupt) && compressionLike(r.head.head[:r.head.n]) != NoCompression:
+			c := compressionLike(r.head.head[:r.head.n])
+			r.err = fmt.Errorf("dataset: %s: record 0 at byte 0: %w (the file starts as a %s stream does: read it with Compression %s, or AutoCompression and a name ending %s)",
+				r.name, err, strings.ToLower(string(c)), c, map[Compression]string{GZIP: ".gz or .gzip", ZLIB: ".zz or .zlib"}[c])
 		default:
 			r.err = fmt.Errorf("dataset: %s: record %d at byte %d: %w", r.name, r.record, r.offset, err)
 		}

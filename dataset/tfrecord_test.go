@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/towerflow/towerflow/internal/tfrecord"
+	"github.com/towerflow/towerflow/internal/wanterr"
 )
 
 // readAll reads every record of r, and the error that ended it (nil at a
@@ -217,4 +218,26 @@ func TestRecordReaderOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failingReader fails its first read, then ends.
+type failingReader struct{ failed bool }
+
+func (f *failingReader) Read([]byte) (int, error) {
+	if !f.failed {
+		f.failed = true
+		return 0, errors.New("disk on fire")
+	}
+	return 0, io.EOF
+}
+
+// TestRecordReaderReadError: a read error before the first record is the
+// error of record 0, not an empty file.
+func TestRecordReaderReadError(t *testing.T) {
+	r, err := NewRecordReader(&failingReader{}, "f", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = readAll(r)
+	wanterr.Mentions(t, err, "f: record 0 at byte 0", "disk on fire")
 }

@@ -257,6 +257,13 @@ func (e *Estimator) VariableValue(name string) (*tensor.Dense, error) {
 // after Close.
 var ErrClosed = errors.New("estimator is closed")
 
+// ErrNoBatches is wrapped by the error of an input that yields no batch
+// at all: Train (from global step 0) and Evaluate return one; Predict
+// yields nothing for it, as for any empty input. An input function may
+// yield an error wrapping it in the place of its first batch to say why
+// (dataset.Pipeline names its files).
+var ErrNoBatches = errors.New("input yielded no batches")
+
 // Close releases the graphs and VMs the Estimator built and closes its
 // TensorBoard event files. The Estimator runs nothing afterwards: Train,
 // TrainAndEvaluate, Evaluate, Predict, PredictBatches, Export,

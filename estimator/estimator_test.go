@@ -274,6 +274,32 @@ func TestTrainEmptyInput(t *testing.T) {
 	}
 }
 
+// TestNoBatches: an input whose first item is an error wrapping
+// ErrNoBatches (a dataset.Pipeline over files without records) is an
+// error of Train and Evaluate, with its reason, and no predictions.
+func TestNoBatches(t *testing.T) {
+	why := fmt.Errorf("%w: the files hold no records: a.csv", estimator.ErrNoBatches)
+	noBatches := func(context.Context) iter.Seq2[estimator.Batch, error] {
+		return func(yield func(estimator.Batch, error) bool) { yield(estimator.Batch{}, why) }
+	}
+	est := newEstimator(t, replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
+	must := func(err error) {
+		t.Helper()
+		if !errors.Is(err, estimator.ErrNoBatches) || !strings.Contains(err.Error(), "a.csv") {
+			t.Errorf("error %v, want one wrapping ErrNoBatches and naming a.csv", err)
+		}
+	}
+	must(est.Train(context.Background(), noBatches))
+	if err := est.Train(context.Background(), lineInput(t, xs(4), 2, true)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := est.Evaluate(context.Background(), noBatches)
+	must(err)
+	for p, err := range est.Predict(context.Background(), noBatches) {
+		t.Errorf("Predict yielded %v, %v; want nothing", p, err)
+	}
+}
+
 // predRow is one Prediction as plain values.
 type predRow map[string]struct {
 	Shape []int

@@ -2,7 +2,6 @@ package estimator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"runtime/trace"
@@ -58,7 +57,9 @@ func OnStep(fn func(step int64, loss float64)) TrainOption {
 // the towers, begin the hooks), steps, end (the hooks' End). With a model
 // directory, Train holds its TrainLockFile throughout: a model directory
 // another run is training into is an error wrapping ErrModelDirLocked at
-// once, and nothing in it is touched. While it runs, towers on every core
+// once, and nothing in it is touched. An input that yields no batch from
+// global step 0 is an error wrapping ErrNoBatches (past step 0 it has
+// nothing left to train on, and Train returns nil). While it runs, towers on every core
 // in the openblas build keep one Go processor spare: GOMAXPROCS is one more
 // than before until Train returns (replicate.Engine.HoldProcessors).
 func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOption) (err error) {
@@ -138,7 +139,7 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	}
 	if !r.haveFirst {
 		if r.info.StartStep == 0 {
-			return errors.New("train: input yielded no batches: nothing was trained")
+			return fmt.Errorf("train: %w: nothing was trained", ErrNoBatches)
 		}
 		e.log.Info("train: the input has no batches past those the global step has trained on", "global_step", r.info.StartStep)
 	}

@@ -322,6 +322,18 @@ func TestLoadPreprocessor(t *testing.T) {
 	data, err := os.ReadFile(pre)
 	must(t, err)
 	must(t, os.WriteFile(pre, []byte(strings.Replace(string(data), "red", "rod", 1)), 0o644))
+	// A variable's file changed, its size kept: only Load reads it.
+	varChanged := filepath.Join(t.TempDir(), filepath.Base(dir))
+	must(t, os.CopyFS(varChanged, os.DirFS(dir)))
+	vars, err := filepath.Glob(filepath.Join(varChanged, exportdir.VariablesDir, "*", "*.npy"))
+	must(t, err)
+	if len(vars) == 0 {
+		t.Fatal("no variable files in the export")
+	}
+	b, err := os.ReadFile(vars[0])
+	must(t, err)
+	b[len(b)-1] ^= 1
+	must(t, os.WriteFile(vars[0], b, 0o644))
 	type got struct {
 		Kind  string
 		Vocab []string
@@ -334,6 +346,7 @@ func TestLoadPreprocessor(t *testing.T) {
 	}{
 		{"exported with one", dir, got{embedtest.VocabKind, embedtest.TheWords.Vocab}, nil},
 		{"exported without", plainDir, got{}, nil},
+		{"a variable changed", varChanged, got{embedtest.VocabKind, embedtest.TheWords.Vocab}, nil},
 		{"changed since", changed, got{}, []string{"load the preprocessor of " + changed, exportdir.PreprocessorFile}},
 		{"not a version", filepath.Dir(dir), got{}, []string{"load the preprocessor of " + filepath.Dir(dir)}},
 	} {

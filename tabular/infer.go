@@ -499,6 +499,9 @@ func Sample(files []string, rows int) (dataset.Schema, []dataset.Example, error)
 	if len(files) == 0 {
 		return nil, nil, errors.New("tabular: no training files")
 	}
+	if err := compressedCSV(files); err != nil {
+		return nil, nil, err
+	}
 	if IsCSV(files) {
 		return sampleCSV(files, rows)
 	}
@@ -526,6 +529,17 @@ func sampleRecords(files []string, rows int) ([]dataset.Example, error) {
 		sample = append(sample, ex)
 	}
 	return sample, nil
+}
+
+// compressedCSV is the error of a compressed CSV file among files (by its
+// name): only TFRecord files are read compressed.
+func compressedCSV(files []string) error {
+	for _, f := range files {
+		if dataset.CompressionOf(f) != dataset.NoCompression && strings.EqualFold(filepath.Ext(strings.TrimSuffix(f, filepath.Ext(f))), ".csv") {
+			return fmt.Errorf("tabular: %s: compressed CSV files are not read (TFRecord files are): decompress it", f)
+		}
+	}
+	return nil
 }
 
 // IsCSV reports whether files are CSV files (by the first's extension).

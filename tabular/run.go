@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/towerflow/towerflow/canned"
@@ -18,7 +19,8 @@ import (
 // Options are a Run's: the data, the label and what to train.
 type Options struct {
 	// Train and Eval are the training and evaluation files: CSV files with
-	// a header (".csv") or TFRecord files of tf.Examples, paths or
+	// a header (".csv") or TFRecord files of tf.Examples (gzipped where
+	// their names end in ".gz", zlibbed in ".zz"), paths or
 	// filepath.Match patterns. Required.
 	Train, Eval []string
 	// Infer says how to read the label and the features (Label is
@@ -114,6 +116,9 @@ func (r *Result) Summary() string {
 func Run(ctx context.Context, o Options, out io.Writer) (_ *Result, err error) {
 	if len(o.Train) == 0 || len(o.Eval) == 0 {
 		return nil, errors.New("tabular: want training and evaluation files")
+	}
+	if err := compressedCSV(append(slices.Clone(o.Train), o.Eval...)); err != nil {
+		return nil, err
 	}
 	if IsCSV(o.Train) != IsCSV(o.Eval) {
 		return nil, fmt.Errorf("tabular: training files %s and evaluation files %s: one CSV, the other TFRecord", o.Train[0], o.Eval[0])

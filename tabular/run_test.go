@@ -39,6 +39,8 @@ func TestRunErrors(t *testing.T) {
 			`label "gender" is not a column of the data (columns: species, island, bill_length_mm`},
 		{"missing file", Options{Train: []string{"testdata/none.csv"}, Eval: []string{"testdata/penguins_sex/test.csv"}, Infer: InferOptions{Label: "sex"}},
 			"none.csv"},
+		{"compressed CSV", Options{Train: train, Eval: []string{"test.csv.gz"}, Infer: InferOptions{Label: "sex"}},
+			"test.csv.gz: compressed CSV files are not read (TFRecord files are): decompress it"},
 		// Evaluation files that do not fit are errors before any training
 		// (the model directory stays without a checkpoint).
 		{"evaluation columns", Options{Train: train, Eval: []string{noIsland}, Infer: InferOptions{Label: "sex"}},

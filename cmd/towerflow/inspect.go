@@ -81,7 +81,7 @@ func inspect(stdout, stderr io.Writer, args []string) error {
 	if sigs != nil {
 		printSignatures(stdout, sigs)
 		if err := printPreprocessor(stdout, pos[0]); err != nil {
-			return err
+			fmt.Fprintf(stderr, "towerflow inspect: warning: the export's preprocessor: %v\n", err)
 		}
 	}
 	fmt.Fprintln(stdout)
