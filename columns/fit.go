@@ -46,7 +46,6 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 		return nil, errors.New("columns: fit: nil source")
 	}
 	f := &fitter{seen: map[Column]bool{}, keys: map[string]bool{}}
-	need := required(cfg)
 	for i, c := range cfg.Columns {
 		if c == nil || isNil(c) {
 			return nil, fmt.Errorf("columns: fit: column %d is nil", i)
@@ -56,6 +55,7 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 		}
 		f.visit(c)
 	}
+	need := required(cfg)
 	record := 0
 	for ; ; record++ {
 		if record%256 == 0 {
@@ -137,7 +137,11 @@ func missingError(need, have map[string]bool, records int) error {
 	if len(missing) > 1 {
 		what = "features " + strings.Join(missing, ", ")
 	}
-	return fmt.Errorf("no record of the %d fitted on has %s (a misspelled name, or the wrong files?); the records have: %s", records, what, list)
+	whose := "the records have"
+	if records > keysListed {
+		whose = fmt.Sprintf("the first %d records have", keysListed)
+	}
+	return fmt.Errorf("no record of the %d fitted on has %s (a misspelled name, or the wrong files?); %s: %s", records, what, whose, list)
 }
 
 // keysListed is how many records' features an error of a feature no

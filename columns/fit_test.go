@@ -222,6 +222,10 @@ func TestFitErrors(t *testing.T) {
 			[]dataset.Example{{"tag": in(1), "tag_w": fl(0.5)}}, []string{`feature "tag_weight"`}},
 		{"no records", context.Background(), Config{Columns: []Column{Numeric("x")}},
 			nil, []string{`no record of the 0 fitted on has feature "x"`, "the records have: none"}},
+		{"a nil column", context.Background(), Config{Columns: []Column{Numeric("x"), (*NumericColumn)(nil)}},
+			[]dataset.Example{{"x": fl(1)}}, []string{"column 1 is nil"}},
+		{"an embedding of a nil column", context.Background(), Config{Columns: []Column{Embedding((*VocabularyColumn)(nil), 2)}},
+			[]dataset.Example{{"x": fl(1)}}, []string{"embedding column of a nil categorical column"}},
 		{"before the statistics", context.Background(), Config{Columns: []Column{Numeric("agee", Standardize()), VocabularyFromData("cty")}},
 			[]dataset.Example{{"age": fl(1), "city": by("a")}}, []string{`has features "agee", "cty"`, "the records have: age, city"}},
 	} {

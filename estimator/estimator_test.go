@@ -254,6 +254,12 @@ func TestTrainEmptyInput(t *testing.T) {
 		Err  string
 		Step int64
 	}
+	if err := est.Train(context.Background(), empty); !errors.Is(err, estimator.ErrNoBatches) {
+		t.Errorf("Train of an empty input: %v, want an error wrapping ErrNoBatches", err)
+	}
+	if _, err := est.Evaluate(context.Background(), empty); !errors.Is(err, estimator.ErrNoBatches) {
+		t.Errorf("Evaluate of an empty input: %v, want an error wrapping ErrNoBatches", err)
+	}
 	for _, c := range []struct {
 		name  string
 		input estimator.InputFn

@@ -44,10 +44,11 @@ type TensorInput struct {
 	DropRemainder bool
 	// Epochs is how many passes over the data to make: 0 means 1, Forever
 	// repeats without end. A Forever input given to Train goes on where
-	// the global step says (StartBatch), so that a run stopped and resumed
-	// from its checkpoint reads the batches an uninterrupted run reads; an
-	// input of a number of epochs makes them at every call, as
-	// TensorFlow's numpy_input_fn.
+	// the global step says (StartBatch: the batches trained so far, on
+	// whatever input), so that a run stopped and resumed from its
+	// checkpoint reads the batches an uninterrupted run reads; an input of
+	// a number of epochs makes them at every call, as TensorFlow's
+	// numpy_input_fn.
 	Epochs int
 	// Shuffle reorders the rows in every epoch with a generator seeded by
 	// Seed, so runs with the same seed see the same batches.
@@ -126,8 +127,16 @@ func FromTensors(features, labels map[string]*tensor.Dense, cfg TensorInput) (In
 					rng.Shuffle(rows, func(i, j int) { order[i], order[j] = order[j], order[i] })
 				}
 				if perEpoch > 0 && skip >= perEpoch {
-					skip -= perEpoch // the whole epoch, its shuffle drawn all the same
-					continue
+					if !cfg.Shuffle {
+						skip %= perEpoch // every epoch is the same
+					} else {
+						skip -= perEpoch // the whole epoch, its shuffle drawn all the same
+						if err := ctx.Err(); err != nil {
+							yield(Batch{}, err)
+							return
+						}
+						continue
+					}
 				}
 				first := int(skip) * cfg.BatchSize
 				skip = 0

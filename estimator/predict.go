@@ -84,7 +84,8 @@ func (e *Estimator) PredictBatches(ctx context.Context, input InputFn) iter.Seq2
 				err = ctx.Err()
 			}
 			if n == 0 && errors.Is(err, ErrNoBatches) {
-				return // an empty input: no predictions
+				e.log.Warn("predict: the input yielded no batches: no predictions", "error", err)
+				return
 			}
 			if err != nil {
 				yield(BatchOutput{}, fmt.Errorf("predict: input at batch %d: %w", n, err))

@@ -227,4 +227,6 @@ func TestSampleRecords(t *testing.T) {
 	}
 	_, _, err := Sample([]string{dir + "/none.tfrecord"}, 10)
 	wanterr.Mentions(t, err, "none.tfrecord")
+	_, _, err = Sample([]string{dir + "/rows.csv.gz"}, 10)
+	wanterr.Mentions(t, err, "rows.csv.gz: compressed CSV files are not read")
 }

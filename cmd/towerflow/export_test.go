@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -140,4 +141,22 @@ func TestInspectPreprocessedExport(t *testing.T) {
 	}
 	err = inspect(io.Discard, io.Discard, []string{"../../tabular/testdata/penguins_sex/train.csv"})
 	checkCommandError(t, err, false, "train.csv is a file, not a checkpoint, model or export version directory")
+
+	// A preprocessor changed since the export: a warning, and the rest.
+	changed := filepath.Join(t.TempDir(), "1")
+	if err := os.CopyFS(changed, os.DirFS(res.ExportDir)); err != nil {
+		t.Fatal(err)
+	}
+	pre := filepath.Join(changed, filepath.FromSlash(exportdir.PreprocessorFile))
+	if err := os.WriteFile(pre, []byte(`{"kind":"towerflow/columns","config":{}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	var warn bytes.Buffer
+	if err := inspect(&out, &warn, []string{changed}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(warn.String(), "towerflow inspect: warning: the export's preprocessor:") || !strings.Contains(out.String(), "parameters:") {
+		t.Errorf("a changed preprocessor: stderr %q, output:\n%s\nwant a warning and the variables", warn.String(), out.String())
+	}
 }
