@@ -79,7 +79,9 @@ type DNNConfig struct {
 	// HiddenUnits are the hidden layers' widths, at least one layer.
 	HiddenUnits []int
 	// FeatureColumns are the dense columns the model reads (numeric,
-	// bucketized, indicator, embedding); nil means all of Transformer's.
+	// bucketized, indicator, embedding); nil means all of Transformer's,
+	// which must then be dense too (a categorical column among them is an
+	// error: wrap it in columns.Indicator or columns.Embedding).
 	// With a Transformer, each is taken as it fitted it, as
 	// LinearConfig.FeatureColumns.
 	FeatureColumns []columns.Column

@@ -133,6 +133,39 @@ func TestTransformerEndToEnd(t *testing.T) {
 	if _, err := p.PredictExamples(ctx, canned.PredictSignature, examples); err != nil {
 		t.Errorf("an unknown category: %v", err)
 	}
+
+	// Another program serves the export: the same columns declared again,
+	// the Transformer the export records, no model directory.
+	pre, kind, err := export.LoadPreprocessor(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, ok := pre.(*columns.Transformer)
+	if !ok || kind != columns.Kind {
+		t.Fatalf("LoadPreprocessor: a %T of kind %q, want a *columns.Transformer of kind %q", pre, kind, columns.Kind)
+	}
+	again, err := canned.NewDNNLinearCombinedClassifier(canned.DNNLinearCombinedConfig{
+		Head: head, Transformer: loaded,
+		LinearFeatureColumns: []columns.Column{cat, x1, x2}, DNNFeatureColumns: []columns.Column{x1, x2}, DNNHiddenUnits: []int{8},
+		Replicate: oneTower(2)}, estimator.RunConfig{LogEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	p2, err := export.Load(dir, again.Model())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	got2, err := p2.PredictExamples(ctx, canned.PredictSignature, examples[:5])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"probabilities", "class_ids", "logits"} {
+		if diff := cmp.Diff(asFloats(t, got[k]), asFloats(t, got2[k])); diff != "" {
+			t.Errorf("%s served by another program (-first +other):\n%s", k, diff)
+		}
+	}
 }
 
 func TestTransformerMismatch(t *testing.T) {

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/towerflow/towerflow/dataset"
 )
@@ -29,7 +32,12 @@ import (
 //     in byte order), those seen fewer than MinCount times left out, at
 //     most MaxSize of them.
 //
-// Columns that need nothing from the data are kept as they are. Bad data
+// Columns that need nothing from the data are kept as they are. A
+// column's feature without a default that no record has is an error
+// naming it and the features the records have: a misspelled name would
+// otherwise train a column on nothing (TensorFlow's "not in features
+// dictionary"); the label and the example weight may be absent (data to
+// fit on may be unlabelled). Bad data
 // is an error naming the column and wrapping a *dataset.ParseError whose
 // Example is the record's number in src (counted from 0); a cancelled
 // ctx stops the pass with ctx's error.
@@ -37,7 +45,7 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 	if src == nil {
 		return nil, errors.New("columns: fit: nil source")
 	}
-	f := &fitter{seen: map[Column]bool{}}
+	f := &fitter{seen: map[Column]bool{}, keys: map[string]bool{}}
 	for i, c := range cfg.Columns {
 		if c == nil || isNil(c) {
 			return nil, fmt.Errorf("columns: fit: column %d is nil", i)
@@ -47,6 +55,7 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 		}
 		f.visit(c)
 	}
+	need := required(cfg)
 	record := 0
 	for ; ; record++ {
 		if record%256 == 0 {
@@ -64,6 +73,19 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 		if err := f.add(ex, record); err != nil {
 			return nil, err
 		}
+		for key := range need {
+			if _, ok := ex[key]; ok {
+				delete(need, key)
+			}
+		}
+		if record < keysListed {
+			for k := range ex {
+				f.keys[k] = true
+			}
+		}
+	}
+	if len(need) > 0 {
+		return nil, fmt.Errorf("columns: fit: %w", missingError(need, f.keys, record))
 	}
 	if err := f.finish(record); err != nil {
 		return nil, err
@@ -80,11 +102,58 @@ func Fit(ctx context.Context, src dataset.Source, cfg Config) (*Transformer, err
 	return t, nil
 }
 
+// required is the features of cfg's columns that a record may not lack
+// everywhere: those without a default (labels and example weights aside:
+// data to fit on may be unlabelled).
+func required(cfg Config) map[string]bool {
+	need := map[string]bool{}
+	for key, spec := range rawSpec(cfg) {
+		if !spec.Label && spec.Default.Len() == 0 {
+			need[key] = true
+		}
+	}
+	return need
+}
+
+// missingError is the error of the features need that none of the
+// records fitted on has: a name misspelled, or the wrong files, which
+// would otherwise train a column on nothing. have is the features of the
+// first records.
+func missingError(need, have map[string]bool, records int) error {
+	missing := slices.Sorted(maps.Keys(need))
+	for i, key := range missing {
+		missing[i] = strconv.Quote(key)
+	}
+	seen := slices.Sorted(maps.Keys(have))
+	const most = 20
+	list := strings.Join(seen, ", ")
+	if len(seen) > most {
+		list = strings.Join(seen[:most], ", ") + fmt.Sprintf(" and %d more", len(seen)-most)
+	}
+	if len(seen) == 0 {
+		list = "none"
+	}
+	what := "feature " + missing[0]
+	if len(missing) > 1 {
+		what = "features " + strings.Join(missing, ", ")
+	}
+	whose := "the records have"
+	if records > keysListed {
+		whose = fmt.Sprintf("the first %d records have", keysListed)
+	}
+	return fmt.Errorf("no record of the %d fitted on has %s (a misspelled name, or the wrong files?); %s: %s", records, what, whose, list)
+}
+
+// keysListed is how many records' features an error of a feature no
+// record has lists.
+const keysListed = 1000
+
 // fitter gathers, over the records, what the columns that need the data
 // need: numbers for the statistics, values for quantiles, counts for
 // vocabularies; each column once, in the order met.
 type fitter struct {
 	seen  map[Column]bool
+	keys  map[string]bool // the features of the first keysListed records
 	stats []*numStats
 	quant []*quantValues
 	vocab []*vocabCounts

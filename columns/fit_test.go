@@ -180,6 +180,15 @@ func TestFitSharedEmbeddings(t *testing.T) {
 	}
 }
 
+// TestFitFeaturesPresent: a feature that only some records have (an
+// empty string counts) is not one the records lack, and a feature with a
+// default, the label and the example weight may be absent from all.
+func TestFitFeaturesPresent(t *testing.T) {
+	mustFit(t, Config{Columns: []Column{Numeric("x"), HashBucket("c", 3), Crossed([]Crossable{RawKey("c"), RawKey("d")}, 5), Numeric("z", Default(0))},
+		Label: &Label{Key: "y"}, Weight: &ExampleWeight{Key: "w"}},
+		dataset.Example{"x": fl(1)}, dataset.Example{"c": by("a")}, dataset.Example{"d": by("")})
+}
+
 func TestFitErrors(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -196,14 +205,29 @@ func TestFitErrors(t *testing.T) {
 			[]dataset.Example{{"c": fl(0.5)}}, []string{`column "c"`, "example 0", "0.5"}},
 		{"no values to standardize", context.Background(), Config{Columns: []Column{Numeric("x", Standardize(), Default(1))}},
 			[]dataset.Example{{}, {}}, []string{`column "x"`, "no values in the 2 records"}},
-		{"no values for quantiles", context.Background(), Config{Columns: []Column{BucketizedQuantiles(Numeric("x"), 2)}},
+		{"no values for quantiles", context.Background(), Config{Columns: []Column{BucketizedQuantiles(Numeric("x", Default(1)), 2)}},
 			nil, []string{`"x_bucketized"`, "no values"}},
 		{"empty vocabulary", context.Background(), Config{Columns: []Column{VocabularyFromData("c")}},
-			[]dataset.Example{{}}, []string{`"c"`, "empty vocabulary"}},
+			[]dataset.Example{{"c": by("")}}, []string{`"c"`, "empty vocabulary"}},
 		{"a bad column first", context.Background(), Config{Columns: []Column{HashBucket("h", 0)}},
 			nil, []string{`"h"`, "0 buckets"}},
 		{"cancelled", cancelled, Config{Columns: []Column{VocabularyFromData("c")}},
 			[]dataset.Example{{"c": by("a")}}, []string{"context canceled"}},
+		{"a misspelled key", context.Background(), Config{Columns: []Column{Numeric("age"), HashBucket("jobb", 10)}},
+			[]dataset.Example{{"age": fl(1), "job": by("a")}, {"age": fl(2)}},
+			[]string{`no record of the 2 fitted on has feature "jobb"`, "the records have: age, job"}},
+		{"a raw key of a cross", context.Background(), Config{Columns: []Column{Crossed([]Crossable{RawKey("cty"), RawKey("job")}, 10)}},
+			[]dataset.Example{{"city": by("a"), "job": by("b")}}, []string{`feature "cty"`}},
+		{"a weighted column's weights", context.Background(), Config{Columns: []Column{Weighted(Identity("tag", 3), "tag_weight")}},
+			[]dataset.Example{{"tag": in(1), "tag_w": fl(0.5)}}, []string{`feature "tag_weight"`}},
+		{"no records", context.Background(), Config{Columns: []Column{Numeric("x")}},
+			nil, []string{`no record of the 0 fitted on has feature "x"`, "the records have: none"}},
+		{"a nil column", context.Background(), Config{Columns: []Column{Numeric("x"), (*NumericColumn)(nil)}},
+			[]dataset.Example{{"x": fl(1)}}, []string{"column 1 is nil"}},
+		{"an embedding of a nil column", context.Background(), Config{Columns: []Column{Embedding((*VocabularyColumn)(nil), 2)}},
+			[]dataset.Example{{"x": fl(1)}}, []string{"embedding column of a nil categorical column"}},
+		{"before the statistics", context.Background(), Config{Columns: []Column{Numeric("agee", Standardize()), VocabularyFromData("cty")}},
+			[]dataset.Example{{"age": fl(1), "city": by("a")}}, []string{`has features "agee", "cty"`, "the records have: age, city"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Fit(tc.ctx, source(tc.exs...), tc.cfg)

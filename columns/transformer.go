@@ -977,7 +977,10 @@ func (t *Transformer) PreprocessKind() string { return Kind }
 // int64s; a weighted column's weight key variable-length float32s; the
 // label and example weight with Label set. Serving reads a request's raw
 // values by it.
-func (t *Transformer) RawSpec() map[string]dataset.FeatureSpec {
+func (t *Transformer) RawSpec() map[string]dataset.FeatureSpec { return rawSpec(t.cfg) }
+
+// rawSpec is RawSpec of a transformer of cfg, fitted or not.
+func rawSpec(cfg Config) map[string]dataset.FeatureSpec {
 	spec := map[string]dataset.FeatureSpec{}
 	varLen := func(key string, dt tensor.Dtype) {
 		if _, ok := spec[key]; !ok {
@@ -1016,10 +1019,10 @@ func (t *Transformer) RawSpec() map[string]dataset.FeatureSpec {
 			walk(c.cat)
 		}
 	}
-	for _, c := range t.cfg.Columns {
+	for _, c := range cfg.Columns {
 		walk(c)
 	}
-	if l := t.cfg.Label; l != nil {
+	if l := cfg.Label; l != nil {
 		s := dataset.FeatureSpec{Dtype: tensor.Float32, Shape: []int{max(l.Dimension, 1)}, Label: true}
 		switch {
 		case l.Vocabulary != nil:
@@ -1029,7 +1032,7 @@ func (t *Transformer) RawSpec() map[string]dataset.FeatureSpec {
 		}
 		spec[l.Key] = s
 	}
-	if w := t.cfg.Weight; w != nil {
+	if w := cfg.Weight; w != nil {
 		s := dataset.FeatureSpec{Dtype: tensor.Float32, Shape: []int{1}, Label: true}
 		if w.Default != nil {
 			s.Default = dataset.Feature{Floats: []float32{*w.Default}}

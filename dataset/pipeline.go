@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -32,7 +33,11 @@ import (
 // ahead of the towers; the batches are the same whatever the number of
 // workers. Memory is bounded
 // by ShuffleBuffer, CycleLength open files and Prefetch+Workers batches,
-// never by the size of a file.
+// never by the size of a file. Files that make no batch at all (no
+// records, too few for a batch DropRemainder keeps, or a process's share
+// of them too small) are an error wrapping estimator.ErrNoBatches and
+// naming them, in the place of the first batch: Train and Evaluate
+// return it, Predict yields no predictions.
 type Pipeline struct {
 	// Files are paths or filepath.Match patterns (each pattern's matches
 	// in lexical order). Required.
@@ -235,12 +240,45 @@ func (p Pipeline) Input() (estimator.InputFn, error) {
 		if _, err := newCSVReader(files[:1], opts, openFile); err != nil { // opens nothing yet
 			return nil, fmt.Errorf("dataset: pipeline: %w", err)
 		}
+		if rs, ok := p.Parser.(RawSpecer); ok {
+			if err := checkCSVFeatures(rs.RawSpec(), opts); err != nil {
+				return nil, fmt.Errorf("dataset: pipeline: %w", err)
+			}
+		}
 		p.CSV = &opts
 	}
 	p.state = &pipelineState{}
 	return func(ctx context.Context) iter.Seq2[sharding.Batch, error] {
 		return p.batches(ctx, estimator.StartBatch(ctx))
 	}, nil
+}
+
+// checkCSVFeatures is the error of the features spec reads that no column
+// of CSV files read as opts says has: a misspelled name, which would
+// otherwise be a feature every record lacks. Labels (files to predict on
+// have none) and features with a default may be absent.
+func checkCSVFeatures(spec map[string]FeatureSpec, opts CSVOptions) error {
+	read := opts.Columns
+	if read == nil {
+		for _, c := range opts.Schema {
+			read = append(read, c.Name)
+		}
+	}
+	var missing []string
+	for name, fs := range spec {
+		if !fs.Label && fs.Default.Len() == 0 && !slices.Contains(read, name) {
+			missing = append(missing, strconv.Quote(name))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	what := "feature " + missing[0] + ", which the CSV columns read do not include"
+	if len(missing) > 1 {
+		what = "features " + strings.Join(missing, ", ") + ", which the CSV columns read do not include"
+	}
+	return fmt.Errorf("the parser reads %s (they are: %s)", what, strings.Join(read, ", "))
 }
 
 // open opens one file: with Cache, its records in memory once a read
@@ -437,7 +475,8 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 			return
 		}
 		if perEpoch = plan.perEpoch; perEpoch == 0 {
-			return // a share too small to make a batch: no epoch has one
+			fail(p.noShareBatch(plan))
+			return
 		}
 		size = plan.batch
 		records = func(e int) iter.Seq2[record, error] { return p.shuffled(plan.files, p.shareRNG(e)) }
@@ -452,7 +491,7 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 			n += skip * perEpoch
 			continue
 		}
-		first := n
+		first, read := n, 0
 		batch := make([]record, 0, size)
 		flush := func() bool {
 			defer func() { batch = make([]record, 0, size) }()
@@ -476,6 +515,7 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 				fail(fmt.Errorf("dataset: pipeline: epoch %d: %w", e, err))
 				return
 			}
+			read++
 			if batch = append(batch, r); len(batch) == size && !flush() {
 				return
 			}
@@ -497,8 +537,17 @@ func (p *Pipeline) cut(ctx context.Context, start int64, jobs chan<- job, order 
 			p.noteDropped(plan.dropped)
 		}
 		perEpoch = n - first
-		if perEpoch == 0 {
-			return // no records, or none to make a whole batch: no epoch has a batch
+		if perEpoch == 0 { // no epoch has a batch
+			skipped := ""
+			if p.Records.SkipDamaged {
+				skipped = " (not counting damaged records skipped: RecordOptions.SkipDamaged)"
+			}
+			if read == 0 {
+				fail(fmt.Errorf("dataset: pipeline: %w: the files hold no records%s: %s", estimator.ErrNoBatches, skipped, fileList(p.Files)))
+			} else {
+				fail(fmt.Errorf("dataset: pipeline: %w: the files' %d records%s are fewer than a batch of %d, and DropRemainder drops them: %s", estimator.ErrNoBatches, read, skipped, size, fileList(p.Files)))
+			}
+			return
 		}
 	}
 }
@@ -639,6 +688,31 @@ func (p *Pipeline) batches(ctx context.Context, start int64) iter.Seq2[sharding.
 			yield(sharding.Batch{}, err)
 		}
 	}
+}
+
+// noShareBatch is the error of processes sharing the files by file whose
+// smallest share makes no batch: it names that process, its share and
+// its part of a batch.
+func (p *Pipeline) noShareBatch(plan *sharePlan) error {
+	rank := slices.Index(plan.shares, slices.Min(plan.shares))
+	lo, hi, err := sharding.Part(p.BatchSize, p.Processes, rank)
+	if err != nil {
+		return fmt.Errorf("dataset: pipeline: process %d's part of a batch: %w", rank, err)
+	}
+	why := fmt.Sprintf("process %d's share of the files holds no records", rank)
+	if plan.shares[rank] > 0 {
+		why = fmt.Sprintf("process %d's share of the files holds %d records, fewer than its %d rows of a batch, and DropRemainder drops them", rank, plan.shares[rank], hi-lo)
+	}
+	return fmt.Errorf("dataset: pipeline: %w: shared by file among %d processes, %s (Sharing: ShareRecords has every process read every file)", estimator.ErrNoBatches, p.Processes, why)
+}
+
+// fileList names files, the first few of many.
+func fileList(files []string) string {
+	const most = 4
+	if len(files) <= most {
+		return strings.Join(files, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(files[:most], ", "), len(files)-most)
 }
 
 // maxRanges bounds the runs of records describeRecords lists.

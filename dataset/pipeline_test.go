@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -448,4 +449,88 @@ func lastInputError(t *testing.T, p Pipeline) error {
 		last = err
 	}
 	return last
+}
+
+// A pipeline whose files make no batch at all is an error wrapping
+// estimator.ErrNoBatches in the place of its first batch, naming the
+// files, whatever its epochs: no records, too few for a batch it keeps,
+// or a share by file too small for a process's rows of a batch.
+func TestPipelineWithoutBatches(t *testing.T) {
+	empty, _ := writeIDFiles(t, []int{0, 0})
+	two, _ := writeIDFiles(t, []int{2})
+	ones, _ := writeIDFiles(t, []int{1, 1})
+	twos, _ := writeIDFiles(t, []int{2, 2})
+	emptyAndFull, _ := writeIDFiles(t, []int{0, 6})
+	dir := t.TempDir()
+	header := filepath.Join(dir, "header.csv")
+	if err := os.WriteFile(header, []byte("id\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	csv := &CSVOptions{Schema: Schema{{Name: "id", Kind: KindInt64}}}
+	for _, tc := range []struct {
+		name string
+		p    Pipeline
+		want []string
+	}{
+		{"empty files", Pipeline{Files: empty, Spec: idSpec, BatchSize: 2}, []string{"the files hold no records: " + empty[0] + ", " + empty[1]}},
+		{"empty files, forever", Pipeline{Files: empty, Spec: idSpec, BatchSize: 2, Epochs: estimator.Forever}, []string{"the files hold no records"}},
+		{"a CSV file of a header alone", Pipeline{Files: []string{header}, CSV: csv, Spec: map[string]FeatureSpec{"id": {Dtype: tensor.Int64}}, BatchSize: 2}, []string{"the files hold no records: " + header}},
+		{"fewer records than a batch kept", Pipeline{Files: two, Spec: idSpec, BatchSize: 3, DropRemainder: true}, []string{"the files' 2 records are fewer than a batch of 3, and DropRemainder drops them", two[0]}},
+		{"damaged records skipped", Pipeline{Files: empty, Spec: idSpec, BatchSize: 2, Records: RecordOptions{SkipDamaged: true}}, []string{"the files hold no records (not counting damaged records skipped"}},
+		{"shares too small", Pipeline{Files: ones, Spec: idSpec, BatchSize: 4, DropRemainder: true, Processes: 2, Rank: 1, Sharing: ShareFiles},
+			[]string{"shared by file among 2 processes, process 0's share of the files holds 1 records, fewer than its 2 rows of a batch", "ShareRecords"}},
+		{"uneven parts of a batch", Pipeline{Files: twos, Spec: idSpec, BatchSize: 5, DropRemainder: true, Processes: 2, Rank: 1, Sharing: ShareFiles},
+			[]string{"process 0's share of the files holds 2 records, fewer than its 3 rows of a batch"}},
+		{"an empty share", Pipeline{Files: emptyAndFull, Spec: idSpec, BatchSize: 2, Processes: 2, Rank: 1, Sharing: ShareFiles},
+			[]string{"process 1's share of the files holds no records"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := tc.p.Input()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []error
+			for _, err := range in(context.Background()) {
+				got = append(got, err)
+			}
+			if len(got) != 1 || !errors.Is(got[0], estimator.ErrNoBatches) {
+				t.Fatalf("the input yielded %v, want one error wrapping estimator.ErrNoBatches", got)
+			}
+			wanterr.Mentions(t, got[0], append([]string{"dataset: pipeline: input yielded no batches"}, tc.want...)...)
+		})
+	}
+}
+
+// A pipeline of CSV files whose parser reads a feature (labels aside)
+// that no column read has is an error naming it and the columns.
+func TestPipelineCSVFeatures(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rows.csv")
+	if err := os.WriteFile(path, []byte("id,v,y\n1,0.5,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	schema := Schema{{Name: "id", Kind: KindInt64}, {Name: "v", Kind: KindFloat}, {Name: "y", Kind: KindInt64}}
+	for _, tc := range []struct {
+		name    string
+		spec    map[string]FeatureSpec
+		columns []string // CSVOptions.Columns
+		want    []string // what the error says; none: no error
+	}{
+		{"all there", map[string]FeatureSpec{"id": {Dtype: tensor.Int64}, "y": {Dtype: tensor.Int64, Label: true}}, nil, nil},
+		{"a label not read", map[string]FeatureSpec{"id": {Dtype: tensor.Int64}, "y": {Dtype: tensor.Int64, Label: true}}, []string{"id"}, nil},
+		{"misspelled", map[string]FeatureSpec{"idd": {Dtype: tensor.Int64}}, nil, []string{`the parser reads feature "idd", which the CSV columns read do not include (they are: id, v, y)`}},
+		{"one with a default", map[string]FeatureSpec{"w": {Dtype: tensor.Float32, Default: Feature{Floats: []float32{1}}}, "id": {Dtype: tensor.Int64}}, nil, nil},
+		{"two", map[string]FeatureSpec{"x": {Dtype: tensor.Float32}, "z": {Dtype: tensor.Float32}}, nil, []string{`features "x", "z", which`}},
+		{"a column not read", map[string]FeatureSpec{"v": {Dtype: tensor.Float32}}, []string{"id", "y"}, []string{`feature "v"`, "(they are: id, y)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Pipeline{Files: []string{path}, CSV: &CSVOptions{Schema: schema, Columns: tc.columns}, Spec: tc.spec, BatchSize: 1}.Input()
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			wanterr.Mentions(t, err, tc.want...)
+		})
+	}
 }

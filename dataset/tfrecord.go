@@ -52,6 +52,21 @@ func (c Compression) check() error {
 	return fmt.Errorf("compression %q: want \"\", %q or %q", string(c), GZIP, ZLIB)
 }
 
+// compressionLike is the compression whose header head (a file's first
+// two bytes) starts as: gzip's magic number, or a zlib header (deflate,
+// its check bits right); NoCompression where neither.
+func compressionLike(head []byte) Compression {
+	switch {
+	case len(head) < 2:
+		return NoCompression
+	case head[0] == 0x1f && head[1] == 0x8b:
+		return GZIP
+	case head[0]&0x0f == 8 && head[0]>>4 <= 7 && (uint(head[0])<<8|uint(head[1]))%31 == 0:
+		return ZLIB
+	}
+	return NoCompression
+}
+
 // ErrCorrupt is wrapped by the errors of reading a damaged record: a
 // checksum that does not match, or a length past RecordOptions.MaxRecordBytes.
 var ErrCorrupt = tfrecord.ErrCorrupt
@@ -96,6 +111,22 @@ type RecordReader struct {
 	skipped int
 	err     error // sticky: the error every later Next returns
 	dec     exampleDecoder
+	head    *headReader // an uncompressed file's reader, which keeps its first bytes
+}
+
+// headReader is a reader that keeps the first two bytes read through it.
+type headReader struct {
+	r    io.Reader
+	head [2]byte
+	n    int
+}
+
+func (h *headReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if h.n < len(h.head) {
+		h.n += copy(h.head[h.n:], p[:n])
+	}
+	return n, err
 }
 
 // NewRecordReader reads the records of r, a TFRecord file named name (for
@@ -136,7 +167,8 @@ func NewRecordReader(r io.Reader, name string, opts *RecordOptions) (*RecordRead
 		}
 		rr.r, rr.closer = z, z
 	default:
-		rr.r = r
+		rr.head = &headReader{r: r}
+		rr.r = rr.head
 	}
 	return rr, nil
 }
@@ -165,6 +197,10 @@ func (r *RecordReader) Next() ([]byte, error) {
 		case r.skip && errors.Is(err, ErrCorrupt):
 			r.skipped++
 			r.err = io.EOF
+		case r.record == 0 && r.head != nil && errors.Is(err, ErrCorrupt) && compressionLike(r.head.head[:r.head.n]) != NoCompression:
+			c := compressionLike(r.head.head[:r.head.n])
+			r.err = fmt.Errorf("dataset: %s: record 0 at byte 0: %w (the file starts as a %s stream does: read it with Compression %s, or AutoCompression and a name ending %s)",
+				r.name, err, strings.ToLower(string(c)), c, map[Compression]string{GZIP: ".gz or .gzip", ZLIB: ".zz or .zlib"}[c])
 		default:
 			r.err = fmt.Errorf("dataset: %s: record %d at byte %d: %w", r.name, r.record, r.offset, err)
 		}

@@ -3,6 +3,7 @@ package dataset
 import (
 	"bytes"
 	"compress/gzip"
+	"compress/zlib"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/towerflow/towerflow/internal/tfrecord"
+	"github.com/towerflow/towerflow/internal/wanterr"
 )
 
 // readAll reads every record of r, and the error that ended it (nil at a
@@ -179,19 +181,28 @@ func TestRecordReaderOptions(t *testing.T) {
 	zw := gzip.NewWriter(&gz)
 	zw.Write(tfrecord.AppendRecord(nil, []byte("x")))
 	zw.Close()
+	var zz bytes.Buffer
+	zlw := zlib.NewWriter(&zz)
+	zlw.Write(tfrecord.AppendRecord(nil, []byte("x")))
+	zlw.Close()
 	big := tfrecord.AppendRecord(nil, make([]byte, 100))
 	tests := []struct {
-		name string
-		file []byte
-		opts RecordOptions
-		want string
+		name   string
+		file   []byte
+		opts   RecordOptions
+		want   string
+		absent string // what the error must not say
 	}{
-		{"unknown compression", nil, RecordOptions{Compression: "LZ4"}, `f: compression "LZ4"`},
-		{"negative bound", nil, RecordOptions{MaxRecordBytes: -1}, "f: MaxRecordBytes -1"},
-		{"not gzip", []byte("plain"), RecordOptions{Compression: GZIP}, "f: gzip: "},
-		{"not zlib", []byte("plain"), RecordOptions{Compression: ZLIB}, "f: zlib: "},
-		{"gzip cut short", gz.Bytes()[:gz.Len()-5], RecordOptions{Compression: GZIP}, "f: record 1 at byte 17: record header: unexpected EOF"},
-		{"record past the bound", big, RecordOptions{MaxRecordBytes: 99}, "f: record 0 at byte 0: corrupt record: length 100, more than the 99"},
+		{"unknown compression", nil, RecordOptions{Compression: "LZ4"}, `f: compression "LZ4"`, ""},
+		{"negative bound", nil, RecordOptions{MaxRecordBytes: -1}, "f: MaxRecordBytes -1", ""},
+		{"not gzip", []byte("plain"), RecordOptions{Compression: GZIP}, "f: gzip: ", ""},
+		{"not zlib", []byte("plain"), RecordOptions{Compression: ZLIB}, "f: zlib: ", ""},
+		{"gzip cut short", gz.Bytes()[:gz.Len()-5], RecordOptions{Compression: GZIP}, "f: record 1 at byte 17: record header: unexpected EOF", ""},
+		{"record past the bound", big, RecordOptions{MaxRecordBytes: 99}, "f: record 0 at byte 0: corrupt record: length 100, more than the 99", "starts as"},
+		{"gzip read as plain", gz.Bytes(), RecordOptions{}, "f: record 0 at byte 0: corrupt record: length checksum", ""},
+		{"gzip read as plain, the hint", gz.Bytes(), RecordOptions{}, "(the file starts as a gzip stream does: read it with Compression GZIP, or AutoCompression", ""},
+		{"zlib read as plain", zz.Bytes(), RecordOptions{}, "(the file starts as a zlib stream does: read it with Compression ZLIB", ""},
+		{"a damaged plain file", []byte("plain text, not records"), RecordOptions{}, "f: record 0 at byte 0: corrupt record", "starts as"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -202,6 +213,31 @@ func TestRecordReaderOptions(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v, want one saying %q", err, tt.want)
 			}
+			if tt.absent != "" && err != nil && strings.Contains(err.Error(), tt.absent) {
+				t.Errorf("error %v says %q", err, tt.absent)
+			}
 		})
 	}
+}
+
+// failingReader fails its first read, then ends.
+type failingReader struct{ failed bool }
+
+func (f *failingReader) Read([]byte) (int, error) {
+	if !f.failed {
+		f.failed = true
+		return 0, errors.New("disk on fire")
+	}
+	return 0, io.EOF
+}
+
+// TestRecordReaderReadError: a read error before the first record is the
+// error of record 0, not an empty file.
+func TestRecordReaderReadError(t *testing.T) {
+	r, err := NewRecordReader(&failingReader{}, "f", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = readAll(r)
+	wanterr.Mentions(t, err, "f: record 0 at byte 0", "disk on fire")
 }

@@ -257,6 +257,14 @@ func (e *Estimator) VariableValue(name string) (*tensor.Dense, error) {
 // after Close.
 var ErrClosed = errors.New("estimator is closed")
 
+// ErrNoBatches is wrapped by the error of an input that yields no batch
+// at all: Evaluate returns one, and Train from global step 0; Predict
+// yields nothing for it, as for any empty input (and logs the error it
+// was given). An input function may yield an error wrapping it in the
+// place of its first batch to say why (dataset.Pipeline names its files):
+// Train and Evaluate return that one at any step.
+var ErrNoBatches = errors.New("input yielded no batches")
+
 // Close releases the graphs and VMs the Estimator built and closes its
 // TensorBoard event files. The Estimator runs nothing afterwards: Train,
 // TrainAndEvaluate, Evaluate, Predict, PredictBatches, Export,

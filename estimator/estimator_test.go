@@ -242,6 +242,70 @@ func TestTrainStepLimits(t *testing.T) {
 	}
 }
 
+// TestTrainEmptyInput: an input that yields no batch is an error of a
+// model not yet trained, and no error once trained (an input resumed
+// past its end: nothing left to train on).
+func TestTrainEmptyInput(t *testing.T) {
+	empty := func(context.Context) iter.Seq2[estimator.Batch, error] {
+		return func(func(estimator.Batch, error) bool) {}
+	}
+	est := newEstimator(t, replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
+	type got struct {
+		Err  string
+		Step int64
+	}
+	if err := est.Train(context.Background(), empty); !errors.Is(err, estimator.ErrNoBatches) {
+		t.Errorf("Train of an empty input: %v, want an error wrapping ErrNoBatches", err)
+	}
+	if _, err := est.Evaluate(context.Background(), empty); !errors.Is(err, estimator.ErrNoBatches) {
+		t.Errorf("Evaluate of an empty input: %v, want an error wrapping ErrNoBatches", err)
+	}
+	for _, c := range []struct {
+		name  string
+		input estimator.InputFn
+		want  got
+	}{
+		{"untrained", empty, got{"train: input yielded no batches: nothing was trained", 0}},
+		{"two steps", lineInput(t, xs(4), 2, true), got{"", 2}},
+		{"trained", empty, got{"", 2}},
+	} {
+		var g got
+		if err := est.Train(context.Background(), c.input); err != nil {
+			g.Err = err.Error()
+		}
+		g.Step = est.GlobalStep()
+		if diff := cmp.Diff(c.want, g); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", c.name, diff)
+		}
+	}
+}
+
+// TestNoBatches: an input whose first item is an error wrapping
+// ErrNoBatches (a dataset.Pipeline over files without records) is an
+// error of Train and Evaluate, with its reason, and no predictions.
+func TestNoBatches(t *testing.T) {
+	why := fmt.Errorf("%w: the files hold no records: a.csv", estimator.ErrNoBatches)
+	noBatches := func(context.Context) iter.Seq2[estimator.Batch, error] {
+		return func(yield func(estimator.Batch, error) bool) { yield(estimator.Batch{}, why) }
+	}
+	est := newEstimator(t, replicate.ModelFn(lineModel, replicate.Config{Devices: []towers.Device{towers.CPU(0)}}))
+	must := func(err error) {
+		t.Helper()
+		if !errors.Is(err, estimator.ErrNoBatches) || !strings.Contains(err.Error(), "a.csv") {
+			t.Errorf("error %v, want one wrapping ErrNoBatches and naming a.csv", err)
+		}
+	}
+	must(est.Train(context.Background(), noBatches))
+	if err := est.Train(context.Background(), lineInput(t, xs(4), 2, true)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := est.Evaluate(context.Background(), noBatches)
+	must(err)
+	for p, err := range est.Predict(context.Background(), noBatches) {
+		t.Errorf("Predict yielded %v, %v; want nothing", p, err)
+	}
+}
+
 // predRow is one Prediction as plain values.
 type predRow map[string]struct {
 	Shape []int

@@ -109,7 +109,7 @@ func (e *Estimator) evaluate(ctx context.Context, input InputFn, o evalOptions) 
 		return nil, fmt.Errorf("evaluate: input at batch %d: %w", batches, err)
 	}
 	if batches == 0 {
-		return nil, fmt.Errorf("evaluate: input yielded no batches")
+		return nil, fmt.Errorf("evaluate: %w", ErrNoBatches)
 	}
 	meanLoss := lossSum / float64(batches)
 	if e.procs > 1 {

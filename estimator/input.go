@@ -43,7 +43,12 @@ type TensorInput struct {
 	// towers runs on fewer of them).
 	DropRemainder bool
 	// Epochs is how many passes over the data to make: 0 means 1, Forever
-	// repeats without end.
+	// repeats without end. A Forever input given to Train goes on where
+	// the global step says (StartBatch: the batches trained so far, on
+	// whatever input), so that a run stopped and resumed from its
+	// checkpoint reads the batches an uninterrupted run reads; an input of
+	// a number of epochs makes them at every call, as TensorFlow's
+	// numpy_input_fn.
 	Epochs int
 	// Shuffle reorders the rows in every epoch with a generator seeded by
 	// Seed, so runs with the same seed see the same batches.
@@ -100,11 +105,20 @@ func FromTensors(features, labels map[string]*tensor.Dense, cfg TensorInput) (In
 			src[kind][k] = rowSource{shape: t.Shape().Clone(), data: reflect.ValueOf(s), rowSize: t.Shape().TotalSize() / max(rows, 1)}
 		}
 	}
+	end := rows // the rows an epoch batches
+	if cfg.DropRemainder {
+		end -= rows % cfg.BatchSize
+	}
+	perEpoch := int64((end + cfg.BatchSize - 1) / cfg.BatchSize)
 	return func(ctx context.Context) iter.Seq2[Batch, error] {
 		return func(yield func(Batch, error) bool) {
 			rng := rand.New(rand.NewPCG(cfg.Seed, 0x70776572666c6f77))
 			order := make([]int, rows)
 			var free recycler
+			var skip int64 // batches a resumed Train has trained on
+			if epochs == Forever {
+				skip = StartBatch(ctx)
+			}
 			for e := 0; epochs == Forever || e < epochs; e++ {
 				for i := range order {
 					order[i] = i
@@ -112,11 +126,21 @@ func FromTensors(features, labels map[string]*tensor.Dense, cfg TensorInput) (In
 				if cfg.Shuffle {
 					rng.Shuffle(rows, func(i, j int) { order[i], order[j] = order[j], order[i] })
 				}
-				end := rows
-				if cfg.DropRemainder {
-					end -= rows % cfg.BatchSize
+				if perEpoch > 0 && skip >= perEpoch {
+					if !cfg.Shuffle {
+						skip %= perEpoch // every epoch is the same
+					} else {
+						skip -= perEpoch // the whole epoch, its shuffle drawn all the same
+						if err := ctx.Err(); err != nil {
+							yield(Batch{}, err)
+							return
+						}
+						continue
+					}
 				}
-				for start := 0; start < end; start += cfg.BatchSize {
+				first := int(skip) * cfg.BatchSize
+				skip = 0
+				for start := first; start < end; start += cfg.BatchSize {
 					if err := ctx.Err(); err != nil {
 						yield(Batch{}, err)
 						return

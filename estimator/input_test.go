@@ -526,3 +526,40 @@ func TestTrainAndEvaluateReleaseBatches(t *testing.T) {
 		})
 	}
 }
+
+// TestFromTensorsResumes: a Forever input given a start batch
+// (StartBatch, as a resumed Train gives it) yields the batches the
+// uninterrupted input yields from there, shuffled or not, whole epochs
+// skipped or not; an input of a number of epochs starts over.
+func TestFromTensorsResumes(t *testing.T) {
+	feats, labels := rowData(7)
+	for _, tc := range []struct {
+		name  string
+		cfg   estimator.TensorInput
+		start int64
+	}{
+		{"in the first epoch", estimator.TensorInput{BatchSize: 3, Epochs: estimator.Forever}, 2},
+		{"shuffled, epochs skipped", estimator.TensorInput{BatchSize: 3, Epochs: estimator.Forever, Shuffle: true, Seed: 5}, 7},
+		{"at an epoch's start", estimator.TensorInput{BatchSize: 3, Epochs: estimator.Forever, Shuffle: true, Seed: 5}, 6},
+		{"drop remainder", estimator.TensorInput{BatchSize: 3, Epochs: estimator.Forever, Shuffle: true, Seed: 2, DropRemainder: true}, 5},
+		{"a process's part", estimator.TensorInput{BatchSize: 4, Epochs: estimator.Forever, Shuffle: true, Seed: 3, Processes: 2, Rank: 1}, 4},
+		{"epochs start over", estimator.TensorInput{BatchSize: 3, Epochs: 2, Shuffle: true, Seed: 5}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := estimator.FromTensors(feats, labels, tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 8
+			all := collect(t, context.Background(), in, true, int(tc.start)+n)
+			want := all[tc.start:]
+			if tc.cfg.Epochs != estimator.Forever {
+				want = all[:min(n, len(all))]
+			}
+			got := collect(t, estimator.WithStartBatch(context.Background(), tc.start), in, true, n)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("batches from batch %d (-want +got):\n%s", tc.start, diff)
+			}
+		})
+	}
+}

@@ -14,7 +14,8 @@ type startBatchKey struct{}
 // An input that skips that many batches and goes on with the next one
 // makes a run stopped and resumed from its checkpoint read exactly the
 // batches an uninterrupted run reads, provided that every step so far was
-// trained on this input from its start (dataset.Pipeline does so).
+// trained on this input from its start (dataset.Pipeline does so, and
+// FromTensors with Forever epochs).
 func StartBatch(ctx context.Context) int64 {
 	n, _ := ctx.Value(startBatchKey{}).(int64)
 	return n

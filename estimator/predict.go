@@ -2,6 +2,7 @@ package estimator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"reflect"
@@ -81,6 +82,10 @@ func (e *Estimator) PredictBatches(ctx context.Context, input InputFn) iter.Seq2
 		for batch, err := range src {
 			if err == nil {
 				err = ctx.Err()
+			}
+			if n == 0 && errors.Is(err, ErrNoBatches) {
+				e.log.Warn("predict: the input yielded no batches: no predictions", "error", err)
+				return
 			}
 			if err != nil {
 				yield(BatchOutput{}, fmt.Errorf("predict: input at batch %d: %w", n, err))

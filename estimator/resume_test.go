@@ -90,9 +90,9 @@ func resumeModel(towersN int) *replicate.Model {
 	return replicated(mlpResumeModel, towersN)
 }
 
-// resumeInput is the same full batch of 7 examples (uneven shards on 2 and
-// 3 towers) at every step, unshuffled: what a step sees does not depend on
-// where a run started.
+// resumeInput is 7 examples in shuffled batches of 4 (the last of an
+// epoch 3; uneven shards on 2 and 3 towers), forever: what a step sees
+// depends on where a run started, which a resumed Train gives it.
 func resumeInput() (estimator.InputFn, error) {
 	const n = 7
 	x, y := make([]float64, 3*n), make([]float64, n)
@@ -105,7 +105,7 @@ func resumeInput() (estimator.InputFn, error) {
 	return estimator.FromTensors(
 		map[string]*tensor.Dense{"x": tensor.New(tensor.WithShape(n, 3), tensor.WithBacking(x))},
 		map[string]*tensor.Dense{"y": tensor.New(tensor.WithShape(n, 1), tensor.WithBacking(y))},
-		estimator.TensorInput{BatchSize: n, Epochs: estimator.Forever})
+		estimator.TensorInput{BatchSize: 4, Epochs: estimator.Forever, Shuffle: true, Seed: 9})
 }
 
 func newResumeEstimator(dir, opt string, towersN int) (*estimator.Estimator, error) {
@@ -238,6 +238,19 @@ func TestExactResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			at2K := snapshot(t, ref)
+			// 2K steps in one call: the same (the second call above went on
+			// with the batches where the first stopped).
+			one, err := newResumeEstimator(t.TempDir(), tc.opt, tc.towers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer one.Close()
+			if err := trainSteps(one, 2*k); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(at2K, snapshot(t, one), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("K+K steps differ from 2K steps in one call (-K+K +2K):\n%s", diff)
+			}
 			wantNames := append([]string{model.GlobalStepName, "hidden/w", "hidden/b", "out/w", "out/b"}, tc.wantSlots...)
 			if diff := cmp.Diff(slices.Sorted(slices.Values(wantNames)), slices.Sorted(slices.Values(ref.VariableNames()))); diff != "" {
 				t.Errorf("variables of the reference run (-want +got):\n%s", diff)

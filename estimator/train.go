@@ -57,7 +57,10 @@ func OnStep(fn func(step int64, loss float64)) TrainOption {
 // the towers, begin the hooks), steps, end (the hooks' End). With a model
 // directory, Train holds its TrainLockFile throughout: a model directory
 // another run is training into is an error wrapping ErrModelDirLocked at
-// once, and nothing in it is touched. While it runs, towers on every core
+// once, and nothing in it is touched. An input that yields nothing from
+// global step 0 is an error wrapping ErrNoBatches (past step 0 it has
+// nothing left to train on, and Train returns nil); an error the input
+// yields, ErrNoBatches included, is returned at any step. While it runs, towers on every core
 // in the openblas build keep one Go processor spare: GOMAXPROCS is one more
 // than before until Train returns (replicate.Engine.HoldProcessors).
 func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOption) (err error) {
@@ -134,6 +137,12 @@ func (e *Estimator) Train(ctx context.Context, input InputFn, opts ...TrainOptio
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("train: stopped at step %d: %w", e.eng.Step(), err)
+	}
+	if !r.haveFirst {
+		if r.info.StartStep == 0 {
+			return fmt.Errorf("train: %w: nothing was trained", ErrNoBatches)
+		}
+		e.log.Info("train: the input has no batches past those the global step has trained on", "global_step", r.info.StartStep)
 	}
 	e.log.Debug("train done", "steps", e.eng.Step()-r.info.StartStep, "global_step", e.eng.Step(), "seconds", time.Since(r.t0).Seconds())
 	return nil

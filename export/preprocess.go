@@ -63,6 +63,30 @@ func PreprocessorKinds() []string {
 	return slices.Sorted(maps.Keys(preprocessors.m))
 }
 
+// LoadPreprocessor rebuilds the preprocessor an export version directory
+// records (estimator.Preprocess), as Load does, without the model: what a
+// program needs to make the model function again where that depends on
+// it (a canned estimator takes its columns.Transformer, as in
+// docs/serving.md), or to describe the raw features the export is served.
+// It returns a nil Parser and "" when the export has none. The manifest
+// is checked as Load checks it, but for the checksums of the files other
+// than the preprocessor's (the variables are not read).
+func LoadPreprocessor(dir string) (p dataset.Parser, kind string, err error) {
+	fail := func(err error) (dataset.Parser, string, error) {
+		return nil, "", fmt.Errorf("export: load the preprocessor of %s: %w", dir, err)
+	}
+	if _, err := versionOf(dir); err != nil {
+		return fail(err)
+	}
+	if err := verifyManifestOf(dir, func(rel string) bool { return rel == exportdir.PreprocessorFile }); err != nil {
+		return fail(err)
+	}
+	if p, kind, err = readPreprocessor(dir); err != nil {
+		return fail(err)
+	}
+	return p, kind, nil
+}
+
 // readPreprocessor reads and loads dir's preprocessor: nil and "" when
 // the export has none.
 func readPreprocessor(dir string) (dataset.Parser, string, error) {

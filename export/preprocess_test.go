@@ -361,3 +361,66 @@ func TestPreprocessGivesTheWidths(t *testing.T) {
 		t.Errorf("bounds given (-want +got):\n%s", diff)
 	}
 }
+
+// TestLoadPreprocessor rebuilds an export's preprocessor without the
+// model: the one exported, nothing for an export without one, an error
+// for a preprocessor file changed since the export or a directory that
+// is no version.
+func TestLoadPreprocessor(t *testing.T) {
+	path := wordsCSV(t)
+	est, _, dir := exportWords(t, 1, path)
+	plainDir, err := est.Export(context.Background(), t.TempDir(), embedtest.Serving)
+	must(t, err)
+	changed := filepath.Join(t.TempDir(), filepath.Base(dir))
+	must(t, os.CopyFS(changed, os.DirFS(dir)))
+	pre := filepath.Join(changed, filepath.FromSlash(exportdir.PreprocessorFile))
+	data, err := os.ReadFile(pre)
+	must(t, err)
+	must(t, os.WriteFile(pre, []byte(strings.Replace(string(data), "red", "rod", 1)), 0o644))
+	// A variable's file changed, its size kept: only Load reads it.
+	varChanged := filepath.Join(t.TempDir(), filepath.Base(dir))
+	must(t, os.CopyFS(varChanged, os.DirFS(dir)))
+	vars, err := filepath.Glob(filepath.Join(varChanged, exportdir.VariablesDir, "*", "*.npy"))
+	must(t, err)
+	if len(vars) == 0 {
+		t.Fatal("no variable files in the export")
+	}
+	b, err := os.ReadFile(vars[0])
+	must(t, err)
+	b[len(b)-1] ^= 1
+	must(t, os.WriteFile(vars[0], b, 0o644))
+	type got struct {
+		Kind  string
+		Vocab []string
+	}
+	for _, tc := range []struct {
+		name string
+		dir  string
+		want got
+		err  []string
+	}{
+		{"exported with one", dir, got{embedtest.VocabKind, embedtest.TheWords.Vocab}, nil},
+		{"exported without", plainDir, got{}, nil},
+		{"a variable changed", varChanged, got{embedtest.VocabKind, embedtest.TheWords.Vocab}, nil},
+		{"changed since", changed, got{}, []string{"load the preprocessor of " + changed, exportdir.PreprocessorFile}},
+		{"not a version", filepath.Dir(dir), got{}, []string{"load the preprocessor of " + filepath.Dir(dir)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, kind, err := export.LoadPreprocessor(tc.dir)
+			if tc.err != nil {
+				wanterr.Mentions(t, err, tc.err...)
+				return
+			}
+			must(t, err)
+			g := got{Kind: kind}
+			if w, ok := p.(*embedtest.Words); ok {
+				g.Vocab = w.Vocab
+			} else if p != nil {
+				t.Fatalf("a %T, want *embedtest.Words or nil", p)
+			}
+			if diff := cmp.Diff(tc.want, g); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -499,6 +499,9 @@ func Sample(files []string, rows int) (dataset.Schema, []dataset.Example, error)
 	if len(files) == 0 {
 		return nil, nil, errors.New("tabular: no training files")
 	}
+	if err := compressedCSV(files); err != nil {
+		return nil, nil, err
+	}
 	if IsCSV(files) {
 		return sampleCSV(files, rows)
 	}
@@ -509,38 +512,34 @@ func Sample(files []string, rows int) (dataset.Schema, []dataset.Example, error)
 // sampleRecords reads up to rows tf.Examples of TFRecord files (paths
 // or filepath.Match patterns, each pattern's matches in lexical order).
 func sampleRecords(files []string, rows int) ([]dataset.Example, error) {
+	r, err := dataset.NewExampleReader(files, records)
+	if err != nil {
+		return nil, fmt.Errorf("tabular: %w", err)
+	}
+	defer r.Close()
 	var sample []dataset.Example
-	for _, pattern := range files {
-		matches, err := filepath.Glob(pattern)
+	for len(sample) < rows {
+		ex, err := r.Next()
+		if err == io.EOF {
+			break
+		}
 		if err != nil {
-			return nil, fmt.Errorf("tabular: file pattern %q: %w", pattern, err)
+			return nil, fmt.Errorf("tabular: %w", err)
 		}
-		if len(matches) == 0 {
-			matches = []string{pattern} // OpenRecords says why it is not there
-		}
-		for _, name := range matches {
-			if len(sample) == rows {
-				return sample, nil
-			}
-			f, err := dataset.OpenRecords(name, nil)
-			if err != nil {
-				return nil, fmt.Errorf("tabular: %w", err)
-			}
-			for len(sample) < rows {
-				ex, err := f.NextExample()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					f.Close()
-					return nil, fmt.Errorf("tabular: %w", err)
-				}
-				sample = append(sample, ex)
-			}
-			f.Close()
-		}
+		sample = append(sample, ex)
 	}
 	return sample, nil
+}
+
+// compressedCSV is the error of a compressed CSV file among files (by its
+// name): only TFRecord files are read compressed.
+func compressedCSV(files []string) error {
+	for _, f := range files {
+		if dataset.CompressionOf(f) != dataset.NoCompression && strings.EqualFold(filepath.Ext(strings.TrimSuffix(f, filepath.Ext(f))), ".csv") {
+			return fmt.Errorf("tabular: %s: compressed CSV files are not read (TFRecord files are): decompress it", f)
+		}
+	}
+	return nil
 }
 
 // IsCSV reports whether files are CSV files (by the first's extension).

@@ -193,12 +193,12 @@ func TestSampleCSV(t *testing.T) {
 func float32NaN() float32 { return float32(math.NaN()) }
 
 // TestSampleRecords: TFRecord files are sampled as their tf.Examples, up
-// to the rows asked for, across files.
+// to the rows asked for, across files, gzipped or not as their names say.
 func TestSampleRecords(t *testing.T) {
 	dir := t.TempDir()
 	var all []dataset.Example
 	for f := 0; f < 2; f++ {
-		w, err := dataset.CreateRecords(fmt.Sprintf("%s/part-%d.tfrecord", dir, f), dataset.NoCompression)
+		w, err := dataset.CreateRecords(fmt.Sprintf("%s/part-%d.tfrecord%s", dir, f, []string{"", ".gz"}[f]), dataset.AutoCompression)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +214,7 @@ func TestSampleRecords(t *testing.T) {
 		}
 	}
 	for _, rows := range []int{2, 5, 100} {
-		schema, got, err := Sample([]string{dir + "/part-*.tfrecord"}, rows)
+		schema, got, err := Sample([]string{dir + "/part-*.tfrecord*"}, rows)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,4 +227,6 @@ func TestSampleRecords(t *testing.T) {
 	}
 	_, _, err := Sample([]string{dir + "/none.tfrecord"}, 10)
 	wanterr.Mentions(t, err, "none.tfrecord")
+	_, _, err = Sample([]string{dir + "/rows.csv.gz"}, 10)
+	wanterr.Mentions(t, err, "rows.csv.gz: compressed CSV files are not read")
 }

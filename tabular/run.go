@@ -5,8 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/towerflow/towerflow/canned"
@@ -20,7 +19,8 @@ import (
 // Options are a Run's: the data, the label and what to train.
 type Options struct {
 	// Train and Eval are the training and evaluation files: CSV files with
-	// a header (".csv") or TFRecord files of tf.Examples, paths or
+	// a header (".csv") or TFRecord files of tf.Examples (gzipped where
+	// their names end in ".gz", zlibbed in ".zz"), paths or
 	// filepath.Match patterns. Required.
 	Train, Eval []string
 	// Infer says how to read the label and the features (Label is
@@ -117,6 +117,9 @@ func Run(ctx context.Context, o Options, out io.Writer) (_ *Result, err error) {
 	if len(o.Train) == 0 || len(o.Eval) == 0 {
 		return nil, errors.New("tabular: want training and evaluation files")
 	}
+	if err := compressedCSV(append(slices.Clone(o.Train), o.Eval...)); err != nil {
+		return nil, err
+	}
 	if IsCSV(o.Train) != IsCSV(o.Eval) {
 		return nil, fmt.Errorf("tabular: training files %s and evaluation files %s: one CSV, the other TFRecord", o.Train[0], o.Eval[0])
 	}
@@ -183,21 +186,25 @@ func Run(ctx context.Context, o Options, out io.Writer) (_ *Result, err error) {
 	}()
 	res.Estimator = est
 	train, err := est.Input(dataset.Pipeline{
-		Files: o.Train, CSV: csv, BatchSize: o.BatchSize, Epochs: estimator.Forever,
+		Files: o.Train, CSV: csv, Records: records, BatchSize: o.BatchSize, Epochs: estimator.Forever,
 		ShuffleBuffer: int(min(res.Rows, 10000)), Seed: o.Seed, Workers: 2,
 		Cache: res.Rows <= CacheRows,
 	})
 	if err != nil {
 		return nil, err
 	}
+	// The evaluation files are checked before the training, not after it.
+	evalIn, err := est.Input(dataset.Pipeline{Files: o.Eval, CSV: csv, Records: records, BatchSize: 1024, Workers: 2})
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFirstRecord(o.Eval, csv, tr); err != nil {
+		return nil, fmt.Errorf("tabular: evaluation files %s: %w", strings.Join(o.Eval, ", "), err)
+	}
 	if o.Run.Logger != nil {
 		o.Run.Logger.Info("training", "model", o.Model, "rows", res.Rows, "steps", res.Steps, "batch", o.BatchSize, "cached", res.Rows <= CacheRows)
 	}
 	if err := est.Train(ctx, train, estimator.Steps(res.Steps)); err != nil {
-		return nil, err
-	}
-	evalIn, err := est.Input(dataset.Pipeline{Files: o.Eval, CSV: csv, BatchSize: 1024, Workers: 2})
-	if err != nil {
 		return nil, err
 	}
 	if res.Metrics, err = est.Evaluate(ctx, evalIn); err != nil {
@@ -269,6 +276,10 @@ type source interface {
 	Close() error
 }
 
+// records is how tabular reads TFRecord files: compressed as their
+// names say (".gz" gzip, ".zz" zlib).
+var records = dataset.RecordOptions{Compression: dataset.AutoCompression}
+
 // openSource reads files: CSV with csv, TFRecord without.
 func openSource(files []string, csv *dataset.CSVOptions) (source, error) {
 	if csv != nil {
@@ -278,57 +289,30 @@ func openSource(files []string, csv *dataset.CSVOptions) (source, error) {
 		}
 		return r, nil
 	}
-	var paths []string
-	for _, pattern := range files {
-		m, err := filepath.Glob(pattern)
-		if err != nil {
-			return nil, fmt.Errorf("tabular: file pattern %q: %w", pattern, err)
-		}
-		if len(m) == 0 {
-			m = []string{pattern}
-		}
-		sort.Strings(m)
-		paths = append(paths, m...)
+	r, err := dataset.NewExampleReader(files, records)
+	if err != nil {
+		return nil, fmt.Errorf("tabular: %w", err)
 	}
-	return &recordsSource{paths: paths}, nil
+	return r, nil
 }
 
-// recordsSource reads the tf.Examples of TFRecord files one after the
-// other.
-type recordsSource struct {
-	paths []string
-	f     *dataset.RecordFile
-}
-
-func (s *recordsSource) Next() (dataset.Example, error) {
-	for {
-		if s.f == nil {
-			if len(s.paths) == 0 {
-				return nil, io.EOF
-			}
-			f, err := dataset.OpenRecords(s.paths[0], nil)
-			if err != nil {
-				return nil, err
-			}
-			s.f, s.paths = f, s.paths[1:]
-		}
-		ex, err := s.f.NextExample()
-		if err != io.EOF {
-			return ex, err
-		}
-		if err := s.f.Close(); err != nil {
-			return nil, err
-		}
-		s.f = nil
+// checkFirstRecord reads the first record of files and parses it with
+// tr: a header or a record that does not fit the training files' columns
+// is an error before the training. Files without records are one too.
+func checkFirstRecord(files []string, csv *dataset.CSVOptions, tr *columns.Transformer) error {
+	src, err := openSource(files, csv)
+	if err != nil {
+		return err
 	}
-}
-
-func (s *recordsSource) Close() error {
-	if s.f == nil {
-		return nil
+	defer src.Close()
+	ex, err := src.Next()
+	if err == io.EOF {
+		return errors.New("no records")
 	}
-	err := s.f.Close()
-	s.f = nil
+	if err != nil {
+		return err
+	}
+	_, err = tr.Parse([]dataset.Example{ex})
 	return err
 }
 

@@ -68,18 +68,19 @@ func TestRunLearnsRealData(t *testing.T) {
 }
 
 // TestRunTFRecord: TFRecord files of tf.Examples train as their CSV
-// does (records without a feature where the CSV has an empty value).
+// does (records without a feature where the CSV has an empty value),
+// gzipped or not, as their names say.
 func TestRunTFRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a model")
 	}
 	dir := t.TempDir()
-	for _, part := range []string{"train", "test"} {
+	for part, name := range map[string]string{"train": "train.tfrecord.gz", "test": "test.tfrecord"} {
 		_, rows, err := Sample([]string{"testdata/penguins_sex/" + part + ".csv"}, 10000)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := dataset.CreateRecords(dir+"/"+part+".tfrecord", dataset.NoCompression)
+		w, err := dataset.CreateRecords(dir+"/"+name, dataset.AutoCompression)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +94,7 @@ func TestRunTFRecord(t *testing.T) {
 		}
 	}
 	res, err := Run(context.Background(), Options{
-		Train: []string{dir + "/train.tfrecord"}, Eval: []string{dir + "/test.tfrecord"},
+		Train: []string{dir + "/train.tfrecord.gz"}, Eval: []string{dir + "/test.tfrecord"},
 		Infer: InferOptions{Label: "sex", Positive: "female"}, Steps: 300, Seed: 1,
 		Run: estimator.RunConfig{Seed: 1, LogEvery: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 	}, io.Discard)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/towerflow/towerflow/internal/fifotest"
 	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/replicate"
+	"github.com/towerflow/towerflow/tabular"
 	"github.com/towerflow/towerflow/towers"
 )
 
@@ -99,4 +101,62 @@ func TestInspectSignaturesNotARegularFile(t *testing.T) {
 	fifotest.Make(t, path)
 	err := inspect(io.Discard, io.Discard, []string{dir})
 	checkCommandError(t, err, false, path, "not a regular file")
+}
+
+// TestInspectPreprocessedExport: an export with a column transformation
+// lists its preprocessor and the raw features requests send; inspect of
+// a file says it is one.
+func TestInspectPreprocessedExport(t *testing.T) {
+	res, err := tabular.Run(context.Background(), tabular.Options{
+		Train: []string{"../../tabular/testdata/penguins_sex/train.csv"}, Eval: []string{"../../tabular/testdata/penguins_sex/test.csv"},
+		Infer: tabular.InferOptions{Label: "sex", Positive: "female"}, Steps: 5, Seed: 1, Export: t.TempDir(),
+		Run: estimator.RunConfig{Seed: 1, LogEvery: -1},
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Estimator.Close()
+	var out bytes.Buffer
+	if err := inspect(&out, io.Discard, []string{res.ExportDir}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for line := range strings.Lines(out.String()) {
+		if strings.HasPrefix(line, "preprocessor:") || strings.HasPrefix(line, "  raw") || strings.HasPrefix(line, "  label") {
+			got = append(got, strings.TrimRight(line, "\n"))
+		}
+	}
+	want := []string{
+		"preprocessor: towerflow/columns: requests send raw features, the inputs above are what it makes of them",
+		"  raw       bill_depth_mm float32 [1]",
+		"  raw       bill_length_mm float32 [1]",
+		"  raw       body_mass_g float32 [1]",
+		"  raw       flipper_length_mm float32 [1]",
+		"  raw       island string any number",
+		"  label     sex string [1]",
+		"  raw       species string any number",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lines (-want +got):\n%s\noutput:\n%s", diff, out.String())
+	}
+	err = inspect(io.Discard, io.Discard, []string{"../../tabular/testdata/penguins_sex/train.csv"})
+	checkCommandError(t, err, false, "train.csv is a file, not a checkpoint, model or export version directory")
+
+	// A preprocessor changed since the export: a warning, and the rest.
+	changed := filepath.Join(t.TempDir(), "1")
+	if err := os.CopyFS(changed, os.DirFS(res.ExportDir)); err != nil {
+		t.Fatal(err)
+	}
+	pre := filepath.Join(changed, filepath.FromSlash(exportdir.PreprocessorFile))
+	if err := os.WriteFile(pre, []byte(`{"kind":"towerflow/columns","config":{}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	var warn bytes.Buffer
+	if err := inspect(&out, &warn, []string{changed}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(warn.String(), "towerflow inspect: warning: the export's preprocessor:") || !strings.Contains(out.String(), "parameters:") {
+		t.Errorf("a changed preprocessor: stderr %q, output:\n%s\nwant a warning and the variables", warn.String(), out.String())
+	}
 }

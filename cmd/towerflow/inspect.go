@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -16,8 +17,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/towerflow/towerflow/dataset"
 	"github.com/towerflow/towerflow/estimator"
 	"github.com/towerflow/towerflow/estimator/checkpoint"
+	"github.com/towerflow/towerflow/export"
 	"github.com/towerflow/towerflow/internal/exportdir"
 	"github.com/towerflow/towerflow/internal/fsutil"
 	"github.com/towerflow/towerflow/internal/numeric"
@@ -29,8 +32,9 @@ const inspectSynopsis = "[-values] [-n count] <checkpoint dir, model dir or expo
 // format and variables, the trainable parameters' count beside the
 // elements of every variable, and warns on stderr of what reading a model
 // directory passed over (a damaged newer checkpoint, a lost pointer file).
-// Given an export version directory it prints its signatures too, and the
-// variables the export holds.
+// Given an export version directory it prints its signatures too, its
+// preprocessor and the raw features that reads (for a kind this program
+// registers), and the variables the export holds.
 func inspect(stdout, stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	values := fs.Bool("values", false, "print the first values of each variable")
@@ -46,6 +50,9 @@ func inspect(stdout, stderr io.Writer, args []string) error {
 		return usagef("-n %d: want at least 1", *count)
 	}
 	dir := pos[0]
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return fmt.Errorf("%s is a file, not a checkpoint, model or export version directory", dir)
+	}
 	sigs, err := readExportSignatures(dir)
 	if err != nil {
 		return err
@@ -73,6 +80,9 @@ func inspect(stdout, stderr io.Writer, args []string) error {
 	}
 	if sigs != nil {
 		printSignatures(stdout, sigs)
+		if err := printPreprocessor(stdout, pos[0]); err != nil {
+			fmt.Fprintf(stderr, "towerflow inspect: warning: the export's preprocessor: %v\n", err)
+		}
 	}
 	fmt.Fprintln(stdout)
 
@@ -158,6 +168,50 @@ func printSignatures(w io.Writer, sigs *exportdir.Signatures) {
 			}
 		}
 	}
+}
+
+// printPreprocessor names the preprocessor of export version directory
+// dir, if it has one, and the raw features it reads (what requests send;
+// the signatures' inputs are what it makes of them) when its kind is one
+// this program has registered.
+func printPreprocessor(w io.Writer, dir string) error {
+	b, err := fsutil.ReadRegularAtMost(dir, exportdir.PreprocessorFile, exportdir.MaxPreprocessorBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var pre exportdir.Preprocessor
+	if err := json.Unmarshal(b, &pre); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, filepath.FromSlash(exportdir.PreprocessorFile)), err)
+	}
+	if !slices.Contains(export.PreprocessorKinds(), pre.Kind) {
+		fmt.Fprintf(w, "preprocessor: %s (not a kind this program knows: its raw features are not listed)\n", pre.Kind)
+		return nil
+	}
+	p, kind, err := export.LoadPreprocessor(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "preprocessor: %s: requests send raw features, the inputs above are what it makes of them\n", kind)
+	rs, ok := p.(dataset.RawSpecer)
+	if !ok {
+		return nil
+	}
+	spec := rs.RawSpec()
+	for _, name := range slices.Sorted(maps.Keys(spec)) {
+		fs := spec[name]
+		what, shape := "raw", shapeString(fs.Shape)
+		if fs.Label {
+			what = "label"
+		}
+		if fs.VarLen {
+			shape = "any number"
+		}
+		fmt.Fprintf(w, "  %-6s    %s %s %s\n", what, name, fs.Dtype, shape)
+	}
+	return nil
 }
 
 // itemSize returns the element size of a NumPy descr such as "<f4" (0 if

@@ -23,7 +23,7 @@ const tabularSynopsis = "-train FILES -eval FILES -label COLUMN [-positive VALUE
 // prints its metrics as key=value on its last line.
 func tabularCmd(stdout, stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("tabular", flag.ContinueOnError)
-	train := fs.String("train", "", "training `files`, comma-separated paths or patterns: CSV with a header (.csv) or TFRecord files of tf.Examples")
+	train := fs.String("train", "", "training `files`, comma-separated paths or patterns: CSV with a header (.csv) or TFRecord files of tf.Examples (.gz or .gzip: gzipped, .zz or .zlib: zlibbed)")
 	eval := fs.String("eval", "", "evaluation `files`, as -train")
 	label := fs.String("label", "", "the label's `column`")
 	positive := fs.String("positive", "", "a binary label's positive `class` (default: 1, true or yes when one of the two, else the rarer value)")
