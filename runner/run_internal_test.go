@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 
@@ -35,4 +36,36 @@ func TestRunServeAddress(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunServeListensFirst: the address is listened on while the training
+// runs (a client connects), and free again once run returns (here the
+// training fails, so nothing is served).
+func TestRunServeListensFirst(t *testing.T) {
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := free.Addr().String()
+	free.Close()
+	failed := errors.New("training failed")
+	var dialErr error
+	err = run(Flags{ModelDir: t.TempDir(), Serve: addr}, func(context.Context) error {
+		var c net.Conn
+		if c, dialErr = net.Dial("tcp", addr); dialErr == nil {
+			c.Close()
+		}
+		return failed
+	}, Serving{})
+	if !errors.Is(err, failed) {
+		t.Errorf("run = %v, want the training's error", err)
+	}
+	if dialErr != nil {
+		t.Errorf("dialling the address during the training: %v", dialErr)
+	}
+	again, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the address after run: %v", err)
+	}
+	again.Close()
 }

@@ -53,7 +53,7 @@ type Flags struct {
 // Register adds -model_dir, -serve and -towers to fs.
 func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ModelDir, "model_dir", "", "directory for checkpoints and history; empty keeps the run in memory")
-	fs.StringVar(&f.Serve, "serve", "", "after training, export and serve on this address (needs -model_dir), e.g. localhost:8501")
+	fs.StringVar(&f.Serve, "serve", "", "after training, export and serve on this address (needs -model_dir; listened on from the start), e.g. localhost:8501")
 	fs.IntVar(&f.Towers, "towers", 0, "towers to train with: 0 for one per local device (one per core)")
 }
 
@@ -104,9 +104,12 @@ func Config(modelDir string, seed uint64, logEvery int, log *slog.Logger) estima
 
 // Main runs a program's command after its flags are parsed: train with a
 // context that an interrupt (Ctrl-C) or SIGTERM cancels (see
-// SignalContext), then, with -serve, serve until one of them. Bad flags
-// exit the process with status 2 (see Usage), an error with 1, each
-// printed after name on standard error.
+// SignalContext), then, with -serve, serve until one of them. -serve's
+// address is listened on before the training: one that cannot be (a
+// typo, a port in use) is an error at once, and connections made during
+// the training wait until serving starts. Bad flags exit the process
+// with status 2 (see Usage), an error with 1, each printed after name on
+// standard error.
 func Main(name string, f Flags, train func(ctx context.Context) error, serve Serving) {
 	Usage(name, f.Check())
 	if err := run(f, train, serve); err != nil {

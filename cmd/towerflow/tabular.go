@@ -106,8 +106,9 @@ func tabularCmd(stdout, stderr io.Writer, args []string) error {
 	if res.Plan.Head.Kind == tabular.Regression {
 		method = "regress"
 	}
-	log.Info("serving", "export", res.ExportDir, "addr", f.Serve,
-		"try", fmt.Sprintf(`curl -d '%s' %s/v1/models/tabular:%s`, exampleRequest(list(*eval), *label), f.Serve, method))
+	addr := l.Addr().String()
+	log.Info("serving", "export", res.ExportDir, "addr", addr,
+		"try", fmt.Sprintf(`curl -d '%s' %s/v1/models/tabular:%s`, exampleRequest(list(*eval), *label), addr, method))
 	return srv.Serve(ctx, l)
 }
 
