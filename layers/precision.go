@@ -56,7 +56,16 @@ func bf16Plan(c bf16Caps) (conv, matmul bool, whyConv, whyMatmul string) {
 	case c.sbgemm, conv:
 		matmul = true // cblas_sbgemm, else oneDNN's matrix product
 	default:
-		whyMatmul = "matrix products need OpenBLAS's cblas_sbgemm (-tags openblas, an OpenBLAS built with BUILD_BFLOAT16=1; Debian's 0.3.21 has none) or oneDNN with AVX512_BF16 (" + whyConv + ")"
+		var noOneDNN string
+		switch {
+		case !dnnl.Built:
+			noOneDNN = dnnl.ErrNotBuilt.Error()
+		case !c.oneDNN:
+			noOneDNN = "oneDNN is turned off by layers.UseOneDNN(false)"
+		default:
+			noOneDNN = "oneDNN's effective ISA lacks AVX512_BF16 (ONEDNN_MAX_CPU_ISA can lower it)"
+		}
+		whyMatmul = "matrix products need OpenBLAS's cblas_sbgemm (-tags openblas, an OpenBLAS built with BUILD_BFLOAT16=1; Debian's 0.3.21 has none) or oneDNN's bfloat16 matrix product, and " + noOneDNN
 	}
 	return conv, matmul, whyConv, whyMatmul
 }

@@ -271,15 +271,17 @@ func TestBF16Plan(t *testing.T) {
 		{"no sbgemm: oneDNN's products", func(c bf16Caps) bf16Caps { c.sbgemm = false; return c },
 			plan{Conv: dnnl.Built, MatMul: dnnl.Built}},
 		{"neither sbgemm nor oneDNN", func(c bf16Caps) bf16Caps { c.sbgemm, c.oneDNN = false, false; return c },
-			plan{WhyConv: "UseOneDNN(false)", WhyMatMul: "cblas_sbgemm"}},
+			plan{WhyConv: "UseOneDNN(false)", WhyMatMul: "or oneDNN's bfloat16 matrix product, and oneDNN is turned off by layers.UseOneDNN(false)"}},
+		{"no sbgemm, oneDNN's ISA capped", func(c bf16Caps) bf16Caps { c.sbgemm, c.oneDNNISA = false, false; return c },
+			plan{WhyConv: "oneDNN: false", WhyMatMul: "and oneDNN's effective ISA lacks AVX512_BF16"}},
 	}
 	defer func(f func() bf16Caps) { bf16Detect = f }(bf16Detect)
 	for _, tc := range tests {
 		caps := tc.caps(all)
 		if !dnnl.Built {
 			tc.want.WhyConv = "built without oneDNN"
-			if !tc.want.MatMul && tc.want.WhyMatMul == "" {
-				tc.want.WhyMatMul = "cblas_sbgemm"
+			if !tc.want.MatMul && caps.cpu && !caps.sbgemm {
+				tc.want.WhyMatMul = "or oneDNN's bfloat16 matrix product, and towerflow was built without oneDNN"
 			}
 		}
 		conv, mm, wc, wm := bf16Plan(caps)

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -52,7 +53,7 @@ type Flags struct {
 // Register adds -model_dir, -serve and -towers to fs.
 func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ModelDir, "model_dir", "", "directory for checkpoints and history; empty keeps the run in memory")
-	fs.StringVar(&f.Serve, "serve", "", "after training, export and serve on this address (needs -model_dir), e.g. localhost:8501")
+	fs.StringVar(&f.Serve, "serve", "", "after training, export and serve on this address (needs -model_dir; listened on from the start), e.g. localhost:8501")
 	fs.IntVar(&f.Towers, "towers", 0, "towers to train with: 0 for one per local device (one per core)")
 }
 
@@ -103,9 +104,12 @@ func Config(modelDir string, seed uint64, logEvery int, log *slog.Logger) estima
 
 // Main runs a program's command after its flags are parsed: train with a
 // context that an interrupt (Ctrl-C) or SIGTERM cancels (see
-// SignalContext), then, with -serve, serve until one of them. Bad flags
-// exit the process with status 2 (see Usage), an error with 1, each
-// printed after name on standard error.
+// SignalContext), then, with -serve, serve until one of them. -serve's
+// address is listened on before the training: one that cannot be (a
+// typo, a port in use) is an error at once, and connections made during
+// the training wait until serving starts. Bad flags exit the process
+// with status 2 (see Usage), an error with 1, each printed after name on
+// standard error.
 func Main(name string, f Flags, train func(ctx context.Context) error, serve Serving) {
 	Usage(name, f.Check())
 	if err := run(f, train, serve); err != nil {
@@ -114,14 +118,24 @@ func Main(name string, f Flags, train func(ctx context.Context) error, serve Ser
 	}
 }
 
-// run is Main after the flags' check: train, then serve with -serve.
+// run is Main after the flags' check: train, then serve with -serve. The
+// address is listened on before the training, so that one that cannot be
+// (a typo, a port in use) is an error before the training, not after it.
 func run(f Flags, train func(ctx context.Context) error, serve Serving) error {
 	ctx, stop := SignalContext(context.Background())
 	defer stop()
+	var l net.Listener
+	if f.Serve != "" {
+		var err error
+		if l, err = net.Listen("tcp", f.Serve); err != nil {
+			return fmt.Errorf("-serve %s: %w", f.Serve, err)
+		}
+		defer l.Close() // closed by Serve when it serves
+	}
 	err := train(ctx)
-	if err == nil && f.Serve != "" {
+	if err == nil && l != nil {
 		serve.ModelDir = f.ModelDir
-		err = serve.ListenAndServe(ctx, f.Serve)
+		err = serve.Serve(ctx, l)
 	}
 	if cause := context.Cause(ctx); err != nil && errors.As(cause, new(SignalError)) {
 		return fmt.Errorf("%w; %w", cause, err)
@@ -247,14 +261,25 @@ func (s Serving) Server(ctx context.Context) (*serving.Server, string, error) {
 // ListenAndServe exports and serves (see Server) on addr until ctx is
 // done, picking up newer exports every 10 seconds.
 func (s Serving) ListenAndServe(ctx context.Context, addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serving: listen: %w", err)
+	}
+	return s.Serve(ctx, l)
+}
+
+// Serve is ListenAndServe on a listener; it closes l.
+func (s Serving) Serve(ctx context.Context, l net.Listener) error {
 	srv, dir, err := s.Server(ctx)
 	if err != nil {
+		l.Close()
 		return err
 	}
 	defer srv.Close()
 	go srv.Watch(ctx, 10*time.Second)
 	if s.Logger != nil {
+		addr := l.Addr().String()
 		s.Logger.Info("serving", "export", dir, "addr", addr, "try", fmt.Sprintf(s.Try, addr))
 	}
-	return serving.ListenAndServe(ctx, addr, srv)
+	return srv.Serve(ctx, l)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 
@@ -67,6 +68,13 @@ func tabularCmd(stdout, stderr io.Writer, args []string) error {
 	if err != nil {
 		return usagef("-towers: %v", err)
 	}
+	var l net.Listener // listened on before the training: a bad address fails first
+	if f.Serve != "" {
+		if l, err = net.Listen("tcp", f.Serve); err != nil {
+			return fmt.Errorf("-serve %s: %w", f.Serve, err)
+		}
+		defer l.Close()
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	ctx, stop := runner.SignalContext(context.Background())
 	defer stop()
@@ -86,7 +94,7 @@ func tabularCmd(stdout, stderr io.Writer, args []string) error {
 		fmt.Fprintf(stderr, "exported to %s\n", res.ExportDir)
 	}
 	fmt.Fprintln(stdout, res.Summary())
-	if f.Serve == "" {
+	if l == nil {
 		return nil
 	}
 	srv, err := serving.NewServer([]serving.ModelConfig{{Name: "tabular", BaseDir: *exportDir, Model: res.Estimator.Model()}}, serving.Config{Logger: log})
@@ -98,9 +106,10 @@ func tabularCmd(stdout, stderr io.Writer, args []string) error {
 	if res.Plan.Head.Kind == tabular.Regression {
 		method = "regress"
 	}
-	log.Info("serving", "export", res.ExportDir, "addr", f.Serve,
-		"try", fmt.Sprintf(`curl -d '%s' %s/v1/models/tabular:%s`, exampleRequest(list(*eval), *label), f.Serve, method))
-	return serving.ListenAndServe(ctx, f.Serve, srv)
+	addr := l.Addr().String()
+	log.Info("serving", "export", res.ExportDir, "addr", addr,
+		"try", fmt.Sprintf(`curl -d '%s' %s/v1/models/tabular:%s`, exampleRequest(list(*eval), *label), addr, method))
+	return srv.Serve(ctx, l)
 }
 
 // list splits a comma-separated flag value, dropping empty items.

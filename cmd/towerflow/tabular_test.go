@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 )
@@ -43,6 +44,22 @@ func TestTabularBadData(t *testing.T) {
 	want := `label "gender" is not a column of the data (columns: species, island`
 	if code != 1 || !strings.Contains(stderr.String(), want) {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and %q", code, stderr.String(), want)
+	}
+}
+
+// TestTabularServeAddress: an address -serve cannot listen on is an
+// error (exit 1) before any training: the model directory stays empty.
+func TestTabularServeAddress(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"tabular", "-train", "../../tabular/testdata/penguins_sex/train.csv",
+		"-eval", "../../tabular/testdata/penguins_sex/test.csv", "-label", "sex", "-model_dir", dir, "-serve", "localhost"}, &stdout, &stderr)
+	want := "-serve localhost: listen tcp: address localhost: missing port in address"
+	if code != 1 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and %q", code, stderr.String(), want)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Errorf("the model directory holds %d entries, want none", len(entries))
 	}
 }
 

@@ -84,7 +84,7 @@ func main() {
 	o.Register(flag.CommandLine)
 	bounds := joinInts(o.boundaries)
 	flag.StringVar(&o.data, "data", "", "directory of CIFAR-10's binary files; empty trains on a synthetic data set")
-	flag.IntVar(&o.depth, "depth", o.depth, "ResNet depth: 20, 32, 44, 56 (6n + 2)")
+	flag.IntVar(&o.depth, "depth", o.depth, "ResNet depth 6n + 2, 8 to 1202: 8, 14, 20 (ResNet-20), 32, 44, 56, 110")
 	flag.Int64Var(&o.steps, "steps", o.steps, "training steps to run (more, when -model_dir holds a checkpoint)")
 	flag.IntVar(&o.batch, "batch", o.batch, "batch size")
 	flag.Float64Var(&o.lr, "lr", o.lr, "initial learning rate")
