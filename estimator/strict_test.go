@@ -78,6 +78,8 @@ func TestRestoreIsStrict(t *testing.T) {
 			[]string{`lacks the model's variables "bias" (shape [] dtype float64)`, `variables the model does not make: ["b"]`, "RunConfig.WarmStart"}},
 		{"another shape", model.Params{"scale": tensor.Shape{2}},
 			[]string{`variable "scale" has shape [2] dtype float64 in the model but shape [3] dtype float64 in checkpoint ` + ckpt}},
+		{"another shape and a renamed variable", model.Params{"scale": tensor.Shape{2}, "bias": "bias"},
+			[]string{`variable "scale" has shape [2] dtype float64 in the model but shape [3]`, `lacks the model's variables "bias" (shape [] dtype float64)`, `variables the model does not make: ["b"]`}},
 	} {
 		for _, op := range ops {
 			t.Run(tc.name+", "+op.name, func(t *testing.T) {
@@ -98,6 +100,9 @@ func TestRestoreIsStrict(t *testing.T) {
 					want[i] = strings.ReplaceAll(w, trainedDir, dir)
 				}
 				wanterr.Mentions(t, err, want...)
+				if mm := (*checkpoint.MismatchError)(nil); !errors.As(err, &mm) {
+					t.Errorf("%s: error %v is not a *checkpoint.MismatchError", op.name, err)
+				}
 				if diff := cmp.Diff(before, dirContents(t, dir)); diff != "" {
 					t.Errorf("%s changed the model directory (-before +after):\n%s", op.name, diff)
 				}

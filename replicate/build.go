@@ -110,11 +110,20 @@ func (e *Engine) prepare(mode model.Mode, batch sharding.Batch) (*build, error) 
 		}
 		e.builds[key] = b
 		e.built = b
+		// A variable the model asked for with another shape or dtype than
+		// the checkpoint's it was restored from was made anew: the build
+		// must not run (the estimator's onBuild compares the model with
+		// the checkpoint and names every difference).
+		mismatched := e.Store().TakeMismatched()
 		if e.onBuild != nil {
 			if err := e.onBuild(); err != nil {
 				delete(e.builds, key) // build again, and retry, next time
 				return nil, err
 			}
+		}
+		if len(mismatched) > 0 {
+			delete(e.builds, key)
+			return nil, fmt.Errorf("replicate: build: %s", strings.Join(mismatched, "; "))
 		}
 	}
 	e.uses++

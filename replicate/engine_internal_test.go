@@ -115,3 +115,37 @@ func TestPrepareReusesShards(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildRefusesMismatchedRestore: a build whose model asks for a
+// variable restored from a checkpoint (VarSpec.From) with another shape is
+// refused, with the variable named, and so is the next one, until a
+// checkpoint of the model's shape is restored.
+func TestBuildRefusesMismatchedRestore(t *testing.T) {
+	fn := func(tw *towers.Scope, _ model.Mode, f model.Features, _ model.Labels, _ model.Params) (*model.Spec, error) {
+		c := tw.MustVariable("c", tensor.Float64, tensor.Shape{1}, towers.Constant(2))
+		return &model.Spec{Predictions: map[string]*G.Node{"y": G.Must(G.Mul(f["x"], c))}}, nil
+	}
+	e, err := NewEngine(ModelFn(fn, Config{Devices: []towers.Device{towers.CPU(0)}}), EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, _, err := e.Store().GetOrCreate(towers.VarSpec{Name: "c", Dtype: tensor.Float64, Shape: tensor.Shape{3}, From: "ckpt-7"}); err != nil {
+		t.Fatal(err)
+	}
+	b := sharding.Batch{Features: map[string]*tensor.Dense{"x": numeric.Over(tensor.Shape{2, 1}, []float64{1, 2})}}
+	_, err = e.PredictStep(context.Background(), b)
+	want := `predict: replicate: build: variable "c" has shape [1] dtype float64 in the model but shape [3] dtype float64 in checkpoint ckpt-7`
+	if err == nil || err.Error() != want {
+		t.Fatalf("PredictStep = %v, want %q", err, want)
+	}
+	if _, err = e.PredictStep(context.Background(), b); err == nil || err.Error() != want {
+		t.Fatalf("PredictStep again = %v, want %q", err, want)
+	}
+	if _, _, err := e.Store().GetOrCreate(towers.VarSpec{Name: "c", Dtype: tensor.Float64, Shape: tensor.Shape{1}, From: "ckpt-8"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.PredictStep(context.Background(), b); err != nil {
+		t.Errorf("PredictStep after a checkpoint that fits: %v", err)
+	}
+}

@@ -54,6 +54,11 @@ type Variable struct {
 	placed bool
 	// from is VarSpec.From of its creation.
 	from string
+	// mismatch, when not "", says the model asked for the variable with
+	// another shape or dtype than that of the checkpoint it was restored
+	// from, and it was made anew: a build asking for it is refused until a
+	// checkpoint that fits is restored into it.
+	mismatch string
 }
 
 // Name returns the variable's name.
@@ -126,6 +131,9 @@ type Store struct {
 	placed    int    // model variables placed so far, the placement's index
 	vars      map[string]*Variable
 	order     []*Variable
+	// mismatched are the model's requests for a variable restored from a
+	// checkpoint with another shape or dtype (TakeMismatched).
+	mismatched []string
 }
 
 // StoreConfig configures NewStore; its zero value is seed 0 with every
@@ -186,6 +194,22 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 	if v, ok := s.vars[spec.Name]; ok {
 		if !v.shape.Eq(spec.Shape) || v.dtype != spec.Dtype {
 			switch {
+			case v.from != "" && model && !v.placed:
+				// The model's variable differs from the checkpoint's: the
+				// build goes on with a new variable of the model's, so that
+				// the comparison after it names every difference at once
+				// (checkpoint.MismatchError); TakeMismatched says a build met
+				// one, and no step may run with it.
+				why := fmt.Sprintf("variable %q has shape %v dtype %v in the model but shape %v dtype %v in checkpoint %s",
+					spec.Name, []int(spec.Shape), spec.Dtype, []int(v.shape), v.dtype, v.from)
+				s.mismatched = append(s.mismatched, why)
+				delete(s.vars, spec.Name)
+				s.order = slices.DeleteFunc(s.order, func(o *Variable) bool { return o == v })
+				nv, created, err := s.create(spec, model)
+				if nv != nil {
+					nv.mismatch = why
+				}
+				return nv, created, err
 			case v.from != "" && model:
 				return nil, false, fmt.Errorf("variable %q has shape %v dtype %v in the model but shape %v dtype %v in checkpoint %s",
 					spec.Name, []int(spec.Shape), spec.Dtype, []int(v.shape), v.dtype, v.from)
@@ -204,8 +228,33 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 		if model && !v.placed {
 			s.place(v)
 		}
+		switch {
+		case model && v.mismatch != "":
+			s.mismatched = append(s.mismatched, v.mismatch)
+		case spec.From != "":
+			v.mismatch = "" // a checkpoint that fits is restored into it
+		}
 		return v, false, nil
 	}
+	return s.create(spec, model)
+}
+
+// TakeMismatched returns the model's requests for a variable restored
+// from a checkpoint with another shape or dtype since the last call, each
+// saying which: a build that met one made the model's variable anew, and
+// must not run (the caller compares the model's variables with the
+// checkpoint, which names every difference).
+func (s *Store) TakeMismatched() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.mismatched
+	s.mismatched = nil
+	return m
+}
+
+// create makes the variable spec says, initialised by its Init (Zeros
+// without one); s.mu is held.
+func (s *Store) create(spec VarSpec, model bool) (*Variable, bool, error) {
 	init := spec.Init
 	if init == nil {
 		init = Zeros()
@@ -219,7 +268,7 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 	if err := init(s.rng(spec.Name), spec.Dtype, shape, backing); err != nil {
 		return nil, false, fmt.Errorf("variable %q: initialise: %w", spec.Name, err)
 	}
-	v = &Variable{name: spec.Name, dtype: spec.Dtype, shape: shape, trainable: spec.Trainable, device: s.ps, backing: backing, from: spec.From}
+	v := &Variable{name: spec.Name, dtype: spec.Dtype, shape: shape, trainable: spec.Trainable, device: s.ps, backing: backing, from: spec.From}
 	if c, ok := s.vars[spec.Colocate]; ok {
 		v.device, v.colocate = c.device, c.name
 	}
