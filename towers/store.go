@@ -30,9 +30,9 @@ type VarSpec struct {
 	// optimizer's slot beside its variable) instead of asking the placement.
 	Colocate string
 	// From names where a variable created here takes its value from: a
-	// checkpoint restore gives the checkpoint's path. A later request for
-	// the variable with another shape or dtype (model code built for
-	// other variables) is an error naming it.
+	// checkpoint restore gives the checkpoint's path. Model code's first
+	// request for the variable with another shape or dtype makes it anew,
+	// marked (Mismatched); another later request is an error naming it.
 	From string
 }
 
@@ -131,9 +131,7 @@ type Store struct {
 	placed    int    // model variables placed so far, the placement's index
 	vars      map[string]*Variable
 	order     []*Variable
-	// mismatched are the model's requests for a variable restored from a
-	// checkpoint with another shape or dtype (TakeMismatched).
-	mismatched []string
+	mismatch  int // the variables marked mismatched (Mismatched)
 }
 
 // StoreConfig configures NewStore; its zero value is seed 0 with every
@@ -198,17 +196,21 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 				// The model's variable differs from the checkpoint's: the
 				// build goes on with a new variable of the model's, so that
 				// the comparison after it names every difference at once
-				// (checkpoint.MismatchError); TakeMismatched says a build met
-				// one, and no step may run with it.
-				why := fmt.Sprintf("variable %q has shape %v dtype %v in the model but shape %v dtype %v in checkpoint %s",
-					spec.Name, []int(spec.Shape), spec.Dtype, []int(v.shape), v.dtype, v.from)
-				s.mismatched = append(s.mismatched, why)
+				// (checkpoint.MismatchError). The new variable is marked
+				// (Mismatched): no step may run, and no checkpoint be saved,
+				// while it is, until a checkpoint that fits is restored.
+				i := slices.Index(s.order, v)
 				delete(s.vars, spec.Name)
-				s.order = slices.DeleteFunc(s.order, func(o *Variable) bool { return o == v })
 				nv, created, err := s.create(spec, model)
-				if nv != nil {
-					nv.mismatch = why
+				if err != nil {
+					s.vars[spec.Name] = v // as it was
+					return nil, false, err
 				}
+				s.mismatch++
+				nv.mismatch = fmt.Sprintf("variable %q has shape %v dtype %v in the model but shape %v dtype %v in checkpoint %s",
+					spec.Name, []int(spec.Shape), spec.Dtype, []int(v.shape), v.dtype, v.from)
+				s.order = slices.Delete(s.order, len(s.order)-1, len(s.order)) // create appended it
+				s.order[i] = nv                                                // in the place of the checkpoint's
 				return nv, created, err
 			case v.from != "" && model:
 				return nil, false, fmt.Errorf("variable %q has shape %v dtype %v in the model but shape %v dtype %v in checkpoint %s",
@@ -228,28 +230,41 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 		if model && !v.placed {
 			s.place(v)
 		}
-		switch {
-		case model && v.mismatch != "":
-			s.mismatched = append(s.mismatched, v.mismatch)
-		case spec.From != "":
-			v.mismatch = "" // a checkpoint that fits is restored into it
-		}
 		return v, false, nil
 	}
 	return s.create(spec, model)
 }
 
-// TakeMismatched returns the model's requests for a variable restored
-// from a checkpoint with another shape or dtype since the last call, each
-// saying which: a build that met one made the model's variable anew, and
-// must not run (the caller compares the model's variables with the
-// checkpoint, which names every difference).
-func (s *Store) TakeMismatched() []string {
+// Mismatched says, for each variable the model asked for with another
+// shape or dtype than the checkpoint's it was restored from, which is
+// which. Such a variable is made anew of the model's shape and holds no
+// trained value: no step may run and no checkpoint be saved while one is
+// (replicate.Engine and checkpoint.Save refuse), until a checkpoint that
+// fits is restored into it (Restored).
+func (s *Store) Mismatched() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mismatch == 0 {
+		return nil
+	}
+	var m []string
+	for _, v := range s.order {
+		if v.mismatch != "" {
+			m = append(m, v.mismatch)
+		}
+	}
+	return m
+}
+
+// Restored says that variable name holds a checkpoint's value of its own
+// shape and dtype now: a mismatch (Mismatched) is over.
+func (s *Store) Restored(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := s.mismatched
-	s.mismatched = nil
-	return m
+	if v, ok := s.vars[name]; ok && v.mismatch != "" {
+		v.mismatch = ""
+		s.mismatch--
+	}
 }
 
 // create makes the variable spec says, initialised by its Init (Zeros
