@@ -78,6 +78,8 @@ func TestRestoreIsStrict(t *testing.T) {
 			[]string{`lacks the model's variables "bias" (shape [] dtype float64)`, `variables the model does not make: ["b"]`, "RunConfig.WarmStart"}},
 		{"another shape", model.Params{"scale": tensor.Shape{2}},
 			[]string{`variable "scale" has shape [2] dtype float64 in the model but shape [3] dtype float64 in checkpoint ` + ckpt}},
+		{"another shape and a renamed variable", model.Params{"scale": tensor.Shape{2}, "bias": "bias"},
+			[]string{`variable "scale" has shape [2] dtype float64 in the model but shape [3]`, `lacks the model's variables "bias" (shape [] dtype float64)`, `variables the model does not make: ["b"]`}},
 	} {
 		for _, op := range ops {
 			t.Run(tc.name+", "+op.name, func(t *testing.T) {
@@ -98,6 +100,9 @@ func TestRestoreIsStrict(t *testing.T) {
 					want[i] = strings.ReplaceAll(w, trainedDir, dir)
 				}
 				wanterr.Mentions(t, err, want...)
+				if mm := (*checkpoint.MismatchError)(nil); !errors.As(err, &mm) {
+					t.Errorf("%s: error %v is not a *checkpoint.MismatchError", op.name, err)
+				}
 				if diff := cmp.Diff(before, dirContents(t, dir)); diff != "" {
 					t.Errorf("%s changed the model directory (-before +after):\n%s", op.name, diff)
 				}
@@ -236,5 +241,80 @@ func TestProcessesRestoreWithAnotherOptimizer(t *testing.T) {
 	}
 	if diff := cmp.Diff(got[0].Weights, got[1].Weights); diff != "" {
 		t.Errorf("the ranks differ after averaging (-rank 0 +rank 1):\n%s", diff)
+	}
+}
+
+// statModel is knobModel with, in Predict mode only, a non-trainable
+// "stat" of the shape Params "stat" gives (3 by default), 7s at first.
+func statModel(t *towers.Scope, mode model.Mode, f model.Features, l model.Labels, p model.Params) (*model.Spec, error) {
+	if mode == model.Predict {
+		shape := tensor.Shape{3}
+		if s, ok := p["stat"].(tensor.Shape); ok {
+			shape = s
+		}
+		if _, err := t.Variable("stat", tensor.Float64, shape, towers.Constant(7), towers.NotTrainable()); err != nil {
+			return nil, err
+		}
+	}
+	return knobModel(t, mode, f, l, p)
+}
+
+// TestMismatchRefusesEveryStep: once a build has found a model variable
+// of another shape than the checkpoint's (made anew, with no trained
+// value), no mode runs and no checkpoint is saved, not even a training
+// build that does not make the variable: the checkpoint's value survives.
+func TestMismatchRefusesEveryStep(t *testing.T) {
+	dir := t.TempDir()
+	a := newRunEstimator(t, replicated(statModel, 1), estimator.RunConfig{ModelDir: dir, LogEvery: -1})
+	predict := func(est *estimator.Estimator) error {
+		for _, err := range est.Predict(context.Background(), lineInput(t, xs(2), 2, false)) {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := a.Train(context.Background(), foreverInput(t, 4), estimator.Steps(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := predict(a); err != nil { // makes "stat"
+		t.Fatal(err)
+	}
+	if err := a.Train(context.Background(), foreverInput(t, 4), estimator.Steps(1)); err != nil { // saves it
+		t.Fatal(err)
+	}
+	a.Close()
+	before := dirContents(t, dir)
+
+	b := newRunEstimator(t, replicated(statModel, 1), estimator.RunConfig{ModelDir: dir, LogEvery: -1, Params: model.Params{"stat": tensor.Shape{2}}})
+	type got struct{ Predict, Train, PredictAgain string }
+	var g got
+	if err := predict(b); err != nil {
+		g.Predict = err.Error()
+	}
+	if err := b.Train(context.Background(), foreverInput(t, 4), estimator.Steps(1)); err != nil {
+		g.Train = err.Error()
+	}
+	if err := predict(b); err != nil {
+		g.PredictAgain = err.Error()
+	}
+	for name, msg := range map[string]string{"Predict": g.Predict, "Train": g.Train, "Predict again": g.PredictAgain} {
+		if !strings.Contains(msg, `variable "stat" has shape [2] dtype float64 in the model but shape [3] dtype float64`) {
+			t.Errorf("%s: error %q, want one naming stat's shapes", name, msg)
+		}
+	}
+	if diff := cmp.Diff(before, dirContents(t, dir)); diff != "" {
+		t.Errorf("the refused runs changed the model directory (-before +after):\n%s", diff)
+	}
+	r, err := checkpoint.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat, err := r.Tensor("stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]float64{7, 7, 7}, stat.Data()); diff != "" {
+		t.Errorf("the checkpoint's stat (-want +got):\n%s", diff)
 	}
 }

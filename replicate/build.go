@@ -112,10 +112,16 @@ func (e *Engine) prepare(mode model.Mode, batch sharding.Batch) (*build, error) 
 		e.built = b
 		if e.onBuild != nil {
 			if err := e.onBuild(); err != nil {
-				delete(e.builds, key) // build again, and retry, next time
+				e.refuse(key, b) // build again, and retry, next time
 				return nil, err
 			}
 		}
+		if err := e.mismatched(); err != nil {
+			e.refuse(key, b)
+			return nil, err
+		}
+	} else if err := e.mismatched(); err != nil {
+		return nil, err // the build stays: a checkpoint that fits may be restored
 	}
 	e.uses++
 	b.used = e.uses
@@ -138,6 +144,28 @@ func (e *Engine) prepare(mode model.Mode, batch sharding.Batch) (*build, error) 
 		}
 	}
 	return b, nil
+}
+
+// mismatched is the error of a store holding a variable the model asked
+// for with another shape or dtype than the checkpoint's it was restored
+// from, made anew: no step runs with it (the estimator's onBuild compares
+// the model with the checkpoint and names every difference first).
+func (e *Engine) mismatched() error {
+	if m := e.Store().Mismatched(); len(m) > 0 {
+		return fmt.Errorf("replicate: the model's variables do not match the checkpoint restored: %s", strings.Join(m, "; "))
+	}
+	return nil
+}
+
+// refuse drops build b of key, new and never run, and closes its towers.
+func (e *Engine) refuse(key string, b *build) {
+	delete(e.builds, key)
+	if e.built == b {
+		e.built = nil
+	}
+	for _, t := range b.towers {
+		t.Close() // its error: the build is dropped either way
+	}
 }
 
 // buildTowers calls the model function once per shard, each on its own

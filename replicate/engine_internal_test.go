@@ -2,14 +2,18 @@ package replicate
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/towerflow/towerflow/internal/numeric"
 	"github.com/towerflow/towerflow/internal/tower"
 	"github.com/towerflow/towerflow/model"
+	"github.com/towerflow/towerflow/optimizers"
 	"github.com/towerflow/towerflow/sharding"
 	"github.com/towerflow/towerflow/towers"
 )
@@ -113,5 +117,90 @@ func TestPrepareReusesShards(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestBuildRefusesMismatchedRestore: a build whose model asks for a
+// variable restored from a checkpoint (VarSpec.From) with another shape is
+// refused, with the variable named, and so is the next one, until a
+// checkpoint of the model's shape is restored.
+func TestBuildRefusesMismatchedRestore(t *testing.T) {
+	fn := func(tw *towers.Scope, _ model.Mode, f model.Features, _ model.Labels, _ model.Params) (*model.Spec, error) {
+		c := tw.MustVariable("c", tensor.Float64, tensor.Shape{1}, towers.Constant(2))
+		return &model.Spec{Predictions: map[string]*G.Node{"y": G.Must(G.Mul(f["x"], c))}}, nil
+	}
+	e, err := NewEngine(ModelFn(fn, Config{Devices: []towers.Device{towers.CPU(0)}}), EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, _, err := e.Store().GetOrCreate(towers.VarSpec{Name: "c", Dtype: tensor.Float64, Shape: tensor.Shape{3}, From: "ckpt-7"}); err != nil {
+		t.Fatal(err)
+	}
+	b := sharding.Batch{Features: map[string]*tensor.Dense{"x": numeric.Over(tensor.Shape{2, 1}, []float64{1, 2})}}
+	_, err = e.PredictStep(context.Background(), b)
+	want := `predict: replicate: the model's variables do not match the checkpoint restored: variable "c" has shape [1] dtype float64 in the model but shape [3] dtype float64 in checkpoint ckpt-7`
+	if err == nil || err.Error() != want {
+		t.Fatalf("PredictStep = %v, want %q", err, want)
+	}
+	if _, err = e.PredictStep(context.Background(), b); err == nil || err.Error() != want {
+		t.Fatalf("PredictStep again = %v, want %q", err, want)
+	}
+	if _, _, err := e.Store().GetOrCreate(towers.VarSpec{Name: "c", Dtype: tensor.Float64, Shape: tensor.Shape{1}, From: "ckpt-8"}); err != nil {
+		t.Fatal(err)
+	}
+	e.Store().Restored("c") // as checkpoint.Reader.Restore says once it has read the value
+	if _, err := e.PredictStep(context.Background(), b); err != nil {
+		t.Errorf("PredictStep after a checkpoint that fits: %v", err)
+	}
+}
+
+// TestMismatchRefusesCachedBuilds: once a Predict build has met a restored
+// variable of another shape, the Train build made before it is refused
+// too, and so is applying gradients; nothing changes the variables.
+func TestMismatchRefusesCachedBuilds(t *testing.T) {
+	fn := func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, _ model.Params) (*model.Spec, error) {
+		w := tw.MustVariable("w", tensor.Float64, tensor.Shape{1, 1}, towers.Constant(2))
+		y := G.Must(G.Mul(f["x"], w))
+		if mode == model.Predict {
+			s := tw.MustVariable("stat", tensor.Float64, tensor.Shape{2}, towers.Constant(7), towers.NotTrainable())
+			y = G.Must(G.Add(y, G.Must(G.Sum(s))))
+			return &model.Spec{Predictions: map[string]*G.Node{"y": y}}, nil
+		}
+		loss := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(y, l["y"]))))))
+		return &model.Spec{Loss: loss, Predictions: map[string]*G.Node{"y": y}}, nil
+	}
+	e, err := NewEngine(ModelFn(fn, Config{Devices: []towers.Device{towers.CPU(0)}, Optimizer: optimizers.SGD(0.1)}), EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, _, err := e.Store().GetOrCreate(towers.VarSpec{Name: "stat", Dtype: tensor.Float64, Shape: tensor.Shape{3}, From: "ckpt-7"}); err != nil {
+		t.Fatal(err)
+	}
+	x := numeric.Over(tensor.Shape{2, 1}, []float64{1, 2})
+	train := sharding.Batch{Features: map[string]*tensor.Dense{"x": x}, Labels: map[string]*tensor.Dense{"y": numeric.Over(tensor.Shape{2, 1}, []float64{1, 1})}}
+	_, grads, err := e.ComputeGradients(context.Background(), train, StepHooks{}) // the Train build, cached
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := e.Store().Lookup("w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := slices.Clone(w.Data().([]float64))
+	why := `variable "stat" has shape [2] dtype float64 in the model but shape [3] dtype float64 in checkpoint ckpt-7`
+	_, err = e.PredictStep(context.Background(), sharding.Batch{Features: map[string]*tensor.Dense{"x": x}})
+	type got struct{ Predict, Train, Apply bool }
+	g := got{Predict: err != nil && strings.Contains(err.Error(), why)}
+	_, err = e.TrainStep(context.Background(), train, StepHooks{})
+	g.Train = err != nil && strings.Contains(err.Error(), why)
+	err = e.ApplyGradients(context.Background(), grads)
+	g.Apply = err != nil && strings.Contains(err.Error(), why)
+	if diff := cmp.Diff(got{true, true, true}, g); diff != "" {
+		t.Errorf("refused (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(before, w.Data()); diff != "" {
+		t.Errorf("w changed (-before +after):\n%s", diff)
 	}
 }

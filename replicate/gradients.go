@@ -79,6 +79,9 @@ func (e *Engine) ApplyGradients(ctx context.Context, grads []Gradient) error {
 	if err := e.alone("apply gradients"); err != nil {
 		return err
 	}
+	if err := e.mismatched(); err != nil {
+		return fmt.Errorf("apply gradients: %w", err)
+	}
 	b := e.trainBuild()
 	if b == nil {
 		return fmt.Errorf("apply gradients: no training towers yet: the train ops and their variables are the model function's, known once it has built them (compute gradients, train or build a Train step first)")

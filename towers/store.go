@@ -30,9 +30,9 @@ type VarSpec struct {
 	// optimizer's slot beside its variable) instead of asking the placement.
 	Colocate string
 	// From names where a variable created here takes its value from: a
-	// checkpoint restore gives the checkpoint's path. A later request for
-	// the variable with another shape or dtype (model code built for
-	// other variables) is an error naming it.
+	// checkpoint restore gives the checkpoint's path. Model code's first
+	// request for the variable with another shape or dtype makes it anew,
+	// marked (Mismatched); another later request is an error naming it.
 	From string
 }
 
@@ -54,6 +54,11 @@ type Variable struct {
 	placed bool
 	// from is VarSpec.From of its creation.
 	from string
+	// mismatch, when not "", says the model asked for the variable with
+	// another shape or dtype than that of the checkpoint it was restored
+	// from, and it was made anew: a build asking for it is refused until a
+	// checkpoint that fits is restored into it.
+	mismatch string
 }
 
 // Name returns the variable's name.
@@ -126,6 +131,7 @@ type Store struct {
 	placed    int    // model variables placed so far, the placement's index
 	vars      map[string]*Variable
 	order     []*Variable
+	mismatch  int // the variables marked mismatched (Mismatched)
 }
 
 // StoreConfig configures NewStore; its zero value is seed 0 with every
@@ -186,6 +192,26 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 	if v, ok := s.vars[spec.Name]; ok {
 		if !v.shape.Eq(spec.Shape) || v.dtype != spec.Dtype {
 			switch {
+			case v.from != "" && model && !v.placed:
+				// The model's variable differs from the checkpoint's: the
+				// build goes on with a new variable of the model's, so that
+				// the comparison after it names every difference at once
+				// (checkpoint.MismatchError). The new variable is marked
+				// (Mismatched): no step may run, and no checkpoint be saved,
+				// while it is, until a checkpoint that fits is restored.
+				i := slices.Index(s.order, v)
+				delete(s.vars, spec.Name)
+				nv, created, err := s.create(spec, model)
+				if err != nil {
+					s.vars[spec.Name] = v // as it was
+					return nil, false, err
+				}
+				s.mismatch++
+				nv.mismatch = fmt.Sprintf("variable %q has shape %v dtype %v in the model but shape %v dtype %v in checkpoint %s",
+					spec.Name, []int(spec.Shape), spec.Dtype, []int(v.shape), v.dtype, v.from)
+				s.order = slices.Delete(s.order, len(s.order)-1, len(s.order)) // create appended it
+				s.order[i] = nv                                                // in the place of the checkpoint's
+				return nv, created, err
 			case v.from != "" && model:
 				return nil, false, fmt.Errorf("variable %q has shape %v dtype %v in the model but shape %v dtype %v in checkpoint %s",
 					spec.Name, []int(spec.Shape), spec.Dtype, []int(v.shape), v.dtype, v.from)
@@ -206,6 +232,44 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 		}
 		return v, false, nil
 	}
+	return s.create(spec, model)
+}
+
+// Mismatched says, for each variable the model asked for with another
+// shape or dtype than the checkpoint's it was restored from, which is
+// which. Such a variable is made anew of the model's shape and holds no
+// trained value: no step may run and no checkpoint be saved while one is
+// (replicate.Engine and checkpoint.Save refuse), until a checkpoint that
+// fits is restored into it (Restored).
+func (s *Store) Mismatched() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mismatch == 0 {
+		return nil
+	}
+	var m []string
+	for _, v := range s.order {
+		if v.mismatch != "" {
+			m = append(m, v.mismatch)
+		}
+	}
+	return m
+}
+
+// Restored says that variable name holds a checkpoint's value of its own
+// shape and dtype now: a mismatch (Mismatched) is over.
+func (s *Store) Restored(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.vars[name]; ok && v.mismatch != "" {
+		v.mismatch = ""
+		s.mismatch--
+	}
+}
+
+// create makes the variable spec says, initialised by its Init (Zeros
+// without one); s.mu is held.
+func (s *Store) create(spec VarSpec, model bool) (*Variable, bool, error) {
 	init := spec.Init
 	if init == nil {
 		init = Zeros()
@@ -219,7 +283,7 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 	if err := init(s.rng(spec.Name), spec.Dtype, shape, backing); err != nil {
 		return nil, false, fmt.Errorf("variable %q: initialise: %w", spec.Name, err)
 	}
-	v = &Variable{name: spec.Name, dtype: spec.Dtype, shape: shape, trainable: spec.Trainable, device: s.ps, backing: backing, from: spec.From}
+	v := &Variable{name: spec.Name, dtype: spec.Dtype, shape: shape, trainable: spec.Trainable, device: s.ps, backing: backing, from: spec.From}
 	if c, ok := s.vars[spec.Colocate]; ok {
 		v.device, v.colocate = c.device, c.name
 	}

@@ -200,6 +200,9 @@ func Save(dir string, store *towers.Store, step int64, keep int) (string, error)
 	if keep < 0 {
 		return "", fmt.Errorf("checkpoint: save: negative keep %d", keep)
 	}
+	if m := store.Mismatched(); len(m) > 0 {
+		return "", fmt.Errorf("checkpoint: save: the store holds variables made anew for a model that does not match the checkpoint restored: %s", strings.Join(m, "; "))
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("checkpoint: save: %w", err)
 	}

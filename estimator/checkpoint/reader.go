@@ -330,8 +330,9 @@ func (r *Reader) Tensor(name string) (*tensor.Dense, error) {
 // "w", as optimizers place slots), else on the store's parameter server
 // until model code asks for it (towers.Scope.Variable), which places it as
 // in a fresh run, with the variables beside it. Model code that asks for a
-// restored variable with another shape or dtype gets an error naming the
-// checkpoint.
+// restored variable with another shape or dtype gets a new variable of
+// its own, marked (towers.Store.Mismatched): no step runs and no
+// checkpoint is saved until a checkpoint that fits is restored into it.
 //
 // Restore is strict about the model, as TensorFlow's restore is ("Key not
 // found in checkpoint"): every model variable the store holds (one that
@@ -394,6 +395,7 @@ func (r *Reader) Restore(store *towers.Store) error {
 			if err := r.readInto(i, v.Data); err != nil {
 				return fmt.Errorf("checkpoint %s: %w", r.path, err)
 			}
+			store.Restored(e.Name) // of its own shape: a mismatch is over
 		}
 	}
 	return nil
