@@ -150,7 +150,11 @@ func gradientsByName(want []*towers.Variable, given map[string]*tensor.Dense, sp
 		if d == nil || !d.Shape().Eq(v.Shape()) || d.Dtype() != v.Dtype() {
 			return nil, fmt.Errorf("gradient of %q has %s; want gradients of %s", v.Name(), describeDense(d), expected())
 		}
-		out = append(out, replicate.Gradient{Variable: v, Value: d.Data()})
+		value, err := numeric.Slice(d) // a scalar's one element as a slice, as the engine takes it
+		if err != nil {
+			return nil, fmt.Errorf("gradient of %q: %w", v.Name(), err)
+		}
+		out = append(out, replicate.Gradient{Variable: v, Value: value})
 	}
 	if len(given)+len(sparse) != len(want) {
 		for _, name := range slices.Sorted(maps.Keys(sparse)) {

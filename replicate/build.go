@@ -24,16 +24,23 @@ import (
 // batch size would otherwise keep a build per size for ever.
 const maxBuilds = 64
 
-// evict closes the least recently used build when the cache is full.
+// evict closes the least recently used build when the cache is full,
+// but for the latest training and predict builds (e.last, e.lastPredict).
 func (e *Engine) evict() {
 	if len(e.builds) < maxBuilds {
 		return
 	}
 	var oldest string
 	for k, b := range e.builds {
+		if b == e.last || b == e.lastPredict {
+			continue // the latest training and predict builds stay: their plans and outputs are read after their steps
+		}
 		if oldest == "" || b.used < e.builds[oldest].used {
 			oldest = k
 		}
+	}
+	if oldest == "" {
+		return
 	}
 	for _, t := range e.builds[oldest].towers {
 		_ = t.Close()

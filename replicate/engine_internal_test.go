@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -202,5 +203,44 @@ func TestMismatchRefusesCachedBuilds(t *testing.T) {
 	}
 	if diff := cmp.Diff(before, w.Data()); diff != "" {
 		t.Errorf("w changed (-before +after):\n%s", diff)
+	}
+}
+
+// TestEvictionKeepsTheLatestTrainBuild: predicting with many batch sizes
+// after a training step evicts older builds but not the training one,
+// whose plans applying gradients reads.
+func TestEvictionKeepsTheLatestTrainBuild(t *testing.T) {
+	fn := func(tw *towers.Scope, mode model.Mode, f model.Features, l model.Labels, _ model.Params) (*model.Spec, error) {
+		w := tw.MustVariable("w", tensor.Float64, tensor.Shape{1, 1}, towers.Constant(2))
+		y := G.Must(G.Mul(f["x"], w))
+		spec := &model.Spec{Predictions: map[string]*G.Node{"y": y}}
+		if mode != model.Predict {
+			spec.Loss = G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(y, l["y"]))))))
+		}
+		return spec, nil
+	}
+	e, err := NewEngine(ModelFn(fn, Config{Devices: []towers.Device{towers.CPU(0)}, Optimizer: optimizers.SGD(0.1)}), EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	train := sharding.Batch{Features: map[string]*tensor.Dense{"x": numeric.Over(tensor.Shape{2, 1}, []float64{1, 2})},
+		Labels: map[string]*tensor.Dense{"y": numeric.Over(tensor.Shape{2, 1}, []float64{1, 1})}}
+	_, grads, err := e.ComputeGradients(context.Background(), train, StepHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows := 1; rows <= maxBuilds+5; rows++ {
+		b := sharding.Batch{Features: map[string]*tensor.Dense{"x": numeric.Over(tensor.Shape{rows, 1}, make([]float64, rows))}}
+		if _, err := e.PredictStep(context.Background(), b); err != nil {
+			t.Fatalf("%d rows: %v", rows, err)
+		}
+	}
+	kept := slices.ContainsFunc(slices.Collect(maps.Values(e.builds)), func(b *build) bool { return b == e.last })
+	if diff := cmp.Diff(true, kept); diff != "" {
+		t.Errorf("the latest training build kept (-want +got):\n%s", diff)
+	}
+	if err := e.ApplyGradients(context.Background(), grads); err != nil {
+		t.Errorf("applying gradients after the predictions: %v", err)
 	}
 }

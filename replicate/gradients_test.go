@@ -81,6 +81,8 @@ func TestComputeApplyEqualsTrain(t *testing.T) {
 		tc{"batch norm/towers1", bnModel(false), 1, nil, bnBatches(3, 9), false, nil},
 		tc{"batch norm/towers3", bnModel(false), 3, nil, bnBatches(3, 9), true, nil},
 		tc{"counters/towers2", statefulModel, 2, nil, []sharding.Batch{stateBatch(5, 1), stateBatch(5, 2)}, false, opts["adam"]},
+		tc{"scalar variables/towers2", scalarModel, 2, nil, []sharding.Batch{stateBatch(5, 1), stateBatch(5, 2)}, false, opts["momentum"]},
+		tc{"scalar variables/towers2/flat", scalarModel, 2, nil, []sharding.Batch{stateBatch(5, 1), stateBatch(5, 2)}, true, opts["momentum"]},
 	)
 	ctx := context.Background()
 	for _, tt := range tests {
@@ -125,6 +127,18 @@ func TestComputeApplyEqualsTrain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scalarModel is y = x·w + b with scalar w and b.
+func scalarModel(s *towers.Scope, mode model.Mode, f model.Features, l model.Labels, _ model.Params) (*model.Spec, error) {
+	w := s.MustVariable("w", tensor.Float64, nil, towers.Constant(0.5))
+	b := s.MustVariable("b", tensor.Float64, nil, towers.Constant(0.1))
+	pred := G.Must(G.Add(G.Must(G.Mul(f.Get("x"), w)), b))
+	spec := &model.Spec{Predictions: map[string]*G.Node{"y": pred}}
+	if mode != model.Predict {
+		spec.Loss = G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(pred, l.Get("y")))))))
+	}
+	return spec, nil
 }
 
 // bnBatches are steps batches of rows rows for bnModel.
