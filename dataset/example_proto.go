@@ -326,6 +326,10 @@ func (d *exampleDecoder) bytesList(f *Feature, msg []byte) error {
 		if num != listValue || typ != protowire.BytesType {
 			return nil
 		}
+		if len(v) == 0 {
+			vals = append(vals, []byte{}) // an empty value is empty, not nil, whatever the arena holds
+			return nil
+		}
 		if cap(d.raw) < len(v) {
 			d.raw = make([]byte, 0, max(len(v), 8*arenaSize))
 		}
