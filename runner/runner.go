@@ -70,6 +70,21 @@ func (f *Flags) Check() error {
 	return c.Err()
 }
 
+// Listen listens on -serve's address (nil without -serve): a program
+// that serves after training listens first, so that an address that
+// cannot be served (a typo, a port in use) is an error before the
+// training, and connections made during it wait until serving starts.
+func (f *Flags) Listen() (net.Listener, error) {
+	if f.Serve == "" {
+		return nil, nil
+	}
+	l, err := net.Listen("tcp", f.Serve)
+	if err != nil {
+		return nil, fmt.Errorf("-serve %s: %w", f.Serve, err)
+	}
+	return l, nil
+}
+
 // Devices returns the devices of n towers: towers.LocalDevices() (one CPU
 // device per core) for 0, else n CPU devices (more than the cores is
 // allowed, and logged when training starts).
@@ -124,15 +139,14 @@ func Main(name string, f Flags, train func(ctx context.Context) error, serve Ser
 func run(f Flags, train func(ctx context.Context) error, serve Serving) error {
 	ctx, stop := SignalContext(context.Background())
 	defer stop()
-	var l net.Listener
-	if f.Serve != "" {
-		var err error
-		if l, err = net.Listen("tcp", f.Serve); err != nil {
-			return fmt.Errorf("-serve %s: %w", f.Serve, err)
-		}
+	l, err := f.Listen()
+	if err != nil {
+		return err
+	}
+	if l != nil {
 		defer l.Close() // closed by Serve when it serves
 	}
-	err := train(ctx)
+	err = train(ctx)
 	if err == nil && l != nil {
 		serve.ModelDir = f.ModelDir
 		err = serve.Serve(ctx, l)

@@ -207,14 +207,12 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 					return nil, false, err
 				}
 				s.mismatch++
-				nv.mismatch = fmt.Sprintf("variable %q has shape %v dtype %v in the model but shape %v dtype %v in checkpoint %s",
-					spec.Name, []int(spec.Shape), spec.Dtype, []int(v.shape), v.dtype, v.from)
+				nv.mismatch = checkpointDiffers(spec, v)
 				s.order = slices.Delete(s.order, len(s.order)-1, len(s.order)) // create appended it
 				s.order[i] = nv                                                // in the place of the checkpoint's
 				return nv, created, err
 			case v.from != "" && model:
-				return nil, false, fmt.Errorf("variable %q has shape %v dtype %v in the model but shape %v dtype %v in checkpoint %s",
-					spec.Name, []int(spec.Shape), spec.Dtype, []int(v.shape), v.dtype, v.from)
+				return nil, false, errors.New(checkpointDiffers(spec, v))
 			case v.from != "":
 				return nil, false, fmt.Errorf("variable %q is asked for with shape %v dtype %v but has shape %v dtype %v in checkpoint %s",
 					spec.Name, []int(spec.Shape), spec.Dtype, []int(v.shape), v.dtype, v.from)
@@ -233,6 +231,13 @@ func (s *Store) getOrCreate(spec VarSpec, model bool) (v *Variable, created bool
 		return v, false, nil
 	}
 	return s.create(spec, model)
+}
+
+// checkpointDiffers says how the model's request spec differs from v,
+// restored from checkpoint v.from.
+func checkpointDiffers(spec VarSpec, v *Variable) string {
+	return fmt.Sprintf("variable %q has shape %v dtype %v in the model but shape %v dtype %v in checkpoint %s",
+		spec.Name, []int(spec.Shape), spec.Dtype, []int(v.shape), v.dtype, v.from)
 }
 
 // Mismatched says, for each variable the model asked for with another

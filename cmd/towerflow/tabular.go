@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"strings"
 
@@ -68,11 +67,11 @@ func tabularCmd(stdout, stderr io.Writer, args []string) error {
 	if err != nil {
 		return usagef("-towers: %v", err)
 	}
-	var l net.Listener // listened on before the training: a bad address fails first
-	if f.Serve != "" {
-		if l, err = net.Listen("tcp", f.Serve); err != nil {
-			return fmt.Errorf("-serve %s: %w", f.Serve, err)
-		}
+	l, err := f.Listen() // before the training: a bad address fails first
+	if err != nil {
+		return err
+	}
+	if l != nil {
 		defer l.Close()
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
